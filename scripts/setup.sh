@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Installs every system package uwarp needs on Debian 12, idempotently.
+#
+# Usage: scripts/setup.sh
+#
+# Works as root or as a user with sudo. Prints nothing when everything is
+# already installed; otherwise says what it installs.
+set -euo pipefail
+
+# Packages, and why each one is here:
+#   libdpdk-dev   DPDK 22.11 headers and shared libraries (the dataplane)
+#   libclang-dev  libclang for bindgen (the dpdk-sys binding)
+#   pkg-config    finds libdpdk for the build
+#   tshark        decodes uwarp's own frames in the interop tests
+#   iproute2      network namespaces and veth pairs for test topologies
+#   build-essential, ca-certificates  C compiler for the DPDK shim, TLS for crates.io
+packages=(
+    libdpdk-dev
+    libclang-dev
+    pkg-config
+    tshark
+    iproute2
+    build-essential
+    ca-certificates
+)
+
+missing=()
+for pkg in "${packages[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("$pkg")
+    fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+    exit 0
+fi
+
+if [ "$(id -u)" -eq 0 ]; then
+    sudo=()
+elif command -v sudo >/dev/null 2>&1; then
+    sudo=(sudo)
+else
+    echo "setup.sh: missing packages (${missing[*]}) and neither root nor sudo is available" >&2
+    exit 1
+fi
+
+echo "setup.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+# wireshark-common asks whether non-root users may capture; answer "no" up front.
+echo "wireshark-common wireshark-common/install-setuid boolean false" | "${sudo[@]}" debconf-set-selections
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup.sh: done"

@@ -1,0 +1,11 @@
+//! uwarp-stack: the iWARP protocol suite, sans-IO.
+//!
+//! The crate holds the protocols and nothing that does I/O: no DPDK, no
+//! sockets, no threads. Engines consume bytes, segments and timer ticks and
+//! produce bytes and events, so the same code runs over the userspace TCP on
+//! DPDK, over kernel sockets, and over in-memory test links.
+//!
+//! - [`wire`]: zero-copy views and parsed representations of every header
+//!   uwarp puts on the wire (RFC 5040, 5041, 5044, 6581, 7306, 8797).
+
+pub mod wire;
