@@ -1,1 +1,33 @@
-pub mod x {}
+//! Zero-copy views and parsed representations of every header uwarp puts
+//! on the wire, in the style of smoltcp's `wire` module: a view
+//! (`Thing<T: AsRef<[u8]>>`) checks its length once and reads fields in
+//! place; a representation (`ThingRepr`) parses, validates and emits.
+//!
+//! | module | what | where it is specified |
+//! | --- | --- | --- |
+//! | [`mpa`] | MPA Request/Reply, the enhanced block | RFC 5044 7.1, RFC 6581 9 |
+//! | [`fpdu`] | FPDU framing, PAD, CRC field, MULPDU | RFC 5044 4.1, 8 |
+//! | [`marker`] | Marker insertion and removal | RFC 5044 4.3, 5 |
+//! | [`crc`] | CRC32c and its on-wire byte order | RFC 5044 4.1 |
+//! | [`ddp`] | DDP tagged/untagged headers, segmentation | RFC 5041 4, 5.2 |
+//! | [`rdmap`] | RDMAP control field, opcodes, Read Request | RFC 5040 4, RFC 7306 |
+//! | [`terminate`] | Terminate message and error codes | RFC 5040 4.8, 7 |
+//! | [`rpcrdma`] | RPC-over-RDMA CM private data | RFC 8797 |
+//!
+//! Ethernet, IPv4 and TCP are `smoltcp::wire`'s and are not repeated here.
+//! No parser panics or reads out of bounds on any input; each returns a
+//! [`WireError`] precise enough for the engines to answer with the right
+//! Terminate or MPA reject.
+
+pub mod crc;
+pub mod ddp;
+mod error;
+mod field;
+pub mod fpdu;
+pub mod marker;
+pub mod mpa;
+pub mod rdmap;
+pub mod rpcrdma;
+pub mod terminate;
+
+pub use error::{Result, WireError};
