@@ -1,1 +1,120 @@
-fn main() {}
+//! `uwarp-perf`: uwarp's command-line tool.
+//!
+//! `uwarp-perf decode FILE...` decodes the iWARP traffic in pcap or pcapng
+//! captures: one line (or one JSON object) per MPA startup frame and FPDU.
+
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use uwarp_bench::capture::read_capture;
+use uwarp_bench::decode::{decode_streams, CrcMode, DecodeOptions};
+use uwarp_stack::wire::terminate::LayoutHint;
+
+/// uwarp's perf and diagnostics tool.
+#[derive(Parser)]
+#[command(name = "uwarp-perf", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Decode the MPA/DDP/RDMAP traffic in pcap or pcapng files.
+    Decode(DecodeArgs),
+}
+
+#[derive(clap::Args)]
+struct DecodeArgs {
+    /// Capture files (pcap or pcapng).
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// One JSON object per line instead of text.
+    #[arg(long)]
+    json: bool,
+    /// CRC handling: as negotiated (auto), always checked, or never.
+    #[arg(long, value_enum, default_value_t = CrcArg::Auto)]
+    crc: CrcArg,
+    /// Terminate control-word layout: auto-detect, RFC 5040, or Linux siw's.
+    #[arg(long, value_enum, default_value_t = LayoutArg::Auto)]
+    terminate_layout: LayoutArg,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum CrcArg {
+    Auto,
+    On,
+    Off,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LayoutArg {
+    Auto,
+    Rfc,
+    Siw,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Decode(args) => decode(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("uwarp-perf: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn decode(args: &DecodeArgs) -> Result<(), String> {
+    let options = DecodeOptions {
+        crc: match args.crc {
+            CrcArg::Auto => CrcMode::Auto,
+            CrcArg::On => CrcMode::On,
+            CrcArg::Off => CrcMode::Off,
+        },
+        terminate_layout: match args.terminate_layout {
+            LayoutArg::Auto => LayoutHint::Auto,
+            LayoutArg::Rfc => LayoutHint::Rfc5040,
+            LayoutArg::Siw => LayoutHint::Siw,
+        },
+    };
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    for file in &args.files {
+        let streams = read_capture(file).map_err(|e| format!("{}: {e}", file.display()))?;
+        if !args.json && args.files.len() > 1 {
+            writeln!(out, "== {}", file.display()).map_err(|e| e.to_string())?;
+        }
+        for record in decode_streams(&streams, &options) {
+            let line = if args.json {
+                let mut json = record.to_json();
+                if args.files.len() > 1 {
+                    json["file"] = file.display().to_string().into();
+                }
+                json.to_string()
+            } else {
+                record.to_text()
+            };
+            if let Err(err) = writeln!(out, "{line}") {
+                // A closed pipe (`| head`) is not an error worth reporting.
+                return if err.kind() == io::ErrorKind::BrokenPipe {
+                    Ok(())
+                } else {
+                    Err(err.to_string())
+                };
+            }
+        }
+    }
+    out.flush().or_else(|e| {
+        if e.kind() == io::ErrorKind::BrokenPipe {
+            Ok(())
+        } else {
+            Err(e.to_string())
+        }
+    })
+}

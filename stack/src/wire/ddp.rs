@@ -4,15 +4,15 @@
 //! ```text
 //!  0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//! |T|L| Rsvd  | DV|   RsvdULP[0]  |   control field (RFC 5041 4.2)
+//! |T|L| Rsvd  | DV|   RsvdULP[0]    |   control field (RFC 5041 4.2)
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //!
 //! tagged, 14 octets:   control | STag (32) | TO (64)
 //! untagged, 18 octets: control | RsvdULP[8:39] (32) | QN (32) | MSN (32) | MO (32)
 //! ```
 //!
-//! RsvdULP[0], the second octet, belongs to the upper layer: RDMAP keeps
-//! its control field there ([`crate::wire::rdmap`]). RsvdULP[8:39] carries
+//! `RsvdULP[0]`, the second octet, belongs to the upper layer: RDMAP keeps
+//! its control field there ([`crate::wire::rdmap`]). `RsvdULP[8:39]` carries
 //! the STag to invalidate for RDMAP's Send with Invalidate.
 
 use super::error::{check_len, check_room, Result, WireError};
@@ -95,7 +95,7 @@ impl<T: AsRef<[u8]>> DdpSegment<T> {
         self.control() & CTRL_VERSION
     }
 
-    /// RsvdULP[0]: the upper layer's control octet (RDMAP's control field).
+    /// `RsvdULP[0]`: the upper layer's control octet (RDMAP's control field).
     pub fn ulp_control(&self) -> u8 {
         self.buffer.as_ref()[field::ULP_CONTROL]
     }
@@ -119,7 +119,7 @@ impl<T: AsRef<[u8]>> DdpSegment<T> {
         get_u64(self.buffer.as_ref(), field::TO)
     }
 
-    /// Untagged: RsvdULP[8:39] (RDMAP's Invalidate STag).
+    /// Untagged: `RsvdULP[8:39]` (RDMAP's Invalidate STag).
     pub fn ulp_word(&self) -> u32 {
         get_u32(self.buffer.as_ref(), field::ULP_WORD)
     }
@@ -157,7 +157,7 @@ pub enum BufferModel {
     },
     /// The segment is placed at `mo` of message `msn` on queue `qn`.
     Untagged {
-        /// RsvdULP[8:39]: RDMAP's Invalidate STag, otherwise 0.
+        /// `RsvdULP[8:39]`: RDMAP's Invalidate STag, otherwise 0.
         ulp_word: u32,
         /// Queue number.
         qn: u32,
@@ -176,7 +176,7 @@ pub struct DdpRepr {
     /// The four reserved control bits, kept for exact re-emission; uwarp
     /// sends 0.
     pub reserved: u8,
-    /// RsvdULP[0], the upper layer's control octet.
+    /// `RsvdULP[0]`, the upper layer's control octet.
     pub ulp_control: u8,
     /// Tagged or untagged fields.
     pub model: BufferModel,

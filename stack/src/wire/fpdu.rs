@@ -146,6 +146,13 @@ impl<T: AsRef<[u8]>> Fpdu<T> {
 /// and its payload, typically) to the start of `out`, with zero PAD and the
 /// CRC when `crc_on` (zeros otherwise). Returns the FPDU's length.
 pub fn emit(parts: &[&[u8]], crc_on: bool, out: &mut [u8]) -> Result<usize> {
+    emit_with_pad(parts, [0; 3], crc_on, out)
+}
+
+/// [`emit`] with the given PAD octets (the first `pad_len` of them) instead
+/// of zeros. A conforming sender pads with zeros; this reproduces frames of
+/// peers that do not (siw's PAD is sometimes not zero).
+pub fn emit_with_pad(parts: &[&[u8]], pad: [u8; 3], crc_on: bool, out: &mut [u8]) -> Result<usize> {
     let ulpdu_len: usize = parts.iter().map(|p| p.len()).sum();
     if ulpdu_len > MAX_ULPDU_LEN {
         return Err(WireError::UlpduTooLong(ulpdu_len));
@@ -160,7 +167,7 @@ pub fn emit(parts: &[&[u8]], crc_on: bool, out: &mut [u8]) -> Result<usize> {
         at += part.len();
     }
     let crc_at = total - CRC_LEN;
-    out[at..crc_at].fill(0);
+    out[at..crc_at].copy_from_slice(&pad[..crc_at - at]);
     let crc = if crc_on {
         crc::crc32c(&out[..crc_at])
     } else {
@@ -259,6 +266,17 @@ mod tests {
                 available: 20
             }
         );
+    }
+
+    #[test]
+    fn nonzero_pad_is_reproduced() {
+        let mut out = [0u8; 12];
+        let len = emit_with_pad(&[&[9, 9, 9, 9]], [0, 0x40, 7], true, &mut out).unwrap();
+        assert_eq!(len, 12);
+        assert_eq!(&out[6..8], &[0, 0x40]);
+        let fpdu = Fpdu::new_checked(&out[..]).unwrap();
+        assert_eq!(fpdu.pad(), &[0, 0x40]);
+        assert_eq!(fpdu.verify(true), CrcVerdict::Good);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! ```text
 //!  0 1 2 3 4 5 6 7
 //! +-+-+-+-+-+-+-+-+
-//! |RV |Rsv| Opcode|   RDMAP control field = DDP RsvdULP[0] (RFC 5040 4.1)
+//! |RV |Rsv| Opcode|   RDMAP control field = DDP `RsvdULP[0]` (RFC 5040 4.1)
 //! +-+-+-+-+-+-+-+-+
 //! ```
 //!
@@ -106,7 +106,7 @@ impl Opcode {
         }
     }
 
-    /// Whether the message invalidates the STag in RsvdULP[8:39].
+    /// Whether the message invalidates the STag in `RsvdULP[8:39]`.
     pub fn invalidates(self) -> bool {
         matches!(self, Self::SendInvalidate | Self::SendSolicitedInvalidate)
     }
@@ -229,7 +229,7 @@ impl ReadRequest {
 pub struct RdmapSegment<'a> {
     /// The DDP header.
     pub ddp: DdpRepr,
-    /// The RDMAP control field from RsvdULP[0].
+    /// The RDMAP control field from `RsvdULP[0]`.
     pub control: RdmapControl,
     /// The payload after the DDP header (for a Read Request or Terminate,
     /// their RDMAP header and what follows).
@@ -276,7 +276,7 @@ impl<'a> RdmapSegment<'a> {
     }
 
     /// Writes header and payload to the start of `buf`; the DDP header's
-    /// RsvdULP[0] is taken from `control`.
+    /// `RsvdULP[0]` is taken from `control`.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
         let len = self.buffer_len();
         check_room(buf, len)?;

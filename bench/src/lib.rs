@@ -1,0 +1,4 @@
+//! uwarp-bench: the built-in tools: the perf tool and the capture decoder.
+
+pub mod capture;
+pub mod decode;
