@@ -4,7 +4,7 @@
 //! ```text
 //!  0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//! |T|L| Rsvd  | DV|   RsvdULP[0]    |   control field (RFC 5041 4.2)
+//! |T|L| Rsvd  | DV|  RsvdULP[0]   |   control field (RFC 5041 4.2)
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //!
 //! tagged, 14 octets:   control | STag (32) | TO (64)
