@@ -8,7 +8,7 @@
 //! by the field: zero means off, anything else is checked.
 
 use serde_json::{json, Map, Value};
-use uwarp_stack::wire::fpdu::{self, CrcVerdict, Fpdu};
+use uwarp_stack::wire::fpdu::{CrcVerdict, Fpdu};
 use uwarp_stack::wire::marker::MarkedFpdu;
 use uwarp_stack::wire::mpa::{
     FrameKind, StartupFrame, StartupRepr, KEY_LEN, REPLY_KEY, REQUEST_KEY,
@@ -262,7 +262,6 @@ fn fpdu_unit(
     fields::crc(verdict, &mut fields);
     fields::ulpdu(fpdu.ulpdu(), options.terminate_layout, &mut fields);
     let in_sync = !fields.contains_key("error") || verdict == CrcVerdict::Good;
-    debug_assert_eq!(fpdu::fpdu_len(fpdu.ulpdu_len()), unmarked.len());
     Ok((
         Unit {
             kind: RecordKind::Fpdu,
