@@ -5,22 +5,33 @@
 //! 32-bit value's least significant octet goes first: this is what Linux siw
 //! sends and what the captures in `tests/data/siw/` show.
 //!
-//! The computation is the `crc32c` crate's, which uses the SSE4.2 `crc32`
-//! instruction with three interleaved streams where the CPU has it; the
-//! `crc_fast` benchmark in this crate compares it with `crc-fast`.
+//! The computation is the `crc-fast` crate's, which folds with carry-less
+//! multiplication (PCLMULQDQ, VPCLMULQDQ on AVX-512, PMULL on Arm) and picks
+//! the best kernel at run time. The `crc` benchmark of this crate compares it
+//! with the `crc32c` crate (SSE4.2 `crc32` instruction): on this project's
+//! machines crc-fast is about 4x faster at 1500 octets and 64 KiB.
 
 /// Length of the CRC field at the end of every FPDU.
 pub const CRC_LEN: usize = 4;
 
+/// The final XOR of CRC32c, which is also its initial register value.
+const XOR_OUT: u32 = 0xFFFF_FFFF;
+
 /// The CRC32c of `data`.
 pub fn crc32c(data: &[u8]) -> u32 {
-    crc32c::crc32c(data)
+    crc_fast::crc32_iscsi(data)
 }
 
 /// Continues a CRC32c computed over earlier octets with `data`, so that a
 /// CRC over scattered pieces equals the CRC over their concatenation.
 pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
-    crc32c::crc32c_append(crc, data)
+    // The register holds the CRC before its final XOR.
+    let register = u64::from(crc ^ XOR_OUT);
+    let mut digest =
+        crc_fast::Digest::new_with_init_state(crc_fast::CrcAlgorithm::Crc32Iscsi, register);
+    digest.update(data);
+    // A CRC32 digest's value fits in 32 bits.
+    digest.finalize() as u32
 }
 
 /// The CRC field as it goes on the wire: least significant octet first.
@@ -46,8 +57,11 @@ mod tests {
     #[test]
     fn append_equals_whole() {
         let data: Vec<u8> = (0..=255u8).cycle().take(3000).collect();
-        let split = crc32c_append(crc32c(&data[..1001]), &data[1001..]);
-        assert_eq!(split, crc32c(&data));
+        for at in [0, 1, 7, 1001, 2999, 3000] {
+            let split = crc32c_append(crc32c(&data[..at]), &data[at..]);
+            assert_eq!(split, crc32c(&data), "split at {at}");
+        }
+        assert_eq!(crc32c_append(crc32c(b""), b"123456789"), 0xE306_9283);
     }
 
     #[test]

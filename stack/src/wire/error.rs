@@ -51,6 +51,14 @@ pub enum WireError {
         /// FPDUPTR it should carry.
         expected: u16,
     },
+    /// An FPDU so long that a Marker inside it lies more than 65535 octets
+    /// after its header, beyond what FPDUPTR can express
+    /// (RFC 5044 section 4.2).
+    MarkerPointerOverflow,
+    /// An FPDU start that is not a multiple of 4 octets into the MPA
+    /// stream: FPDUs and Markers are multiples of 4, so none can start there
+    /// (RFC 5044 section 4).
+    UnalignedOffset(u64),
     /// A DDP version (DV) other than 1 (RFC 5041 section 4.2).
     BadDdpVersion(u8),
     /// An RDMAP version (RV) other than 1 (RFC 5040 section 4.1).
@@ -119,6 +127,15 @@ impl fmt::Display for WireError {
                 f,
                 "Marker at stream offset {offset} has FPDUPTR {found}, expected {expected}"
             ),
+            Self::MarkerPointerOverflow => {
+                write!(
+                    f,
+                    "FPDU too long for a Marker's FPDUPTR to reach its header"
+                )
+            }
+            Self::UnalignedOffset(offset) => {
+                write!(f, "stream offset {offset} is not a multiple of 4")
+            }
             Self::BadDdpVersion(v) => write!(f, "DDP version {v}, expected 1"),
             Self::BadRdmapVersion(v) => write!(f, "RDMAP version {v}, expected 1"),
             Self::UnknownOpcode(op) => write!(f, "unknown RDMAP opcode {op:#x}"),

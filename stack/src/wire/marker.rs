@@ -1,5 +1,5 @@
 //! MPA Markers (RFC 5044 sections 4.2 and 4.3): insertion into and removal
-//! from FPDUs at any stream offset.
+//! from FPDUs at any stream offset where an FPDU can start.
 //!
 //! ```text
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
@@ -16,7 +16,10 @@
 //! count towards the CRC of the FPDU that holds them.
 //!
 //! Offsets in this module are octets of the MPA stream since the start of
-//! Full Operation, Markers included.
+//! Full Operation, Markers included. FPDUs and Markers are multiples of 4
+//! octets, so every FPDU starts at a multiple of 4; other offsets are
+//! refused with [`WireError::UnalignedOffset`] (a Marker could otherwise
+//! split the CRC field). Offsets wrap like TCP sequence numbers.
 
 use super::crc::{self, CRC_LEN};
 use super::error::{check_len, check_room, Result, WireError};
@@ -48,37 +51,58 @@ pub fn marked_len(offset: u64, len: usize) -> usize {
     let mut left = len;
     while left > 0 {
         if marker_at(pos) {
-            pos += MARKER_LEN as u64;
+            pos = pos.wrapping_add(MARKER_LEN as u64);
         }
         let run = left.min(until_marker(pos));
-        pos += run as u64;
+        pos = pos.wrapping_add(run as u64);
         left -= run;
     }
     // Bounded by len + 4 * (len / 508 + 1).
-    (pos - offset) as usize
+    pos.wrapping_sub(offset) as usize
+}
+
+/// The FPDUPTR a Marker at `pos` carries inside the FPDU that starts at
+/// `offset`: octets from the ULPDU_Length field to the Marker, 0 for a
+/// Marker just before the length field. Stream offsets wrap like TCP
+/// sequence numbers; 2^64 is a multiple of 512, so the Marker grid does too.
+fn fpdu_pointer(offset: u64, pos: u64) -> u64 {
+    let header_pos = if marker_at(offset) {
+        offset.wrapping_add(MARKER_LEN as u64)
+    } else {
+        offset
+    };
+    if pos == offset && marker_at(offset) {
+        0
+    } else {
+        pos.wrapping_sub(header_pos)
+    }
+}
+
+/// Refuses an FPDU start that is not a multiple of 4.
+fn check_aligned(offset: u64) -> Result<()> {
+    if offset % 4 == 0 {
+        Ok(())
+    } else {
+        Err(WireError::UnalignedOffset(offset))
+    }
 }
 
 /// Copies FPDU octets into a buffer, inserting Markers on the way.
 struct MarkedWriter<'a> {
     out: &'a mut [u8],
     written: usize,
+    /// Stream offset of the FPDU's first octet.
+    offset: u64,
     pos: u64,
-    /// Stream offset of the FPDU's ULPDU_Length field.
-    header_pos: u64,
 }
 
 impl<'a> MarkedWriter<'a> {
     fn new(out: &'a mut [u8], offset: u64) -> Self {
-        let header_pos = if marker_at(offset) {
-            offset + MARKER_LEN as u64
-        } else {
-            offset
-        };
         Self {
             out,
             written: 0,
+            offset,
             pos: offset,
-            header_pos,
         }
     }
 
@@ -87,14 +111,13 @@ impl<'a> MarkedWriter<'a> {
         if !marker_at(self.pos) {
             return Ok(());
         }
-        let pointer = self.pos.saturating_sub(self.header_pos);
-        let pointer =
-            u16::try_from(pointer).map_err(|_| WireError::UlpduTooLong(MAX_ULPDU_LEN + 1))?;
+        let pointer = fpdu_pointer(self.offset, self.pos);
+        let pointer = u16::try_from(pointer).map_err(|_| WireError::MarkerPointerOverflow)?;
         let marker = &mut self.out[self.written..self.written + MARKER_LEN];
         marker[..2].fill(0);
         set_u16(marker, 2, pointer);
         self.written += MARKER_LEN;
-        self.pos += MARKER_LEN as u64;
+        self.pos = self.pos.wrapping_add(MARKER_LEN as u64);
         Ok(())
     }
 
@@ -104,7 +127,7 @@ impl<'a> MarkedWriter<'a> {
             let run = data.len().min(until_marker(self.pos));
             self.out[self.written..self.written + run].copy_from_slice(&data[..run]);
             self.written += run;
-            self.pos += run as u64;
+            self.pos = self.pos.wrapping_add(run as u64);
             data = &data[run..];
         }
         Ok(())
@@ -114,8 +137,11 @@ impl<'a> MarkedWriter<'a> {
 /// Writes an FPDU with Markers: ULPDU_Length, the ULPDU (the concatenation
 /// of `parts`), PAD, then the CRC (computed over everything before it,
 /// Markers included) when `crc_on`, zeros otherwise. `offset` is the stream
-/// offset of the FPDU's first octet. Returns the length written.
+/// offset of the FPDU's first octet. Returns the length written. Refuses a
+/// ULPDU over 65535 octets, and one so long that a Marker's 16-bit FPDUPTR
+/// cannot reach back to its header (over about 65000 octets).
 pub fn emit(offset: u64, parts: &[&[u8]], crc_on: bool, out: &mut [u8]) -> Result<usize> {
+    check_aligned(offset)?;
     let ulpdu_len: usize = parts.iter().map(|p| p.len()).sum();
     if ulpdu_len > MAX_ULPDU_LEN {
         return Err(WireError::UlpduTooLong(ulpdu_len));
@@ -142,6 +168,7 @@ pub fn emit(offset: u64, parts: &[&[u8]], crc_on: bool, out: &mut [u8]) -> Resul
 
 /// [`emit`] into a new vector.
 pub fn to_vec(offset: u64, parts: &[&[u8]], crc_on: bool) -> Result<Vec<u8>> {
+    check_aligned(offset)?;
     let ulpdu_len: usize = parts.iter().map(|p| p.len()).sum();
     if ulpdu_len > MAX_ULPDU_LEN {
         return Err(WireError::UlpduTooLong(ulpdu_len));
@@ -156,11 +183,6 @@ pub fn to_vec(offset: u64, parts: &[&[u8]], crc_on: bool) -> Result<Vec<u8>> {
 /// Marker's FPDUPTR. Appends the content to `out`; returns the marked
 /// length consumed.
 fn strip_into(offset: u64, marked: &[u8], unmarked_len: usize, out: &mut Vec<u8>) -> Result<usize> {
-    let header_pos = if marker_at(offset) {
-        offset + MARKER_LEN as u64
-    } else {
-        offset
-    };
     let mut pos = offset;
     let mut at = 0;
     let mut left = unmarked_len;
@@ -169,7 +191,7 @@ fn strip_into(offset: u64, marked: &[u8], unmarked_len: usize, out: &mut Vec<u8>
             check_len(&marked[at..], MARKER_LEN)?;
             // The two low bits are reserved and treated as zero.
             let found = get_u16(marked, at + 2) & !0x3;
-            let expected = pos.saturating_sub(header_pos);
+            let expected = fpdu_pointer(offset, pos);
             if u64::from(found) != expected {
                 return Err(WireError::MarkerMismatch {
                     offset: pos,
@@ -178,13 +200,13 @@ fn strip_into(offset: u64, marked: &[u8], unmarked_len: usize, out: &mut Vec<u8>
                 });
             }
             at += MARKER_LEN;
-            pos += MARKER_LEN as u64;
+            pos = pos.wrapping_add(MARKER_LEN as u64);
         }
         let run = left.min(until_marker(pos));
         check_len(&marked[at..], run)?;
         out.extend_from_slice(&marked[at..at + run]);
         at += run;
-        pos += run as u64;
+        pos = pos.wrapping_add(run as u64);
         left -= run;
     }
     Ok(at)
@@ -208,6 +230,7 @@ impl MarkedFpdu {
     /// [`WireError::MarkerMismatch`] when a Marker does not point at the
     /// FPDU's header.
     pub fn parse(offset: u64, marked: &[u8]) -> Result<Self> {
+        check_aligned(offset)?;
         let mut header = Vec::with_capacity(LENGTH_FIELD_LEN);
         let marked_header_len = marked_len(offset, LENGTH_FIELD_LEN);
         check_len(marked, marked_header_len)?;
@@ -349,11 +372,47 @@ mod tests {
     }
 
     #[test]
+    fn unaligned_offsets_are_refused() {
+        assert_eq!(
+            to_vec(2, &[&[1]], true).unwrap_err(),
+            WireError::UnalignedOffset(2)
+        );
+        assert_eq!(
+            MarkedFpdu::parse(511, &[0; 64]).unwrap_err(),
+            WireError::UnalignedOffset(511)
+        );
+    }
+
+    #[test]
+    fn offsets_wrap_around_the_end_of_the_stream() {
+        for offset in [u64::MAX - 3, u64::MAX - 511, u64::MAX - 1003] {
+            let ulpdu = [0x5a; 1400];
+            let bytes = to_vec(offset, &[&ulpdu], true).unwrap();
+            let parsed = MarkedFpdu::parse(offset, &bytes).unwrap();
+            assert_eq!(parsed.ulpdu(), &ulpdu[..]);
+            assert_eq!(parsed.verify(true), CrcVerdict::Good);
+        }
+        assert!(matches!(
+            MarkedFpdu::parse(u64::MAX - 3, &[]),
+            Err(WireError::Truncated { .. })
+        ));
+    }
+
+    #[test]
+    fn fpdu_pointer_overflow_is_refused() {
+        let big = vec![0u8; 65_530];
+        assert_eq!(
+            to_vec(0, &[&big], false).unwrap_err(),
+            WireError::MarkerPointerOverflow
+        );
+    }
+
+    #[test]
     fn marked_lengths() {
         assert_eq!(marked_len(0, 48), 52);
         assert_eq!(marked_len(4, 508), 508);
         assert_eq!(marked_len(4, 509), 513);
-        assert_eq!(marked_len(1, 2000), 2000 + 3 * 4);
+        assert_eq!(marked_len(4, 2000), 2000 + 3 * 4);
         assert_eq!(marked_len(7, 0), 0);
     }
 }

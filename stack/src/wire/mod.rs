@@ -19,6 +19,7 @@
 //! [`WireError`] precise enough for the engines to answer with the right
 //! Terminate or MPA reject.
 
+pub mod check;
 pub mod crc;
 pub mod ddp;
 mod error;

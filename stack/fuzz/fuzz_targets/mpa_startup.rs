@@ -1,0 +1,14 @@
+//! MPA Request/Reply frames: `StartupRepr::parse_bytes`, re-emitted and
+//! re-parsed.
+//!
+//! The oracle, `uwarp_stack::wire::check::mpa_startup`, is shared with
+//! `stack/tests/fuzz_inputs.rs`, so a crash found here replays as an
+//! ordinary test (see `../README.md`).
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    uwarp_stack::wire::check::mpa_startup(data);
+});

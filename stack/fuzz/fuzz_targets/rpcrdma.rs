@@ -1,0 +1,13 @@
+//! MPA private data: `RpcRdmaPrivateData::find` and `parse`, re-emitted.
+//!
+//! The oracle, `uwarp_stack::wire::check::rpcrdma`, is shared with
+//! `stack/tests/fuzz_inputs.rs`, so a crash found here replays as an
+//! ordinary test (see `../README.md`).
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    uwarp_stack::wire::check::rpcrdma(data);
+});

@@ -1,0 +1,14 @@
+//! Terminate payloads: `TerminateRepr::parse` with `LayoutHint::Auto`,
+//! `Rfc5040` and `Siw`, re-emitted and re-parsed.
+//!
+//! The oracle, `uwarp_stack::wire::check::terminate`, is shared with
+//! `stack/tests/fuzz_inputs.rs`, so a crash found here replays as an
+//! ordinary test (see `../README.md`).
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    uwarp_stack::wire::check::terminate(data);
+});
