@@ -8,7 +8,10 @@
 //! - [`wire`]: zero-copy views and parsed representations of every header
 //!   uwarp puts on the wire (RFC 5040, 5041, 5044, 6581, 7306, 8797).
 //! - [`mpa`]: the MPA startup phase: Request/Reply negotiation of revision,
-//!   CRC, Markers, IRD/ORD and the peer-to-peer RTR (RFC 5044, RFC 6581).
+//!   CRC, Markers, IRD/ORD and the peer-to-peer RTR (RFC 5044, RFC 6581),
+//!   and FPDU framing of Full Operation over a byte stream.
+//! - [`ddp`]: the data sink's untagged queues (RFC 5041).
 
+pub mod ddp;
 pub mod mpa;
 pub mod wire;
