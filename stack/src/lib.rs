@@ -11,7 +11,9 @@
 //!   CRC, Markers, IRD/ORD and the peer-to-peer RTR (RFC 5044, RFC 6581),
 //!   and FPDU framing of Full Operation over a byte stream.
 //! - [`ddp`]: the data sink's untagged queues (RFC 5041).
+//! - [`rdmap`]: RDMA Read queues under IRD/ORD (RFC 5040, RFC 6581).
 
 pub mod ddp;
 pub mod mpa;
+pub mod rdmap;
 pub mod wire;

@@ -1,0 +1,240 @@
+//! The two queues of RDMA Read (RFC 5040 sections 5.2 and 6.4, with the
+//! IRD/ORD of RFC 6581 section 9.1): the requester's outstanding Reads,
+//! limited by its ORD, and the responder's inbound Read Request queue,
+//! limited by its IRD and answered strictly in request order, each
+//! response cut into tagged segments no longer than the MULPDU allows.
+
+use std::collections::VecDeque;
+
+use crate::wire::ddp::TAGGED_HEADER_LEN;
+use crate::wire::rdmap::ReadRequest;
+use crate::wire::terminate::TermError;
+
+/// The requester's side: Reads sent and not yet answered in full.
+#[derive(Debug)]
+pub struct OutboundReads<T> {
+    ord: usize,
+    outstanding: VecDeque<Outstanding<T>>,
+}
+
+#[derive(Debug)]
+struct Outstanding<T> {
+    request: ReadRequest,
+    context: T,
+}
+
+impl<T> OutboundReads<T> {
+    /// A queue allowing `ord` Reads in flight.
+    pub fn new(ord: u16) -> Self {
+        Self {
+            ord: usize::from(ord),
+            outstanding: VecDeque::new(),
+        }
+    }
+
+    /// Whether another Read may be sent now.
+    pub fn can_send(&self) -> bool {
+        self.outstanding.len() < self.ord
+    }
+
+    /// Records a Read Request being sent; `context` comes back when its
+    /// response is complete. Refuses when ORD Reads are already in flight
+    /// (the caller holds the work request until one completes).
+    pub fn send(&mut self, request: ReadRequest, context: T) -> Result<(), T> {
+        if !self.can_send() {
+            return Err(context);
+        }
+        self.outstanding.push_back(Outstanding { request, context });
+        Ok(())
+    }
+
+    /// Notes a Read Response segment to `sink_stag` with the L bit `last`.
+    /// Responses come in request order, so the segment belongs to the
+    /// oldest outstanding Read: it completes it when `last` is set. A
+    /// response nobody asked for, or to the wrong buffer, is an error.
+    pub fn on_response(&mut self, sink_stag: u32, last: bool) -> Result<Option<T>, TermError> {
+        let oldest = self
+            .outstanding
+            .front()
+            .ok_or(TermError::RdmapUnexpectedOpcode)?;
+        if oldest.request.sink_stag != sink_stag {
+            return Err(TermError::DdpTaggedStagNotAssociated);
+        }
+        if !last {
+            return Ok(None);
+        }
+        Ok(self.outstanding.pop_front().map(|o| o.context))
+    }
+
+    /// Reads in flight.
+    pub fn in_flight(&self) -> usize {
+        self.outstanding.len()
+    }
+
+    /// Takes back every outstanding Read's context (a QP in the error state
+    /// flushes them).
+    pub fn flush(&mut self) -> impl Iterator<Item = T> + '_ {
+        self.outstanding.drain(..).map(|o| o.context)
+    }
+}
+
+/// One tagged segment of a Read Response, ready to be filled from the
+/// source buffer and sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResponseSegment {
+    /// The data sink's STag.
+    pub sink_stag: u32,
+    /// Where the segment goes in the sink buffer.
+    pub sink_to: u64,
+    /// The data source's STag.
+    pub source_stag: u32,
+    /// Where the segment's data comes from in the source buffer.
+    pub source_to: u64,
+    /// The segment's payload length.
+    pub len: u32,
+    /// L: the last segment of the response.
+    pub last: bool,
+}
+
+/// The responder's side: Read Requests received and not yet answered.
+#[derive(Debug)]
+pub struct InboundReads {
+    ird: usize,
+    queue: VecDeque<ReadRequest>,
+    /// Octets of the oldest request already answered.
+    sent: u32,
+}
+
+impl InboundReads {
+    /// A queue holding up to `ird` Read Requests.
+    pub fn new(ird: u16) -> Self {
+        Self {
+            ird: usize::from(ird),
+            queue: VecDeque::new(),
+            sent: 0,
+        }
+    }
+
+    /// Queues a Read Request. More than IRD outstanding requests is the
+    /// peer overrunning what was negotiated: a Terminate with RDMAP remote
+    /// operation error, catastrophic error localized to the stream (what
+    /// Linux siw sends).
+    pub fn receive(&mut self, request: ReadRequest) -> Result<(), TermError> {
+        if self.queue.len() >= self.ird {
+            return Err(TermError::RdmapCatastrophicStream);
+        }
+        self.queue.push_back(request);
+        Ok(())
+    }
+
+    /// Requests waiting for (the rest of) their response.
+    pub fn pending(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// The next segment to send, at most `mulpdu` octets including its
+    /// 14-octet tagged header; `None` when nothing is queued. A zero-length
+    /// Read is answered with one zero-length segment.
+    pub fn next_segment(&mut self, mulpdu: usize) -> Option<ResponseSegment> {
+        let request = *self.queue.front()?;
+        let room = u32::try_from(mulpdu.saturating_sub(TAGGED_HEADER_LEN)).unwrap_or(u32::MAX);
+        if room == 0 && request.size > 0 {
+            return None;
+        }
+        let len = (request.size - self.sent).min(room);
+        let segment = ResponseSegment {
+            sink_stag: request.sink_stag,
+            sink_to: request.sink_to.wrapping_add(u64::from(self.sent)),
+            source_stag: request.source_stag,
+            source_to: request.source_to.wrapping_add(u64::from(self.sent)),
+            len,
+            last: self.sent + len == request.size,
+        };
+        if segment.last {
+            self.queue.pop_front();
+            self.sent = 0;
+        } else {
+            self.sent += len;
+        }
+        Some(segment)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(size: u32, sink_stag: u32) -> ReadRequest {
+        ReadRequest {
+            sink_stag,
+            sink_to: 0x1000,
+            size,
+            source_stag: 0xabcd_0100,
+            source_to: 0x7f00_0000,
+        }
+    }
+
+    #[test]
+    fn ord_limits_reads_in_flight() {
+        let mut reads = OutboundReads::new(2);
+        reads.send(read(10, 1), "a").unwrap();
+        reads.send(read(10, 2), "b").unwrap();
+        assert_eq!(reads.send(read(10, 3), "c"), Err("c"));
+        assert_eq!(reads.on_response(1, false), Ok(None));
+        assert_eq!(reads.on_response(1, true), Ok(Some("a")));
+        assert!(reads.can_send());
+        assert_eq!(
+            reads.on_response(1, true),
+            Err(TermError::DdpTaggedStagNotAssociated)
+        );
+        assert_eq!(reads.on_response(2, true), Ok(Some("b")));
+        assert_eq!(
+            reads.on_response(2, true),
+            Err(TermError::RdmapUnexpectedOpcode)
+        );
+    }
+
+    #[test]
+    fn responses_are_cut_at_mulpdu_in_request_order() {
+        let mut reads = InboundReads::new(4);
+        reads.receive(read(3000, 1)).unwrap();
+        reads.receive(read(0, 2)).unwrap();
+        let segments: Vec<_> = std::iter::from_fn(|| reads.next_segment(1456)).collect();
+        assert_eq!(
+            segments
+                .iter()
+                .map(|s| (s.sink_stag, s.len, s.last))
+                .collect::<Vec<_>>(),
+            [
+                (1, 1442, false),
+                (1, 1442, false),
+                (1, 116, true),
+                (2, 0, true)
+            ]
+        );
+        assert_eq!(segments[1].sink_to, 0x1000 + 1442);
+        assert_eq!(segments[2].source_to, 0x7f00_0000 + 2884);
+        assert_eq!(reads.pending(), 0);
+    }
+
+    #[test]
+    fn ird_overrun_is_a_terminate() {
+        let mut reads = InboundReads::new(1);
+        reads.receive(read(1, 1)).unwrap();
+        assert_eq!(
+            reads.receive(read(1, 1)),
+            Err(TermError::RdmapCatastrophicStream)
+        );
+        let mut none = InboundReads::new(0);
+        assert!(none.receive(read(1, 1)).is_err());
+    }
+
+    #[test]
+    fn flush_returns_contexts() {
+        let mut reads = OutboundReads::new(4);
+        reads.send(read(1, 1), 1).unwrap();
+        reads.send(read(1, 2), 2).unwrap();
+        assert_eq!(reads.flush().collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(reads.in_flight(), 0);
+    }
+}
