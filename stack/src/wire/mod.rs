@@ -30,5 +30,7 @@ pub mod mpa;
 pub mod rdmap;
 pub mod rpcrdma;
 pub mod terminate;
+#[cfg(test)]
+mod testing;
 
 pub use error::{Result, WireError};

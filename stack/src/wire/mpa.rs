@@ -403,13 +403,7 @@ impl<'a> StartupRepr<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn hex(s: &str) -> Vec<u8> {
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
+    use crate::wire::testing::hex;
 
     #[test]
     fn siw_request_revision_2() {
