@@ -12,8 +12,12 @@
 //!   and FPDU framing of Full Operation over a byte stream.
 //! - [`ddp`]: the data sink's untagged queues (RFC 5041).
 //! - [`rdmap`]: RDMA Read queues under IRD/ORD (RFC 5040, RFC 6581).
+//! - [`mem`]: memory registration: protection domains, registered buffers
+//!   and the lock-free STag table with epoch-based deregistration
+//!   (RFC 5040, 5041, 5042).
 
 pub mod ddp;
+pub mod mem;
 pub mod mpa;
 pub mod rdmap;
 pub mod wire;
