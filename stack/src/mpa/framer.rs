@@ -40,11 +40,7 @@ impl FpduWriter {
 
     /// Appends one FPDU carrying the concatenation of `parts` to `out`.
     pub fn write(&mut self, parts: &[&[u8]], out: &mut Vec<u8>) -> WireResult<usize> {
-        let ulpdu_len: usize = parts.iter().map(|p| p.len()).sum();
-        if ulpdu_len > fpdu::MAX_ULPDU_LEN {
-            return Err(WireError::UlpduTooLong(ulpdu_len));
-        }
-        let unmarked = fpdu::fpdu_len(ulpdu_len);
+        let unmarked = fpdu::fpdu_len(fpdu::ulpdu_len(parts)?);
         let len = if self.markers {
             marker::marked_len(self.offset, unmarked)
         } else {

@@ -142,6 +142,16 @@ impl<T: AsRef<[u8]>> Fpdu<T> {
     }
 }
 
+/// The length of the ULPDU made of `parts`, refused when the 16-bit
+/// ULPDU_Length cannot describe it.
+pub fn ulpdu_len(parts: &[&[u8]]) -> Result<usize> {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    if len > MAX_ULPDU_LEN {
+        return Err(WireError::UlpduTooLong(len));
+    }
+    Ok(len)
+}
+
 /// Writes an FPDU whose ULPDU is the concatenation of `parts` (a DDP header
 /// and its payload, typically) to the start of `out`, with zero PAD and the
 /// CRC when `crc_on` (zeros otherwise). Returns the FPDU's length.
@@ -153,13 +163,10 @@ pub fn emit(parts: &[&[u8]], crc_on: bool, out: &mut [u8]) -> Result<usize> {
 /// of zeros. A conforming sender pads with zeros; this reproduces frames of
 /// peers that do not (siw's PAD is sometimes not zero).
 pub fn emit_with_pad(parts: &[&[u8]], pad: [u8; 3], crc_on: bool, out: &mut [u8]) -> Result<usize> {
-    let ulpdu_len: usize = parts.iter().map(|p| p.len()).sum();
-    if ulpdu_len > MAX_ULPDU_LEN {
-        return Err(WireError::UlpduTooLong(ulpdu_len));
-    }
+    let ulpdu_len = ulpdu_len(parts)?;
     let total = fpdu_len(ulpdu_len);
     check_room(out, total)?;
-    // Cannot truncate: checked against MAX_ULPDU_LEN above.
+    // Cannot truncate: ulpdu_len() refuses more than MAX_ULPDU_LEN.
     set_u16(out, 0, ulpdu_len as u16);
     let mut at = LENGTH_FIELD_LEN;
     for part in parts {
@@ -179,10 +186,7 @@ pub fn emit_with_pad(parts: &[&[u8]], pad: [u8; 3], crc_on: bool, out: &mut [u8]
 
 /// [`emit`] into a new vector.
 pub fn to_vec(parts: &[&[u8]], crc_on: bool) -> Result<Vec<u8>> {
-    let ulpdu_len: usize = parts.iter().map(|p| p.len()).sum();
-    if ulpdu_len > MAX_ULPDU_LEN {
-        return Err(WireError::UlpduTooLong(ulpdu_len));
-    }
+    let ulpdu_len = ulpdu_len(parts)?;
     let mut out = vec![0; fpdu_len(ulpdu_len)];
     emit(parts, crc_on, &mut out)?;
     Ok(out)

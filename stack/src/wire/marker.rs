@@ -24,7 +24,7 @@
 use super::crc::{self, CRC_LEN};
 use super::error::{check_len, check_room, Result, WireError};
 use super::field::{get_u16, set_u16};
-use super::fpdu::{self, CrcVerdict, LENGTH_FIELD_LEN, MAX_ULPDU_LEN};
+use super::fpdu::{self, CrcVerdict, LENGTH_FIELD_LEN};
 
 /// Distance between Markers in the stream.
 pub const MARKER_INTERVAL: u64 = 512;
@@ -142,14 +142,11 @@ impl<'a> MarkedWriter<'a> {
 /// cannot reach back to its header (over about 65000 octets).
 pub fn emit(offset: u64, parts: &[&[u8]], crc_on: bool, out: &mut [u8]) -> Result<usize> {
     check_aligned(offset)?;
-    let ulpdu_len: usize = parts.iter().map(|p| p.len()).sum();
-    if ulpdu_len > MAX_ULPDU_LEN {
-        return Err(WireError::UlpduTooLong(ulpdu_len));
-    }
+    let ulpdu_len = fpdu::ulpdu_len(parts)?;
     let total = marked_len(offset, fpdu::fpdu_len(ulpdu_len));
     check_room(out, total)?;
     let mut writer = MarkedWriter::new(&mut out[..total], offset);
-    // Cannot truncate: checked against MAX_ULPDU_LEN above.
+    // Cannot truncate: fpdu::ulpdu_len() refuses more than 65535.
     writer.write(&(ulpdu_len as u16).to_be_bytes())?;
     for part in parts {
         writer.write(part)?;
@@ -169,10 +166,7 @@ pub fn emit(offset: u64, parts: &[&[u8]], crc_on: bool, out: &mut [u8]) -> Resul
 /// [`emit`] into a new vector.
 pub fn to_vec(offset: u64, parts: &[&[u8]], crc_on: bool) -> Result<Vec<u8>> {
     check_aligned(offset)?;
-    let ulpdu_len: usize = parts.iter().map(|p| p.len()).sum();
-    if ulpdu_len > MAX_ULPDU_LEN {
-        return Err(WireError::UlpduTooLong(ulpdu_len));
-    }
+    let ulpdu_len = fpdu::ulpdu_len(parts)?;
     let mut out = vec![0; marked_len(offset, fpdu::fpdu_len(ulpdu_len))];
     emit(offset, parts, crc_on, &mut out)?;
     Ok(out)
