@@ -11,13 +11,17 @@
 //!   CRC, Markers, IRD/ORD and the peer-to-peer RTR (RFC 5044, RFC 6581),
 //!   and FPDU framing of Full Operation over a byte stream.
 //! - [`ddp`]: the data sink's untagged queues (RFC 5041).
-//! - [`rdmap`]: RDMA Read queues under IRD/ORD (RFC 5040, RFC 6581).
+//! - [`rdmap`]: the queue-pair engine: send and receive queues, RDMA Read
+//!   queues under IRD/ORD, Terminate (RFC 5040, RFC 6581).
 //! - [`mem`]: memory registration: protection domains, registered buffers
 //!   and the lock-free STag table with epoch-based deregistration
 //!   (RFC 5040, 5041, 5042).
+//! - [`verbs`]: work requests, completions and queue pair states, the
+//!   types applications see.
 
 pub mod ddp;
 pub mod mem;
 pub mod mpa;
 pub mod rdmap;
+pub mod verbs;
 pub mod wire;

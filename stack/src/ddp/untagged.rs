@@ -142,6 +142,19 @@ impl<B: UntaggedBuffer> UntaggedQueue<B> {
         Ok(())
     }
 
+    /// The buffer matched to message `msn`, if one is posted for it.
+    pub fn buffer_mut(&mut self, msn: u32) -> Option<&mut B> {
+        let index = msn.wrapping_sub(self.next_msn) as usize;
+        self.slots.get_mut(index).map(|slot| &mut slot.buffer)
+    }
+
+    /// Consumes the next MSN without a buffer: the zero-length Send RTR of
+    /// RFC 6581 section 9.2 is a DDP message of its own that no posted
+    /// receive takes. Only valid before any segment of that MSN was placed.
+    pub fn skip_next(&mut self) {
+        self.next_msn = self.next_msn.wrapping_add(1);
+    }
+
     /// The next message in MSN order, once all of it has been placed.
     pub fn deliver(&mut self) -> Option<Delivered<B>> {
         let slot = self.slots.front()?;

@@ -340,6 +340,26 @@ impl StagTable {
         })
     }
 
+    /// Runs every check of [`place`](Self::place) for `len` octets at `to`
+    /// with the access right `needed`, and moves nothing: how the Data
+    /// Source validates a whole RDMA Read Request when it arrives (RFC 5040
+    /// section 5.2), and how a requester validates its Read's sink before
+    /// sending the request. A zero length passes without checks, as the
+    /// accesses do.
+    pub fn check(
+        &self,
+        stag: Stag,
+        pd: PdId,
+        needed: Access,
+        to: u64,
+        len: usize,
+    ) -> Result<(), TaggedError> {
+        if len == 0 {
+            return Ok(());
+        }
+        self.with_region(stag, pd, needed, to, len, |_, _| Ok(()))
+    }
+
     /// Reads from a region for a local scatter/gather element (the gather
     /// list of a Send or RDMA Write): the checks of [`fetch`](Self::fetch),
     /// with no access right needed (local read is always allowed). An empty

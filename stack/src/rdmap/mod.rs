@@ -1,6 +1,15 @@
-//! RDMAP (RFC 5040): the pieces of the queue-pair engine. So far, the RDMA
-//! Read queues of both sides, limited by the negotiated ORD and IRD.
+//! RDMAP (RFC 5040): the queue-pair engine and its pieces.
+//!
+//! - [`QpEngine`]: one stream in Full Operation, sans-IO (`engine/`).
+//! - [`OutboundReads`], [`InboundReads`]: the RDMA Read queues under the
+//!   negotiated ORD and IRD (`read_queue.rs`).
+//! - [`RecvSlot`], [`SharedReceiveQueue`]: posted receives and the shared
+//!   receive queue (`recv_queue.rs`).
 
+pub mod engine;
 pub mod read_queue;
+pub mod recv_queue;
 
+pub use engine::{CqKind, EngineConfig, EngineCounters, LlpClose, QpEngine, QpEvent, Role};
 pub use read_queue::{InboundReads, OutboundReads, ResponseSegment};
+pub use recv_queue::{RecvSlot, SharedReceiveQueue};

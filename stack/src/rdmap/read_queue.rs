@@ -6,8 +6,8 @@
 
 use std::collections::VecDeque;
 
-use crate::wire::ddp::TAGGED_HEADER_LEN;
-use crate::wire::rdmap::ReadRequest;
+use crate::wire::ddp::{BufferModel, DdpRepr, TAGGED_HEADER_LEN};
+use crate::wire::rdmap::{Opcode, RdmapControl, ReadRequest};
 use crate::wire::terminate::TermError;
 
 /// The requester's side: Reads sent and not yet answered in full.
@@ -20,6 +20,8 @@ pub struct OutboundReads<T> {
 #[derive(Debug)]
 struct Outstanding<T> {
     request: ReadRequest,
+    /// Octets of the response received so far.
+    received: u32,
     context: T,
 }
 
@@ -44,22 +46,57 @@ impl<T> OutboundReads<T> {
         if !self.can_send() {
             return Err(context);
         }
-        self.outstanding.push_back(Outstanding { request, context });
+        self.push(request, context);
         Ok(())
     }
 
-    /// Notes a Read Response segment to `sink_stag` with the L bit `last`.
-    /// Responses come in request order, so the segment belongs to the
-    /// oldest outstanding Read: it completes it when `last` is set. A
-    /// response nobody asked for, or to the wrong buffer, is an error.
-    pub fn on_response(&mut self, sink_stag: u32, last: bool) -> Result<Option<T>, TermError> {
+    /// Records a Read Request sent outside the ORD limit: the Read RTR of
+    /// RFC 6581 section 9.2, which the responder answers like any Read.
+    pub fn send_unlimited(&mut self, request: ReadRequest, context: T) {
+        self.push(request, context);
+    }
+
+    fn push(&mut self, request: ReadRequest, context: T) {
+        self.outstanding.push_back(Outstanding {
+            request,
+            received: 0,
+            context,
+        });
+    }
+
+    /// Checks a Read Response segment of `len` octets to `sink_stag` at
+    /// `sink_to` with the L bit `last`. Responses come in request order, so
+    /// the segment belongs to the oldest outstanding Read and must continue
+    /// its response exactly where the previous segment ended, inside the
+    /// requested size; the last segment completes the Read and returns its
+    /// context. A response nobody asked for, to the wrong buffer, or
+    /// outside the requested range is an error, found before anything is
+    /// placed.
+    pub fn on_response(
+        &mut self,
+        sink_stag: u32,
+        sink_to: u64,
+        len: u32,
+        last: bool,
+    ) -> Result<Option<T>, TermError> {
         let oldest = self
             .outstanding
-            .front()
+            .front_mut()
             .ok_or(TermError::RdmapUnexpectedOpcode)?;
         if oldest.request.sink_stag != sink_stag {
             return Err(TermError::DdpTaggedStagNotAssociated);
         }
+        let expected_to = oldest
+            .request
+            .sink_to
+            .wrapping_add(u64::from(oldest.received));
+        let end = oldest.received.checked_add(len);
+        let in_range = end
+            .is_some_and(|end| end <= oldest.request.size && (!last || end == oldest.request.size));
+        if sink_to != expected_to || !in_range {
+            return Err(TermError::DdpTaggedBaseOrBounds);
+        }
+        oldest.received += len;
         if !last {
             return Ok(None);
         }
@@ -94,6 +131,24 @@ pub struct ResponseSegment {
     pub len: u32,
     /// L: the last segment of the response.
     pub last: bool,
+}
+
+impl ResponseSegment {
+    /// The segment's tagged DDP header, RDMAP opcode Read Response.
+    pub fn header(&self) -> [u8; TAGGED_HEADER_LEN] {
+        let ddp = DdpRepr {
+            last: self.last,
+            reserved: 0,
+            ulp_control: RdmapControl::new(Opcode::ReadResponse).to_u8(),
+            model: BufferModel::Tagged {
+                stag: self.sink_stag,
+                to: self.sink_to,
+            },
+        };
+        let mut header = [0u8; TAGGED_HEADER_LEN];
+        ddp.emit(&mut header).expect("a tagged header is 14 octets");
+        header
+    }
 }
 
 /// The responder's side: Read Requests received and not yet answered.
@@ -180,18 +235,37 @@ mod tests {
         reads.send(read(10, 1), "a").unwrap();
         reads.send(read(10, 2), "b").unwrap();
         assert_eq!(reads.send(read(10, 3), "c"), Err("c"));
-        assert_eq!(reads.on_response(1, false), Ok(None));
-        assert_eq!(reads.on_response(1, true), Ok(Some("a")));
+        assert_eq!(reads.on_response(1, 0x1000, 4, false), Ok(None));
+        assert_eq!(reads.on_response(1, 0x1004, 6, true), Ok(Some("a")));
         assert!(reads.can_send());
         assert_eq!(
-            reads.on_response(1, true),
+            reads.on_response(1, 0x1000, 10, true),
             Err(TermError::DdpTaggedStagNotAssociated)
         );
-        assert_eq!(reads.on_response(2, true), Ok(Some("b")));
+        assert_eq!(reads.on_response(2, 0x1000, 10, true), Ok(Some("b")));
         assert_eq!(
-            reads.on_response(2, true),
+            reads.on_response(2, 0x1000, 10, true),
             Err(TermError::RdmapUnexpectedOpcode)
         );
+    }
+
+    #[test]
+    fn responses_outside_the_requested_range_are_refused() {
+        let mut reads = OutboundReads::new(1);
+        reads.send(read(10, 1), ()).unwrap();
+        // A gap, an overlap, an overrun and an early L are all refused.
+        for (to, len, last) in [
+            (0x1001, 4, false),
+            (0x0fff, 4, false),
+            (0x1000, 11, true),
+            (0x1000, 4, true),
+        ] {
+            assert_eq!(
+                reads.on_response(1, to, len, last),
+                Err(TermError::DdpTaggedBaseOrBounds)
+            );
+        }
+        assert_eq!(reads.on_response(1, 0x1000, 10, true), Ok(Some(())));
     }
 
     #[test]

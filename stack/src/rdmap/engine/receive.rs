@@ -1,0 +1,238 @@
+//! The receive side of a stream: every ULPDU parsed, checked and placed in
+//! the order of RFC 5041 section 7.1 and RFC 5040 section 7, or answered
+//! with the Terminate those sections name. Nothing is placed when a check
+//! fails, and nothing is ever written outside a registered region: tagged
+//! placement and receive scatter both go through the STag table.
+
+use super::terminate::{self, Fault};
+use super::{CqKind, QpEngine, QpEvent, SRQ_LOOKAHEAD};
+use crate::mem::{Access, Stag, TaggedError};
+use crate::mpa::Rtr;
+use crate::rdmap::RecvSlot;
+use crate::verbs::{QpState, WcOpcode, WcStatus, WorkCompletion};
+use crate::wire::ddp::BufferModel;
+use crate::wire::rdmap::{
+    Opcode, RdmapSegment, ReadRequest, QN_READ_REQUEST, QN_SEND, QN_TERMINATE,
+};
+use crate::wire::terminate::{LayoutHint, TermError, TerminateRepr};
+use crate::wire::WireError;
+
+impl QpEngine {
+    /// Handles one whole ULPDU.
+    pub(super) fn on_ulpdu(&mut self, ulpdu: &[u8]) {
+        let first = !std::mem::replace(&mut self.peer_started, true);
+        let result = RdmapSegment::parse(ulpdu)
+            .map_err(|err| Fault::in_segment(parse_error(err, ulpdu)))
+            .and_then(|segment| {
+                if first && self.is_expected_rtr(&segment) {
+                    return self.consume_rtr(&segment);
+                }
+                self.dispatch(&segment)
+            });
+        if let Err(fault) = result {
+            self.send_terminate(fault, ulpdu);
+        }
+    }
+
+    /// Whether the responder's first FPDU is the zero-length RTR it waits
+    /// for (RFC 6581 section 9.2).
+    fn is_expected_rtr(&self, segment: &RdmapSegment) -> bool {
+        let zero_length = segment.payload.is_empty() && segment.ddp.last;
+        match (self.expected_rtr, segment.opcode()) {
+            (Some(Rtr::Send), Opcode::Send) => zero_length,
+            (Some(Rtr::Write), Opcode::RdmaWrite) => zero_length,
+            // A Read RTR is a normal zero-length Read Request.
+            _ => false,
+        }
+    }
+
+    /// Takes the RTR out of the stream: a Send RTR uses its MSN but no
+    /// posted receive; a Write RTR places nothing.
+    fn consume_rtr(&mut self, segment: &RdmapSegment) -> Result<(), Fault> {
+        if let BufferModel::Untagged { qn, msn, mo, .. } = segment.ddp.model {
+            if qn != QN_SEND || msn != self.rq.next_msn() || mo != 0 {
+                return Err(Fault::in_segment(TermError::DdpUntaggedMsnRange));
+            }
+            self.rq.skip_next();
+        }
+        Ok(())
+    }
+
+    fn dispatch(&mut self, segment: &RdmapSegment) -> Result<(), Fault> {
+        let payload = segment.payload;
+        match (segment.ddp.model, segment.opcode()) {
+            (BufferModel::Tagged { stag, to }, Opcode::RdmaWrite) => {
+                self.table
+                    .place(Stag(stag), self.pd, to, payload)
+                    .map_err(|e| Fault::in_segment(e.ddp_error()))?;
+                self.counters.bytes_placed += payload.len() as u64;
+                Ok(())
+            }
+            (BufferModel::Tagged { stag, to }, Opcode::ReadResponse) => {
+                self.on_read_response(stag, to, segment.ddp.last, payload)
+            }
+            (BufferModel::Untagged { qn, msn, mo, .. }, opcode) => {
+                let expected_qn = opcode.queue_number();
+                if expected_qn != Some(qn) {
+                    return Err(Fault::in_segment(TermError::DdpUntaggedInvalidQn));
+                }
+                match qn {
+                    QN_SEND
+                        if !matches!(
+                            opcode,
+                            Opcode::ImmediateData | Opcode::ImmediateDataSolicited
+                        ) =>
+                    {
+                        self.on_send(segment, msn, mo)
+                    }
+                    QN_READ_REQUEST if opcode == Opcode::ReadRequest => {
+                        self.on_read_request(segment, msn, mo)
+                    }
+                    QN_TERMINATE => self.on_terminate(segment),
+                    _ => Err(Fault::in_segment(TermError::RdmapUnexpectedOpcode)),
+                }
+            }
+            (BufferModel::Tagged { .. }, _) => {
+                Err(Fault::in_segment(TermError::RdmapUnexpectedOpcode))
+            }
+        }
+    }
+
+    fn on_read_response(
+        &mut self,
+        stag: u32,
+        to: u64,
+        last: bool,
+        payload: &[u8],
+    ) -> Result<(), Fault> {
+        let len = u32::try_from(payload.len()).unwrap_or(u32::MAX);
+        // Every check before anything moves: the sink region, then the
+        // outstanding Read (only the range this end asked for may be
+        // written, even in its own region), then the copy.
+        self.table
+            .check(Stag(stag), self.pd, Access::LOCAL_WRITE, to, payload.len())
+            .map_err(|e| Fault::in_segment(e.ddp_error()))?;
+        self.sq
+            .on_read_response(stag, to, len, last)
+            .map_err(Fault::in_segment)?;
+        self.table
+            .local_write(Stag(stag), self.pd, to, payload)
+            .map_err(|e| Fault::in_segment(e.ddp_error()))?;
+        self.counters.bytes_placed += payload.len() as u64;
+        Ok(())
+    }
+
+    fn on_send(&mut self, segment: &RdmapSegment, msn: u32, mo: u32) -> Result<(), Fault> {
+        self.take_from_srq(msn);
+        self.rq
+            .place(msn, mo, segment.ddp.last, segment.payload)
+            .map_err(|e| Fault::in_segment(e.terminate_error()))?;
+        self.counters.bytes_placed += segment.payload.len() as u64;
+        if segment.ddp.last {
+            if let Some(slot) = self.rq.buffer_mut(msn) {
+                slot.solicited = segment.opcode().solicited();
+                slot.invalidate = segment.invalidate_stag();
+            }
+        }
+        while let Some(delivered) = self.rq.deliver() {
+            self.complete_receive(delivered.buffer, delivered.len)?;
+        }
+        Ok(())
+    }
+
+    /// Moves receives from the shared receive queue to this stream's
+    /// untagged queue until message `msn` has one (or the SRQ is empty).
+    fn take_from_srq(&mut self, msn: u32) {
+        let Some(srq) = &self.srq else {
+            return;
+        };
+        let ahead = msn.wrapping_sub(self.rq.next_msn()) as usize;
+        if ahead >= SRQ_LOOKAHEAD {
+            return;
+        }
+        while self.rq.posted() <= ahead {
+            let Some(wr) = srq.take() else {
+                return;
+            };
+            self.rq.post(RecvSlot::new(wr, self.table.clone(), self.pd));
+        }
+    }
+
+    /// Completes a whole received message, invalidating the STag a Send
+    /// with Invalidate named (RFC 5040 section 5.3).
+    fn complete_receive(&mut self, slot: RecvSlot, len: u32) -> Result<(), Fault> {
+        let mut wc = WorkCompletion::new(slot.wr.wr_id, WcOpcode::Recv, WcStatus::Success);
+        wc.byte_len = len;
+        wc.solicited = slot.solicited;
+        if let Some(stag) = slot.invalidate {
+            if let Err(err) = self.table.invalidate_remote(Stag(stag), self.pd) {
+                wc.status = WcStatus::RemoteInvalidRequest;
+                self.completions.push_back((CqKind::Recv, wc));
+                return Err(Fault::new(err.rdmap_error()));
+            }
+            wc.invalidated_rkey = Some(stag);
+        }
+        if slot.fault.is_some() {
+            wc.status = WcStatus::LocalProtectionError;
+            self.completions.push_back((CqKind::Recv, wc));
+            return Err(Fault::new(TermError::RdmapLocalCatastrophic));
+        }
+        self.completions.push_back((CqKind::Recv, wc));
+        Ok(())
+    }
+
+    fn on_read_request(&mut self, segment: &RdmapSegment, msn: u32, mo: u32) -> Result<(), Fault> {
+        if msn != self.read_msn_rx {
+            return Err(Fault::in_segment(TermError::DdpUntaggedMsnRange));
+        }
+        if mo != 0 || !segment.ddp.last {
+            return Err(Fault::in_segment(TermError::DdpUntaggedInvalidMo));
+        }
+        let request = ReadRequest::parse(segment.payload)
+            .map_err(|_| Fault::in_segment(TermError::RdmapCatastrophicStream))?;
+        self.read_msn_rx = self.read_msn_rx.wrapping_add(1);
+        let with_header = |error: TermError| Fault {
+            rdmap_header: Some(request.to_bytes()),
+            ..Fault::in_segment(error)
+        };
+        self.table
+            .check(
+                Stag(request.source_stag),
+                self.pd,
+                Access::REMOTE_READ,
+                request.source_to,
+                request.size as usize,
+            )
+            .map_err(|e: TaggedError| with_header(e.rdmap_error()))?;
+        self.inbound_reads.receive(request).map_err(with_header)
+    }
+
+    fn on_terminate(&mut self, segment: &RdmapSegment) -> Result<(), Fault> {
+        self.counters.terminates_received += 1;
+        let error = TerminateRepr::parse(segment.payload, LayoutHint::Auto)
+            .map(|t| t.error)
+            // An unreadable Terminate still ends the stream.
+            .unwrap_or(TermError::RdmapOperationUnspecified);
+        self.events.push_back(QpEvent::TerminateReceived(error));
+        self.enter_error(Some(terminate::completion_for(error)));
+        self.state = QpState::Terminate;
+        self.llp_close.get_or_insert(super::LlpClose::Graceful);
+        Ok(())
+    }
+}
+
+/// The Terminate error answering a ULPDU that does not parse (RFC 5041
+/// section 7.2, RFC 5040 section 7).
+fn parse_error(err: WireError, ulpdu: &[u8]) -> TermError {
+    let tagged = ulpdu.first().is_some_and(|c| c & 0x80 != 0);
+    match err {
+        WireError::BadDdpVersion(_) if tagged => TermError::DdpTaggedInvalidVersion,
+        WireError::BadDdpVersion(_) => TermError::DdpUntaggedInvalidVersion,
+        WireError::BadRdmapVersion(_) => TermError::RdmapInvalidVersion,
+        WireError::UnknownOpcode(_) | WireError::OpcodeModelMismatch { .. } => {
+            TermError::RdmapUnexpectedOpcode
+        }
+        // Shorter than its DDP header: nothing of it can be trusted.
+        _ => TermError::DdpLocalCatastrophic,
+    }
+}

@@ -1,0 +1,438 @@
+//! The send queue (RFC 5040 sections 5.1-5.3 and 6): work requests turned
+//! into RDMAP messages in posting order, each cut into DDP segments of at
+//! most the MULPDU, the fence, the ORD limit on RDMA Reads, and completions
+//! released strictly in send queue order.
+
+use crate::mem::{Access, PdId, Stag, StagTable};
+use crate::mpa::Rtr;
+use crate::rdmap::OutboundReads;
+use crate::verbs::{Payload, SendOp, SendWr, WcStatus, WorkCompletion};
+use crate::wire::ddp::{BufferModel, DdpRepr, TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN};
+use crate::wire::rdmap::{Opcode, RdmapControl, ReadRequest, QN_READ_REQUEST, QN_SEND};
+use crate::wire::terminate::TermError;
+use std::collections::VecDeque;
+
+/// The STag (and TO 0) uwarp puts in its zero-length RTR frames: not 0,
+/// which Chelsio refuses, and the value Linux siw uses.
+pub const RTR_STAG: u32 = 1;
+
+/// Largest DDP header, for header scratch space.
+pub const MAX_HEADER_LEN: usize = UNTAGGED_HEADER_LEN;
+
+/// One DDP segment ready to be framed: its header and where its payload
+/// lies in the message being sent.
+#[derive(Debug)]
+pub struct TxSegment<'a> {
+    /// The emitted DDP/RDMAP header.
+    pub header: [u8; MAX_HEADER_LEN],
+    /// How many octets of `header` are used.
+    pub header_len: usize,
+    /// The payload.
+    pub payload: &'a [u8],
+}
+
+/// A work request's place in the completion order.
+#[derive(Debug)]
+struct Pending {
+    seq: u64,
+    signaled: bool,
+    completion: WorkCompletion,
+    done: bool,
+}
+
+/// The message being segmented.
+#[derive(Debug)]
+struct Outgoing {
+    /// The work request's sequence number, `None` for an RTR.
+    seq: Option<u64>,
+    kind: OutKind,
+    data: Vec<u8>,
+    sent: usize,
+    /// The last segment has been handed out.
+    finished: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum OutKind {
+    Untagged {
+        opcode: Opcode,
+        qn: u32,
+        msn: u32,
+        ulp_word: u32,
+    },
+    Tagged {
+        stag: u32,
+        to: u64,
+    },
+}
+
+/// Why a work request failed before anything of it was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalFault {
+    /// The failed request's completion status.
+    pub status: WcStatus,
+}
+
+/// The send queue of one stream.
+#[derive(Debug)]
+pub struct SendQueue {
+    waiting: VecDeque<SendWr>,
+    current: Option<Outgoing>,
+    order: VecDeque<Pending>,
+    next_seq: u64,
+    /// Outstanding Reads: the work request's sequence number and size, or
+    /// `None` for the Read RTR.
+    reads: OutboundReads<Option<(u64, u32)>>,
+    send_msn: u32,
+    read_msn: u32,
+}
+
+impl SendQueue {
+    /// An empty queue whose Reads are limited to `ord` in flight.
+    pub fn new(ord: u16) -> Self {
+        Self {
+            waiting: VecDeque::new(),
+            current: None,
+            order: VecDeque::new(),
+            next_seq: 0,
+            reads: OutboundReads::new(ord),
+            send_msn: 1,
+            read_msn: 1,
+        }
+    }
+
+    /// Queues a work request.
+    pub fn post(&mut self, wr: SendWr) {
+        self.waiting.push_back(wr);
+    }
+
+    /// Queues the initiator's RTR frame (RFC 6581 section 9.2) ahead of
+    /// every work request.
+    pub fn queue_rtr(&mut self, rtr: Rtr) {
+        let kind = match rtr {
+            Rtr::Write => OutKind::Tagged {
+                stag: RTR_STAG,
+                to: 0,
+            },
+            Rtr::Send => OutKind::Untagged {
+                opcode: Opcode::Send,
+                qn: QN_SEND,
+                msn: self.take_send_msn(),
+                ulp_word: 0,
+            },
+            Rtr::Read => {
+                let request = ReadRequest {
+                    sink_stag: RTR_STAG,
+                    sink_to: 0,
+                    size: 0,
+                    source_stag: RTR_STAG,
+                    source_to: 0,
+                };
+                self.reads.send_unlimited(request, None);
+                return self.current_read_request(None, request);
+            }
+        };
+        self.current = Some(Outgoing {
+            seq: None,
+            kind,
+            data: Vec::new(),
+            sent: 0,
+            finished: false,
+        });
+    }
+
+    fn current_read_request(&mut self, seq: Option<u64>, request: ReadRequest) {
+        self.current = Some(Outgoing {
+            seq,
+            kind: OutKind::Untagged {
+                opcode: Opcode::ReadRequest,
+                qn: QN_READ_REQUEST,
+                msn: self.read_msn,
+                ulp_word: 0,
+            },
+            data: request.to_bytes().to_vec(),
+            sent: 0,
+            finished: false,
+        });
+        self.read_msn = self.read_msn.wrapping_add(1);
+    }
+
+    fn take_send_msn(&mut self) -> u32 {
+        let msn = self.send_msn;
+        self.send_msn = self.send_msn.wrapping_add(1);
+        msn
+    }
+
+    /// Whether nothing is waiting, being sent, or awaiting a Read Response.
+    pub fn is_idle(&self) -> bool {
+        self.waiting.is_empty()
+            && self.current.as_ref().is_none_or(|out| out.finished)
+            && self.reads.in_flight() == 0
+    }
+
+    /// The next segment to send, of at most `mulpdu` octets with its
+    /// header, starting the next work request when the previous one is out
+    /// (unless the fence or the ORD holds it). A work request that cannot
+    /// start fails with a [`LocalFault`]; its completion is recorded.
+    pub fn next_segment(
+        &mut self,
+        mulpdu: usize,
+        table: &StagTable,
+        pd: PdId,
+    ) -> Result<Option<TxSegment<'_>>, LocalFault> {
+        if self.current.as_ref().is_some_and(|out| out.finished) {
+            self.current = None;
+        }
+        if self.current.is_none() && !self.start_next(table, pd)? {
+            return Ok(None);
+        }
+        let Some(out) = self.current.as_mut() else {
+            return Ok(None);
+        };
+        let header_len = match out.kind {
+            OutKind::Untagged { .. } => UNTAGGED_HEADER_LEN,
+            OutKind::Tagged { .. } => TAGGED_HEADER_LEN,
+        };
+        let room = mulpdu.saturating_sub(header_len).max(1);
+        let start = out.sent;
+        let len = (out.data.len() - start).min(room);
+        let last = start + len == out.data.len();
+        let model = match out.kind {
+            OutKind::Untagged {
+                qn, msn, ulp_word, ..
+            } => BufferModel::Untagged {
+                ulp_word,
+                qn,
+                msn,
+                mo: start as u32,
+            },
+            OutKind::Tagged { stag, to } => BufferModel::Tagged {
+                stag,
+                to: to.wrapping_add(start as u64),
+            },
+        };
+        let opcode = match out.kind {
+            OutKind::Untagged { opcode, .. } => opcode,
+            OutKind::Tagged { .. } => Opcode::RdmaWrite,
+        };
+        let mut header = [0u8; MAX_HEADER_LEN];
+        let ddp = DdpRepr {
+            last,
+            reserved: 0,
+            ulp_control: RdmapControl::new(opcode).to_u8(),
+            model,
+        };
+        let header_len = ddp
+            .emit(&mut header)
+            .expect("the scratch header fits either header");
+        out.sent += len;
+        out.finished = last;
+        let finished_wr = out.seq.filter(|_| last && opcode != Opcode::ReadRequest);
+        if let Some(seq) = finished_wr {
+            // A Send or Write completes once its last octet is handed to the
+            // LLP, which delivers it reliably (RFC 5040 section 5.1).
+            self.mark_done(seq, WcStatus::Success, len_u32(self.current_len()));
+        }
+        let out = self.current.as_ref().expect("a message is being sent");
+        Ok(Some(TxSegment {
+            header,
+            header_len,
+            payload: &out.data[start..start + len],
+        }))
+    }
+
+    fn current_len(&self) -> usize {
+        self.current.as_ref().map_or(0, |out| out.data.len())
+    }
+
+    /// Starts the next waiting work request; `false` when there is none or
+    /// it must wait (fence, ORD).
+    fn start_next(&mut self, table: &StagTable, pd: PdId) -> Result<bool, LocalFault> {
+        let Some(wr) = self.waiting.front() else {
+            return Ok(false);
+        };
+        let is_read = matches!(wr.op, SendOp::Read { .. });
+        if (wr.fence && self.reads.in_flight() > 0) || (is_read && !self.reads.can_send()) {
+            return Ok(false);
+        }
+        let wr = self.waiting.pop_front().expect("checked above");
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let opcode = wr.op.wc_opcode();
+        self.order.push_back(Pending {
+            seq,
+            signaled: wr.signaled,
+            completion: WorkCompletion::new(wr.wr_id, opcode, WcStatus::Success),
+            done: false,
+        });
+        let fail = |queue: &mut Self, status| {
+            queue.mark_done(seq, status, 0);
+            Err(LocalFault { status })
+        };
+        let Ok(len) = u32::try_from(wr.payload.len()) else {
+            return fail(self, WcStatus::LocalLengthError);
+        };
+        if let SendOp::Read { remote_addr, rkey } = wr.op {
+            let sink = match &wr.payload {
+                Payload::Sgl(sgl) if sgl.len() <= 1 => sgl.first().copied(),
+                _ => return fail(self, WcStatus::LocalQpOperationError),
+            };
+            let (sink_stag, sink_to) = sink.map_or((RTR_STAG, 0), |s| (s.lkey.raw(), s.addr));
+            if table
+                .check(
+                    Stag(sink_stag),
+                    pd,
+                    Access::LOCAL_WRITE,
+                    sink_to,
+                    len as usize,
+                )
+                .is_err()
+            {
+                return fail(self, WcStatus::LocalProtectionError);
+            }
+            let request = ReadRequest {
+                sink_stag,
+                sink_to,
+                size: len,
+                source_stag: rkey,
+                source_to: remote_addr,
+            };
+            self.reads
+                .send(request, Some((seq, len)))
+                .expect("ORD room was checked");
+            self.current_read_request(Some(seq), request);
+            return Ok(true);
+        }
+        let data = match gather(&wr.payload, table, pd) {
+            Ok(data) => data,
+            Err(status) => return fail(self, status),
+        };
+        let kind = match wr.op {
+            SendOp::Write { remote_addr, rkey } => OutKind::Tagged {
+                stag: rkey,
+                to: remote_addr,
+            },
+            SendOp::Send | SendOp::SendWithInvalidate { .. } => {
+                let (opcode, ulp_word) = match (wr.op, wr.solicited) {
+                    (SendOp::SendWithInvalidate { invalidate }, false) => {
+                        (Opcode::SendInvalidate, invalidate)
+                    }
+                    (SendOp::SendWithInvalidate { invalidate }, true) => {
+                        (Opcode::SendSolicitedInvalidate, invalidate)
+                    }
+                    (_, true) => (Opcode::SendSolicited, 0),
+                    (_, false) => (Opcode::Send, 0),
+                };
+                OutKind::Untagged {
+                    opcode,
+                    qn: QN_SEND,
+                    msn: self.take_send_msn(),
+                    ulp_word,
+                }
+            }
+            SendOp::Read { .. } => unreachable!("handled above"),
+        };
+        self.current = Some(Outgoing {
+            seq: Some(seq),
+            kind,
+            data,
+            sent: 0,
+            finished: false,
+        });
+        Ok(true)
+    }
+
+    /// Notes a Read Response segment; see [`OutboundReads::on_response`].
+    /// The Read completes on its last segment.
+    pub fn on_read_response(
+        &mut self,
+        sink_stag: u32,
+        sink_to: u64,
+        len: u32,
+        last: bool,
+    ) -> Result<(), TermError> {
+        if let Some(Some((seq, size))) = self.reads.on_response(sink_stag, sink_to, len, last)? {
+            self.mark_done(seq, WcStatus::Success, size);
+        }
+        Ok(())
+    }
+
+    fn mark_done(&mut self, seq: u64, status: WcStatus, byte_len: u32) {
+        if let Some(pending) = self.order.iter_mut().find(|p| p.seq == seq) {
+            pending.done = true;
+            pending.completion.status = status;
+            pending.completion.byte_len = byte_len;
+        }
+    }
+
+    /// The next completion in send queue order, if the oldest work request
+    /// has finished. Successful unsignaled requests are passed over.
+    pub fn next_completion(&mut self) -> Option<WorkCompletion> {
+        while self.order.front().is_some_and(|p| p.done) {
+            let pending = self.order.pop_front().expect("checked above");
+            if pending.signaled || pending.completion.status != WcStatus::Success {
+                return Some(pending.completion);
+            }
+        }
+        None
+    }
+
+    /// Ends every work request: those already finished keep their status,
+    /// the oldest unfinished one gets `first` (the error that stopped the
+    /// stream, if it names one), the rest are flushed. Returns them all in
+    /// order, unsignaled successes left out.
+    pub fn flush(&mut self, first: Option<WorkCompletion>) -> Vec<WorkCompletion> {
+        let mut first = first;
+        let mut out = Vec::new();
+        for mut pending in self.order.drain(..) {
+            if !pending.done {
+                let error = first.take().unwrap_or(WorkCompletion {
+                    status: WcStatus::WrFlushError,
+                    ..pending.completion
+                });
+                pending.completion.status = error.status;
+                pending.completion.terminate = error.terminate;
+            }
+            if pending.signaled || pending.completion.status != WcStatus::Success {
+                out.push(pending.completion);
+            }
+        }
+        for wr in self.waiting.drain(..) {
+            out.push(WorkCompletion::new(
+                wr.wr_id,
+                wr.op.wc_opcode(),
+                WcStatus::WrFlushError,
+            ));
+        }
+        self.current = None;
+        self.reads.flush().for_each(drop);
+        out
+    }
+}
+
+/// Copies a Send's or Write's payload out of registered memory (or the
+/// inline data) into one buffer.
+fn gather(payload: &Payload, table: &StagTable, pd: PdId) -> Result<Vec<u8>, WcStatus> {
+    match payload {
+        Payload::Inline(data) => Ok(data.clone()),
+        Payload::Sgl(sgl) => {
+            let total = payload.len() as usize;
+            let mut data = vec![0u8; total];
+            let mut at = 0;
+            for sge in sgl {
+                let len = sge.length as usize;
+                table
+                    .local_read(sge.lkey, pd, sge.addr, &mut data[at..at + len])
+                    .map_err(|_| WcStatus::LocalProtectionError)?;
+                at += len;
+            }
+            Ok(data)
+        }
+    }
+}
+
+/// A message length as the completion reports it (messages over 4 GiB are
+/// refused when posted, so this never saturates).
+fn len_u32(len: usize) -> u32 {
+    u32::try_from(len).unwrap_or(u32::MAX)
+}
