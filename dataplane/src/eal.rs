@@ -1,0 +1,279 @@
+//! The DPDK Environment Abstraction Layer, initialised once per process.
+//!
+//! `rte_eal_init` can run only once in a process and cannot be undone and
+//! redone, so [`Eal::init`] keeps its outcome in a process-wide `OnceLock`:
+//! the first call initialises, later calls with the same arguments get the
+//! same [`Eal`] handle, and calls with different arguments get
+//! [`Error::EalAlreadyInitialised`]. Every other wrapper takes `&Eal`, so
+//! nothing reaches DPDK before the EAL is up.
+//!
+//! The thread that runs the first [`Eal::init`] becomes DPDK's main lcore
+//! (its CPU affinity is set to that core); other threads are "non-EAL"
+//! threads, which DPDK supports for everything the dataplane does (their
+//! mempool operations bypass the per-lcore caches).
+
+use std::ffi::{c_char, c_int, CString};
+use std::sync::OnceLock;
+
+use crate::error::{Error, Result};
+
+/// The directory Debian's DPDK 22.11 loads its poll-mode drivers from.
+///
+/// `rte_eal_init` loads every driver of this directory by itself (the path
+/// is compiled into librte_eal), so it need not be passed with `-d`; it is
+/// here for [`EalConfig::driver_path`] on systems where it differs.
+pub const DEBIAN_DRIVER_DIR: &str = "/usr/lib/x86_64-linux-gnu/dpdk/pmds-23.0";
+
+/// The arguments of `rte_eal_init`, built for one of the two set-ups uwarp
+/// runs on: virtual devices without hugepages, or real NICs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EalConfig {
+    base: Vec<String>,
+    lcores: Lcores,
+}
+
+/// Which lcores the EAL runs, and on which CPUs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lcores {
+    /// `-l <list>`: lcore `n` runs on CPU `n`, e.g. `"0"` or `"0-3"`.
+    List(String),
+    /// `--lcores=<map>`: lcores mapped to CPU sets, e.g. `"0@0,1@(2-3)"`.
+    Map(String),
+}
+
+impl EalConfig {
+    /// Virtual devices only, no hugepages, no PCI scan, no files shared with
+    /// other DPDK processes: `--no-huge -m 256 --no-shconf --no-pci
+    /// --no-telemetry -l 0 --vdev <each>`.
+    ///
+    /// `--no-huge` takes 256 MB of ordinary memory. `--no-shconf` keeps the
+    /// EAL from writing its shared configuration, so several processes can
+    /// run at once (parallel CI jobs); `--no-telemetry` keeps it from
+    /// opening the telemetry socket. `--in-memory` would say the same more
+    /// strongly but DPDK 22.11 refuses it next to `--no-huge` ("Option
+    /// --legacy-mem is not compatible with --in-memory": `--no-huge` implies
+    /// legacy memory).
+    pub fn virtual_devices<I, S>(vdevs: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let mut base: Vec<String> = [
+            "--no-huge",
+            "-m",
+            "256",
+            "--no-shconf",
+            "--no-pci",
+            "--no-telemetry",
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect();
+        for vdev in vdevs {
+            base.push("--vdev".to_owned());
+            base.push(vdev.into());
+        }
+        EalConfig {
+            base,
+            lcores: Lcores::List("0".to_owned()),
+        }
+    }
+
+    /// Real NICs: the PCI devices of `allow` (e.g. `"0000:03:00.0"`, each
+    /// passed as `-a`), hugepage memory, `-l 0`. The devices must be bound
+    /// to vfio-pci (or use a bifurcated driver such as mlx5) and hugepages
+    /// must be reserved beforehand.
+    pub fn pci_devices<I, S>(allow: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let mut base = Vec::new();
+        for dev in allow {
+            base.push("-a".to_owned());
+            base.push(dev.into());
+        }
+        EalConfig {
+            base,
+            lcores: Lcores::List("0".to_owned()),
+        }
+    }
+
+    /// Replaces the lcore choice (`-l 0` by default).
+    pub fn lcores(mut self, lcores: Lcores) -> Self {
+        self.lcores = lcores;
+        self
+    }
+
+    /// Adds `-d <path>`: a driver library or a directory of them to load
+    /// besides the ones of DPDK's default driver directory.
+    pub fn driver_path(self, path: impl Into<String>) -> Self {
+        self.arg("-d").arg(path)
+    }
+
+    /// Adds one more raw EAL argument (e.g. `--log-level=lib.eal:debug`).
+    pub fn arg(mut self, arg: impl Into<String>) -> Self {
+        self.base.push(arg.into());
+        self
+    }
+
+    /// The arguments as `rte_eal_init` will see them, without the program
+    /// name.
+    pub fn args(&self) -> Vec<String> {
+        let mut args = self.base.clone();
+        match &self.lcores {
+            Lcores::List(list) => {
+                args.push("-l".to_owned());
+                args.push(list.clone());
+            }
+            Lcores::Map(map) => args.push(format!("--lcores={map}")),
+        }
+        args
+    }
+}
+
+/// Proof that the EAL of this process is initialised, with what it was
+/// initialised from.
+#[derive(Debug)]
+pub struct Eal {
+    args: Vec<String>,
+}
+
+static EAL: OnceLock<std::result::Result<Eal, Error>> = OnceLock::new();
+
+impl Eal {
+    /// Initialises the EAL with `config`, or returns the EAL this process
+    /// already initialised with the same arguments.
+    ///
+    /// A failed initialisation is final too: later calls return its error.
+    pub fn init(config: &EalConfig) -> Result<&'static Eal> {
+        let requested = config.args();
+        let outcome = EAL.get_or_init(|| run_eal_init(&requested));
+        match outcome {
+            Ok(eal) if eal.args == requested => Ok(eal),
+            Ok(eal) => Err(Error::EalAlreadyInitialised {
+                running: eal.args.clone(),
+                requested,
+            }),
+            Err(e) => Err(e.clone()),
+        }
+    }
+
+    /// The EAL of this process, if [`Eal::init`] succeeded.
+    pub fn get() -> Option<&'static Eal> {
+        EAL.get().and_then(|r| r.as_ref().ok())
+    }
+
+    /// The arguments the EAL was initialised with (without the program
+    /// name).
+    pub fn args(&self) -> &[String] {
+        &self.args
+    }
+
+    /// Whether DMA addresses are virtual addresses (`RTE_IOVA_VA`), which
+    /// is what lets [`crate::Mbuf::from_external`] hand any memory to a
+    /// device.
+    pub fn iova_is_va(&self) -> bool {
+        // SAFETY: the EAL is initialised (self exists).
+        unsafe { dpdk_sys::rte_eal_iova_mode() == dpdk_sys::RTE_IOVA_VA }
+    }
+
+    /// The lcore id of the calling thread, `None` on a thread the EAL does
+    /// not know (any thread but the main lcore and the EAL's workers).
+    pub fn current_lcore(&self) -> Option<u32> {
+        // SAFETY: reads a thread-local variable of the EAL.
+        let id = unsafe { dpdk_sys::shim_rte_lcore_id() };
+        (id != dpdk_sys::LCORE_ID_ANY).then_some(id)
+    }
+
+    /// The NUMA socket of `lcore`.
+    pub fn socket_of_lcore(&self, lcore: u32) -> u32 {
+        // SAFETY: the EAL is initialised; out-of-range lcores yield 0.
+        unsafe { dpdk_sys::rte_lcore_to_socket_id(lcore) }
+    }
+
+    /// How many lcores the EAL runs.
+    pub fn lcore_count(&self) -> u32 {
+        // SAFETY: the EAL is initialised.
+        unsafe { dpdk_sys::rte_lcore_count() }
+    }
+}
+
+fn run_eal_init(args: &[String]) -> std::result::Result<Eal, Error> {
+    let mut owned = Vec::with_capacity(args.len() + 1);
+    owned.push(CString::new("uwarp").expect("no NUL"));
+    for a in args {
+        owned.push(
+            CString::new(a.as_str())
+                .map_err(|_| Error::InvalidArgument(format!("EAL argument {a:?} contains NUL")))?,
+        );
+    }
+    // rte_eal_init permutes argv and may keep pointers into the strings
+    // (device arguments, the program name), so argv and its strings live as
+    // long as the process: this runs once.
+    let argv: &'static mut [*mut c_char] = Vec::leak(
+        owned
+            .into_iter()
+            .map(CString::into_raw)
+            .chain(std::iter::once(std::ptr::null_mut()))
+            .collect(),
+    );
+    let argc = c_int::try_from(argv.len() - 1).expect("few arguments");
+    // SAFETY: argv holds argc valid NUL-terminated strings and a final
+    // NULL, all leaked; this is the only call in the process (OnceLock).
+    let ret = unsafe { dpdk_sys::rte_eal_init(argc, argv.as_mut_ptr()) };
+    if ret < 0 {
+        return Err(Error::from_errno("rte_eal_init"));
+    }
+    Ok(Eal {
+        args: args.to_vec(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn virtual_device_arguments() {
+        let c = EalConfig::virtual_devices(["net_ring0", "net_tap0,iface=uw0"]);
+        assert_eq!(
+            c.args(),
+            [
+                "--no-huge",
+                "-m",
+                "256",
+                "--no-shconf",
+                "--no-pci",
+                "--no-telemetry",
+                "--vdev",
+                "net_ring0",
+                "--vdev",
+                "net_tap0,iface=uw0",
+                "-l",
+                "0"
+            ]
+        );
+    }
+
+    #[test]
+    fn pci_arguments_and_lcore_choices() {
+        let c = EalConfig::pci_devices(["0000:03:00.0", "0000:03:00.1"])
+            .lcores(Lcores::Map("0@0,1@(2-3)".into()))
+            .driver_path(DEBIAN_DRIVER_DIR);
+        assert_eq!(
+            c.args(),
+            [
+                "-a",
+                "0000:03:00.0",
+                "-a",
+                "0000:03:00.1",
+                "-d",
+                DEBIAN_DRIVER_DIR,
+                "--lcores=0@0,1@(2-3)"
+            ]
+        );
+        let c = EalConfig::pci_devices(["0000:03:00.0"]).lcores(Lcores::List("0-3".into()));
+        assert_eq!(c.args()[2..], ["-l", "0-3"]);
+    }
+}

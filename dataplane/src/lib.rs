@@ -1,0 +1,35 @@
+//! uwarp's DPDK dataplane: safe wrappers over [`dpdk_sys`] for the parts
+//! of DPDK the poll-mode cores use.
+//!
+//! - [`eal`]: the EAL, initialised once per process ([`Eal::init`]).
+//! - [`mempool`]: pktmbuf pools, one per core, freed on drop.
+//! - [`mbuf`]: owned mbufs ([`Mbuf`]), slices of their data, chains.
+//! - [`extbuf`]: mbufs over caller memory for zero-copy transmit.
+//! - [`device`]: claiming ethdev ports, virtual devices, net_ring pairs.
+//! - [`port`]: configuring ports with N queue pairs, RSS and offloads.
+//! - [`queue`]: the receive and transmit bursts of one queue.
+//! - [`stats`]: link state, basic and extended statistics.
+//!
+//! Every call into DPDK takes an `&Eal`, so none can happen before the EAL
+//! is initialised; ownership of mbufs, queues and ports follows DPDK's
+//! rules (an mbuf has one owner, a queue one polling thread, a port one
+//! configuring handle) so that the API needs no `unsafe` from its callers.
+
+pub mod device;
+pub mod eal;
+pub mod error;
+pub mod extbuf;
+pub mod mbuf;
+pub mod mempool;
+pub mod port;
+pub mod queue;
+pub mod stats;
+
+pub use device::{ring_pair, Device};
+pub use eal::{Eal, EalConfig, Lcores};
+pub use error::{Error, Result};
+pub use mbuf::Mbuf;
+pub use mempool::{Mempool, MempoolConfig};
+pub use port::{Capabilities, Port, PortConfig, Queues};
+pub use queue::{RxQueue, TxQueue};
+pub use stats::{Link, Stats};

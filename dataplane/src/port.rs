@@ -1,0 +1,400 @@
+//! [`Port`]: an ethdev configured with N receive and transmit queues.
+//!
+//! Configuration reads the device's capabilities first and asks only for
+//! what it reports: RSS over the receive queues when `flow_type_rss_offloads`
+//! is not empty, offloads masked by `rx_offload_capa`/`tx_offload_capa`.
+//! The queues are handed out once ([`Port::take_queues`]) as owned
+//! [`RxQueue`]/[`TxQueue`] handles, one per polling core, so no queue is ever
+//! polled by two threads. The device is stopped and released when the port
+//! and every queue handle are gone; the pools its receive queues fill from
+//! live at least that long.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::device::Device;
+use crate::eal::Eal;
+use crate::error::{Error, Result};
+use crate::mempool::Mempool;
+use crate::queue::{RxQueue, TxQueue};
+
+/// What to configure on a port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortConfig {
+    /// Receive queues (one per dataplane core).
+    pub rx_queues: u16,
+    /// Transmit queues (one per dataplane core, plus the control core's).
+    pub tx_queues: u16,
+    /// Descriptors per receive queue (adjusted to the device's limits).
+    pub rx_descriptors: u16,
+    /// Descriptors per transmit queue (adjusted to the device's limits).
+    pub tx_descriptors: u16,
+    /// Spread received flows over the receive queues by RSS, when the
+    /// device supports it and there is more than one queue.
+    pub rss: bool,
+    /// Receive offloads wanted (`RTE_ETH_RX_OFFLOAD_*`); only those the
+    /// device reports are enabled.
+    pub rx_offloads: u64,
+    /// Transmit offloads wanted (`RTE_ETH_TX_OFFLOAD_*`); only those the
+    /// device reports are enabled.
+    pub tx_offloads: u64,
+    /// Receive frames for every destination MAC address.
+    pub promiscuous: bool,
+}
+
+impl Default for PortConfig {
+    fn default() -> Self {
+        PortConfig {
+            rx_queues: 1,
+            tx_queues: 1,
+            rx_descriptors: 1024,
+            tx_descriptors: 1024,
+            rss: true,
+            rx_offloads: dpdk_sys::RTE_ETH_RX_OFFLOAD_IPV4_CKSUM
+                | dpdk_sys::RTE_ETH_RX_OFFLOAD_TCP_CKSUM,
+            tx_offloads: dpdk_sys::RTE_ETH_TX_OFFLOAD_MULTI_SEGS
+                | dpdk_sys::RTE_ETH_TX_OFFLOAD_IPV4_CKSUM
+                | dpdk_sys::RTE_ETH_TX_OFFLOAD_TCP_CKSUM
+                | dpdk_sys::RTE_ETH_TX_OFFLOAD_TCP_TSO,
+            promiscuous: false,
+        }
+    }
+}
+
+/// What the device reports it can do (from `rte_eth_dev_info_get`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capabilities {
+    /// The driver's name, e.g. `net_ring`.
+    pub driver: String,
+    /// The most receive queues the device takes.
+    pub max_rx_queues: u16,
+    /// The most transmit queues the device takes.
+    pub max_tx_queues: u16,
+    /// Supported receive offloads (`RTE_ETH_RX_OFFLOAD_*`).
+    pub rx_offloads: u64,
+    /// Supported transmit offloads (`RTE_ETH_TX_OFFLOAD_*`).
+    pub tx_offloads: u64,
+    /// Flow types RSS can hash (`RTE_ETH_RSS_*`); 0 means no RSS.
+    pub rss_flow_types: u64,
+    /// The size of the RSS redirection table.
+    pub reta_size: u16,
+    /// The largest frame the device receives.
+    pub max_rx_pktlen: u32,
+}
+
+impl Capabilities {
+    fn tx(&self, flag: u64) -> bool {
+        self.tx_offloads & flag == flag
+    }
+
+    fn rx(&self, flag: u64) -> bool {
+        self.rx_offloads & flag == flag
+    }
+
+    /// The device computes IPv4 header checksums on transmit.
+    pub fn tx_ipv4_checksum(&self) -> bool {
+        self.tx(dpdk_sys::RTE_ETH_TX_OFFLOAD_IPV4_CKSUM)
+    }
+
+    /// The device computes TCP checksums on transmit.
+    pub fn tx_tcp_checksum(&self) -> bool {
+        self.tx(dpdk_sys::RTE_ETH_TX_OFFLOAD_TCP_CKSUM)
+    }
+
+    /// The device cuts large TCP segments itself (TSO).
+    pub fn tx_tcp_tso(&self) -> bool {
+        self.tx(dpdk_sys::RTE_ETH_TX_OFFLOAD_TCP_TSO)
+    }
+
+    /// The device transmits chained (multi-segment) mbufs.
+    pub fn tx_multi_segs(&self) -> bool {
+        self.tx(dpdk_sys::RTE_ETH_TX_OFFLOAD_MULTI_SEGS)
+    }
+
+    /// The device checks IPv4 header checksums on receive.
+    pub fn rx_ipv4_checksum(&self) -> bool {
+        self.rx(dpdk_sys::RTE_ETH_RX_OFFLOAD_IPV4_CKSUM)
+    }
+
+    /// The device checks TCP checksums on receive.
+    pub fn rx_tcp_checksum(&self) -> bool {
+        self.rx(dpdk_sys::RTE_ETH_RX_OFFLOAD_TCP_CKSUM)
+    }
+
+    /// The device can spread flows over receive queues (RSS).
+    pub fn rss(&self) -> bool {
+        self.rss_flow_types != 0
+    }
+}
+
+/// The state shared by a port and its queue handles; dropping the last of
+/// them stops the device and releases it.
+#[derive(Debug)]
+pub(crate) struct PortShared {
+    pub(crate) port_id: u16,
+    device: Device,
+    started: AtomicBool,
+    _rx_pools: Vec<Arc<Mempool>>,
+}
+
+impl Drop for PortShared {
+    fn drop(&mut self) {
+        if self.started.load(Ordering::Relaxed) {
+            // SAFETY: no queue handle is left (this is the last reference),
+            // so nothing polls the port.
+            unsafe { dpdk_sys::rte_eth_dev_stop(self.device.port_id()) };
+        }
+        // `device` then closes or removes the port, and the pools go last.
+    }
+}
+
+/// The queue handles of a port, given out once by [`Port::take_queues`].
+#[derive(Debug)]
+pub struct Queues {
+    /// Receive queues, index = queue id.
+    pub rx: Vec<RxQueue>,
+    /// Transmit queues, index = queue id.
+    pub tx: Vec<TxQueue>,
+}
+
+/// A configured ethdev port.
+#[derive(Debug)]
+pub struct Port {
+    shared: Arc<PortShared>,
+    queues: Option<Queues>,
+    capabilities: Capabilities,
+    rss_flow_types: u64,
+    rx_offloads: u64,
+    tx_offloads: u64,
+}
+
+impl Port {
+    /// Configures `device` as `config` says. Receive queue `q` fills from
+    /// `rx_pools[q]`, or from `rx_pools[0]` when only one pool is given.
+    /// The port is left stopped.
+    pub fn configure(
+        _eal: &Eal,
+        device: Device,
+        config: &PortConfig,
+        rx_pools: &[Arc<Mempool>],
+    ) -> Result<Port> {
+        let port_id = device.port_id();
+        let capabilities = capabilities(port_id)?;
+        if config.rx_queues == 0 || config.rx_queues > capabilities.max_rx_queues {
+            return Err(Error::InvalidArgument(format!(
+                "{} receive queues (the device takes 1 to {})",
+                config.rx_queues, capabilities.max_rx_queues
+            )));
+        }
+        if config.tx_queues == 0 || config.tx_queues > capabilities.max_tx_queues {
+            return Err(Error::InvalidArgument(format!(
+                "{} transmit queues (the device takes 1 to {})",
+                config.tx_queues, capabilities.max_tx_queues
+            )));
+        }
+        if rx_pools.len() != 1 && rx_pools.len() != usize::from(config.rx_queues) {
+            return Err(Error::InvalidArgument(format!(
+                "{} pools for {} receive queues (give 1 or one per queue)",
+                rx_pools.len(),
+                config.rx_queues
+            )));
+        }
+
+        let mut conf = dpdk_sys::rte_eth_conf::default();
+        let rss_flow_types = if config.rss && config.rx_queues > 1 && capabilities.rss() {
+            let wanted =
+                dpdk_sys::RTE_ETH_RSS_IP | dpdk_sys::RTE_ETH_RSS_TCP | dpdk_sys::RTE_ETH_RSS_UDP;
+            let hf = wanted & capabilities.rss_flow_types;
+            conf.rxmode.mq_mode = dpdk_sys::RTE_ETH_MQ_RX_RSS;
+            conf.rx_adv_conf.rss_conf.rss_key = std::ptr::null_mut();
+            conf.rx_adv_conf.rss_conf.rss_hf = hf;
+            hf
+        } else {
+            0
+        };
+        let rx_offloads = config.rx_offloads & capabilities.rx_offloads;
+        let tx_offloads = config.tx_offloads & capabilities.tx_offloads;
+        conf.rxmode.offloads = rx_offloads;
+        conf.txmode.offloads = tx_offloads;
+
+        // SAFETY (this block and the calls below): the EAL is initialised,
+        // the port is claimed by `device`, and every pointer passed refers
+        // to a local that outlives the call.
+        let ret = unsafe {
+            dpdk_sys::rte_eth_dev_configure(port_id, config.rx_queues, config.tx_queues, &conf)
+        };
+        if ret != 0 {
+            return Err(Error::from_neg("rte_eth_dev_configure", ret));
+        }
+        let (mut nb_rxd, mut nb_txd) = (config.rx_descriptors, config.tx_descriptors);
+        let ret = unsafe {
+            dpdk_sys::rte_eth_dev_adjust_nb_rx_tx_desc(port_id, &mut nb_rxd, &mut nb_txd)
+        };
+        if ret != 0 {
+            return Err(Error::from_neg("rte_eth_dev_adjust_nb_rx_tx_desc", ret));
+        }
+        // -1 (unknown) becomes SOCKET_ID_ANY as the queue set-up expects.
+        let socket = unsafe { dpdk_sys::rte_eth_dev_socket_id(port_id) } as u32;
+        let mut info = dpdk_sys::rte_eth_dev_info::default();
+        let ret = unsafe { dpdk_sys::rte_eth_dev_info_get(port_id, &mut info) };
+        if ret != 0 {
+            return Err(Error::from_neg("rte_eth_dev_info_get", ret));
+        }
+        for q in 0..config.rx_queues {
+            let pool = &rx_pools[if rx_pools.len() == 1 {
+                0
+            } else {
+                usize::from(q)
+            }];
+            let mut rxconf = info.default_rxconf;
+            rxconf.offloads = rx_offloads;
+            let ret = unsafe {
+                dpdk_sys::rte_eth_rx_queue_setup(port_id, q, nb_rxd, socket, &rxconf, pool.as_ptr())
+            };
+            if ret != 0 {
+                return Err(Error::from_neg("rte_eth_rx_queue_setup", ret));
+            }
+        }
+        for q in 0..config.tx_queues {
+            let mut txconf = info.default_txconf;
+            txconf.offloads = tx_offloads;
+            let ret =
+                unsafe { dpdk_sys::rte_eth_tx_queue_setup(port_id, q, nb_txd, socket, &txconf) };
+            if ret != 0 {
+                return Err(Error::from_neg("rte_eth_tx_queue_setup", ret));
+            }
+        }
+        if config.promiscuous {
+            let ret = unsafe { dpdk_sys::rte_eth_promiscuous_enable(port_id) };
+            if ret != 0 && ret != -(dpdk_sys::ENOTSUP as i32) {
+                return Err(Error::from_neg("rte_eth_promiscuous_enable", ret));
+            }
+        }
+
+        let shared = Arc::new(PortShared {
+            port_id,
+            device,
+            started: AtomicBool::new(false),
+            _rx_pools: rx_pools.to_vec(),
+        });
+        let queues = Queues {
+            rx: (0..config.rx_queues)
+                .map(|q| RxQueue::new(Arc::clone(&shared), q))
+                .collect(),
+            tx: (0..config.tx_queues)
+                .map(|q| TxQueue::new(Arc::clone(&shared), q))
+                .collect(),
+        };
+        Ok(Port {
+            shared,
+            queues: Some(queues),
+            capabilities,
+            rss_flow_types,
+            rx_offloads,
+            tx_offloads,
+        })
+    }
+
+    /// The ethdev port id.
+    pub fn port_id(&self) -> u16 {
+        self.shared.port_id
+    }
+
+    /// The port's device.
+    pub fn device(&self) -> &Device {
+        &self.shared.device
+    }
+
+    /// The queue handles; `Some` only the first time.
+    pub fn take_queues(&mut self) -> Option<Queues> {
+        self.queues.take()
+    }
+
+    /// Starts the device: bursts move packets from here on.
+    pub fn start(&mut self) -> Result<()> {
+        // SAFETY: the port is configured and claimed by self.
+        let ret = unsafe { dpdk_sys::rte_eth_dev_start(self.port_id()) };
+        if ret != 0 {
+            return Err(Error::from_neg("rte_eth_dev_start", ret));
+        }
+        self.shared.started.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Stops the device. Call it only once the cores polling its queues
+    /// have stopped polling; a burst on a stopped port moves nothing.
+    pub fn stop(&mut self) -> Result<()> {
+        // SAFETY: the port is claimed by self.
+        let ret = unsafe { dpdk_sys::rte_eth_dev_stop(self.port_id()) };
+        if ret != 0 {
+            return Err(Error::from_neg("rte_eth_dev_stop", ret));
+        }
+        self.shared.started.store(false, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Whether [`start`](Self::start) succeeded and no
+    /// [`stop`](Self::stop) followed.
+    pub fn is_started(&self) -> bool {
+        self.shared.started.load(Ordering::Relaxed)
+    }
+
+    /// What the device reported when the port was configured.
+    pub fn capabilities(&self) -> &Capabilities {
+        &self.capabilities
+    }
+
+    /// The RSS flow types enabled (0: RSS is off).
+    pub fn rss_flow_types(&self) -> u64 {
+        self.rss_flow_types
+    }
+
+    /// The receive offloads enabled.
+    pub fn rx_offloads(&self) -> u64 {
+        self.rx_offloads
+    }
+
+    /// The transmit offloads enabled.
+    pub fn tx_offloads(&self) -> u64 {
+        self.tx_offloads
+    }
+
+    /// The port's MAC address.
+    pub fn mac_address(&self) -> Result<[u8; 6]> {
+        let mut addr = dpdk_sys::rte_ether_addr::default();
+        // SAFETY: the port is valid; addr outlives the call.
+        let ret = unsafe { dpdk_sys::rte_eth_macaddr_get(self.port_id(), &mut addr) };
+        if ret != 0 {
+            return Err(Error::from_neg("rte_eth_macaddr_get", ret));
+        }
+        Ok(addr.addr_bytes)
+    }
+}
+
+/// Reads the device's capabilities.
+pub(crate) fn capabilities(port_id: u16) -> Result<Capabilities> {
+    let mut info = dpdk_sys::rte_eth_dev_info::default();
+    // SAFETY: info outlives the call; DPDK fills it.
+    let ret = unsafe { dpdk_sys::rte_eth_dev_info_get(port_id, &mut info) };
+    if ret != 0 {
+        return Err(Error::from_neg("rte_eth_dev_info_get", ret));
+    }
+    let driver = if info.driver_name.is_null() {
+        String::new()
+    } else {
+        // SAFETY: the driver name is a static NUL-terminated string.
+        unsafe { std::ffi::CStr::from_ptr(info.driver_name) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    Ok(Capabilities {
+        driver,
+        max_rx_queues: info.max_rx_queues,
+        max_tx_queues: info.max_tx_queues,
+        rx_offloads: info.rx_offload_capa,
+        tx_offloads: info.tx_offload_capa,
+        rss_flow_types: info.flow_type_rss_offloads,
+        reta_size: info.reta_size,
+        max_rx_pktlen: info.max_rx_pktlen,
+    })
+}

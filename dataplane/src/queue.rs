@@ -1,0 +1,97 @@
+//! [`RxQueue`] and [`TxQueue`]: one queue of a port, polled by one core.
+//!
+//! A handle is `Send` but bursts take `&mut self`, and each queue has
+//! exactly one handle, so a queue is never polled from two threads at once,
+//! which DPDK requires. Bursts move [`Mbuf`]s in and out of a `Vec` whose
+//! capacity is reused: no allocation once the vector has grown.
+
+use std::sync::Arc;
+
+use crate::mbuf::Mbuf;
+use crate::port::PortShared;
+
+/// A receive queue of a [`Port`](crate::Port).
+#[derive(Debug)]
+pub struct RxQueue {
+    port: Arc<PortShared>,
+    queue: u16,
+}
+
+impl RxQueue {
+    pub(crate) fn new(port: Arc<PortShared>, queue: u16) -> Self {
+        RxQueue { port, queue }
+    }
+
+    /// The port id.
+    pub fn port_id(&self) -> u16 {
+        self.port.port_id
+    }
+
+    /// The queue id.
+    pub fn queue_id(&self) -> u16 {
+        self.queue
+    }
+
+    /// Receives up to `max` packets, appended to `out`; returns how many.
+    pub fn rx_burst(&mut self, out: &mut Vec<Mbuf>, max: u16) -> usize {
+        out.reserve(usize::from(max));
+        let len = out.len();
+        // SAFETY: the spare capacity has room for `max` pointers and Mbuf
+        // is a transparent non-null pointer; DPDK writes `n <= max` valid
+        // mbufs, now owned by us. The queue is configured and polled only
+        // through this handle (&mut self).
+        unsafe {
+            let dst = out.as_mut_ptr().add(len).cast::<*mut dpdk_sys::rte_mbuf>();
+            let n = dpdk_sys::shim_rte_eth_rx_burst(self.port.port_id, self.queue, dst, max);
+            out.set_len(len + usize::from(n));
+            usize::from(n)
+        }
+    }
+}
+
+/// A transmit queue of a [`Port`](crate::Port).
+#[derive(Debug)]
+pub struct TxQueue {
+    port: Arc<PortShared>,
+    queue: u16,
+}
+
+impl TxQueue {
+    pub(crate) fn new(port: Arc<PortShared>, queue: u16) -> Self {
+        TxQueue { port, queue }
+    }
+
+    /// The port id.
+    pub fn port_id(&self) -> u16 {
+        self.port.port_id
+    }
+
+    /// The queue id.
+    pub fn queue_id(&self) -> u16 {
+        self.queue
+    }
+
+    /// Transmits the packets of `pkts` from the front; returns how many the
+    /// device took. Those leave `pkts` (the device frees them once sent);
+    /// the rest stay in `pkts`, in order, still owned by the caller.
+    pub fn tx_burst(&mut self, pkts: &mut Vec<Mbuf>) -> usize {
+        let len = pkts.len();
+        let n = u16::try_from(len).unwrap_or(u16::MAX);
+        // SAFETY: pkts holds `len >= n` owned mbufs laid out as pointers.
+        // The device takes ownership of the first `sent`; they are removed
+        // from the vector without being dropped, and the unsent rest is
+        // moved to the front. The queue is used only through this handle.
+        unsafe {
+            let p = pkts.as_mut_ptr();
+            let sent = usize::from(dpdk_sys::shim_rte_eth_tx_burst(
+                self.port.port_id,
+                self.queue,
+                p.cast::<*mut dpdk_sys::rte_mbuf>(),
+                n,
+            ));
+            std::ptr::copy(p.add(sent), p, len - sent);
+            pkts.set_len(len - sent);
+            sent
+        }
+    }
+}
