@@ -1,0 +1,292 @@
+//! The dataplane thread of the socket transport: it owns every established
+//! connection's socket and engine, and in one poll loop moves work
+//! requests from the application's rings into the engines, stream octets
+//! between the sockets and the engines, and completions and events back
+//! to the application (the run-to-completion loop of the DPDK transport,
+//! with a socket in place of a NIC queue).
+
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, TryRecvError};
+use uwarp_stack::rdmap::{CqKind, EngineConfig, LlpClose, QpEngine};
+use uwarp_stack::verbs::{QpState, WorkCompletion};
+
+use super::tcp;
+use crate::qp::QueuePair;
+
+/// An established connection handed over by the control thread.
+#[derive(Debug)]
+pub(crate) struct Adopt {
+    /// The socket, non-blocking.
+    pub(crate) stream: TcpStream,
+    /// The engine's configuration.
+    pub(crate) config: EngineConfig,
+    /// The application's handle.
+    pub(crate) qp: QueuePair,
+    /// Full Operation octets that arrived with the last startup frame.
+    pub(crate) leftover: Vec<u8>,
+}
+
+/// Octets the engine may produce per connection per loop.
+const TX_BUDGET: usize = 256 * 1024;
+/// Octets read per connection per loop.
+const RX_CHUNK: usize = 256 * 1024;
+/// How long a peer has to close its side after ours is closed (after a
+/// Terminate, say) before the connection is reset.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
+
+struct Conn {
+    stream: TcpStream,
+    engine: QpEngine,
+    qp: QueuePair,
+    out: Vec<u8>,
+    out_at: usize,
+    /// Completions that found their queue full.
+    backlog: VecDeque<(CqKind, WorkCompletion)>,
+    read_closed: bool,
+    write_closed: bool,
+    /// When this side closed its direction.
+    closed_at: Option<Instant>,
+}
+
+impl Conn {
+    fn new(adopt: Adopt) -> Self {
+        let mut engine = QpEngine::new(adopt.config);
+        if !adopt.leftover.is_empty() {
+            engine.on_bytes(&adopt.leftover);
+        }
+        adopt.qp.shared.set_state(engine.state());
+        adopt.qp.shared.connected.store(true, Ordering::Release);
+        Self {
+            stream: adopt.stream,
+            engine,
+            qp: adopt.qp,
+            out: Vec::with_capacity(TX_BUDGET + 65_536),
+            out_at: 0,
+            backlog: VecDeque::new(),
+            read_closed: false,
+            write_closed: false,
+            closed_at: None,
+        }
+    }
+
+    /// One round: returns whether anything happened, and whether the
+    /// connection is finished.
+    fn poll(&mut self, rx: &mut [u8]) -> (bool, bool) {
+        let mut busy = self.take_work();
+        busy |= self.receive(rx);
+        busy |= self.transmit();
+        busy |= self.report();
+        self.close_if_asked();
+        self.reset_if_peer_lingers();
+        let finished = self.engine.state() == QpState::Error
+            && self.write_closed
+            && self.out_at == self.out.len()
+            && self.backlog.is_empty();
+        (busy, finished)
+    }
+
+    fn take_work(&mut self) -> bool {
+        let shared = &self.qp.shared;
+        let mut busy = false;
+        if shared.abort.swap(false, Ordering::AcqRel) {
+            self.engine.abort();
+            busy = true;
+        }
+        while let Some(wr) = shared.recvs.pop() {
+            self.engine.post_recv(wr);
+            busy = true;
+        }
+        while let Some(wr) = shared.sends.pop() {
+            self.engine.post_send(wr);
+            busy = true;
+        }
+        if shared.disconnect.swap(false, Ordering::AcqRel) {
+            self.engine.disconnect();
+            busy = true;
+        }
+        busy
+    }
+
+    fn receive(&mut self, rx: &mut [u8]) -> bool {
+        if self.read_closed {
+            return false;
+        }
+        match self.stream.read(rx) {
+            Ok(0) => {
+                self.read_closed = true;
+                self.engine.on_llp_closed();
+                true
+            }
+            Ok(n) => {
+                self.engine.on_bytes(&rx[..n]);
+                true
+            }
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => false,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => true,
+            Err(_) => {
+                self.read_closed = true;
+                self.engine.on_llp_closed();
+                true
+            }
+        }
+    }
+
+    fn transmit(&mut self) -> bool {
+        if self.write_closed {
+            return false;
+        }
+        if self.out_at == self.out.len() {
+            self.out.clear();
+            self.out_at = 0;
+            self.engine.poll_transmit(&mut self.out, TX_BUDGET);
+        }
+        let mut busy = false;
+        while self.out_at < self.out.len() {
+            match self.stream.write(&self.out[self.out_at..]) {
+                Ok(n) => {
+                    self.out_at += n;
+                    busy = true;
+                }
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => break,
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    // The peer is gone: nothing more can be sent.
+                    self.out_at = self.out.len();
+                    self.write_closed = true;
+                    self.engine.on_llp_closed();
+                    return true;
+                }
+            }
+        }
+        busy
+    }
+
+    fn report(&mut self) -> bool {
+        let mut busy = false;
+        while let Some(event) = self.engine.poll_event() {
+            self.qp.shared.event(event);
+            busy = true;
+        }
+        // Completions that found their queue full go first, in order.
+        while let Some(&(kind, wc)) = self.backlog.front() {
+            if self.deliver(kind, wc).is_err() {
+                return busy;
+            }
+            self.backlog.pop_front();
+            busy = true;
+        }
+        while let Some((kind, wc)) = self.engine.poll_completion() {
+            busy = true;
+            if self.deliver(kind, wc).is_err() {
+                self.backlog.push_back((kind, wc));
+                break;
+            }
+        }
+        self.qp.shared.set_state(self.engine.state());
+        busy
+    }
+
+    fn deliver(&self, kind: CqKind, wc: WorkCompletion) -> Result<(), WorkCompletion> {
+        let init = &self.qp.shared.init;
+        let cq = match kind {
+            CqKind::Send => &init.send_cq,
+            CqKind::Recv => &init.recv_cq,
+        };
+        cq.shared.push(wc)
+    }
+
+    fn close_if_asked(&mut self) {
+        if self.write_closed || self.out_at < self.out.len() {
+            return;
+        }
+        match self.engine.llp_close() {
+            Some(LlpClose::Graceful) => {
+                let _ = self.stream.shutdown(Shutdown::Write);
+                self.write_closed = true;
+                self.closed_at = Some(Instant::now());
+            }
+            Some(LlpClose::Abortive) => {
+                tcp::set_abortive_close(&self.stream);
+                let _ = self.stream.shutdown(Shutdown::Both);
+                self.write_closed = true;
+                self.read_closed = true;
+            }
+            None => {}
+        }
+    }
+}
+
+impl Conn {
+    /// A peer that keeps its side open long after ours closed (one that
+    /// ignores our Terminate, say) is reset, so the queue pair reaches
+    /// Error and its resources are freed.
+    fn reset_if_peer_lingers(&mut self) {
+        let Some(closed_at) = self.closed_at else {
+            return;
+        };
+        if !self.read_closed && closed_at.elapsed() >= CLOSE_TIMEOUT {
+            tcp::set_abortive_close(&self.stream);
+            let _ = self.stream.shutdown(Shutdown::Both);
+            self.read_closed = true;
+            self.engine.on_llp_closed();
+            self.report();
+        }
+    }
+}
+
+/// Starts the dataplane thread.
+pub(crate) fn spawn_dataplane(adopt: Receiver<Adopt>) -> io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("uwarp-dataplane".into())
+        .spawn(move || run(adopt))
+}
+
+fn run(adopt: Receiver<Adopt>) {
+    let mut conns: Vec<Conn> = Vec::new();
+    let mut rx = vec![0u8; RX_CHUNK];
+    let mut idle_rounds = 0u32;
+    let mut stopping = false;
+    loop {
+        loop {
+            match adopt.try_recv() {
+                Ok(new) => conns.push(Conn::new(new)),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
+                    // The device is closing: reset what is still open.
+                    if conns.is_empty() {
+                        return;
+                    }
+                    if !stopping {
+                        stopping = true;
+                        conns.iter_mut().for_each(|conn| conn.engine.abort());
+                    }
+                    break;
+                }
+            }
+        }
+        let mut busy = false;
+        conns.retain_mut(|conn| {
+            let (active, finished) = conn.poll(&mut rx);
+            busy |= active;
+            !finished
+        });
+        idle_rounds = if busy {
+            0
+        } else {
+            idle_rounds.saturating_add(1)
+        };
+        // Poll hard while there is traffic; back off when there is none so
+        // an idle device does not hold a core.
+        match idle_rounds {
+            0..=1_000 => {}
+            1_001..=20_000 => std::thread::yield_now(),
+            _ => std::thread::sleep(Duration::from_micros(100)),
+        }
+    }
+}

@@ -1,0 +1,21 @@
+//! The kernel-socket transport: the engines of `uwarp-stack` over
+//! ordinary TCP sockets, the way Linux siw runs, with the thread shape the
+//! DPDK transport uses.
+//!
+//! - `control_core.rs`: the control thread. It listens, connects, runs the
+//!   MPA startup phase (RFC 5044 section 7.1, RFC 6581) on each new
+//!   socket, answers the application's accept/reject, and hands every
+//!   established connection to the dataplane.
+//! - `dataplane.rs`: the dataplane thread. It polls its connections'
+//!   sockets, drives each queue pair's engine, drains the application's
+//!   work request rings and fills completion queues.
+//! - `setup.rs`: one socket's startup phase.
+//! - `tcp.rs`: socket options std lacks (MSS, abortive close).
+
+mod control_core;
+mod dataplane;
+mod setup;
+mod tcp;
+
+pub(crate) use control_core::{spawn_control, ControlCmd};
+pub(crate) use dataplane::spawn_dataplane;

@@ -1,0 +1,112 @@
+//! Shared set-up for the socket-transport tests: two queue pairs joined
+//! over loopback TCP, each on its own device (so each end has its own
+//! control and dataplane threads, as two hosts would).
+
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use uwarp_control::*;
+
+/// How long any single wait in a test may take before it fails.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// One end of a connection.
+#[derive(Debug)]
+pub struct End {
+    pub device: Device,
+    pub pd: ProtectionDomain,
+    pub cq: CompletionQueue,
+    pub qp: QueuePair,
+    pub connection: Connection,
+}
+
+impl End {
+    /// Waits for the next completion and checks it succeeded.
+    pub fn expect_ok(&self) -> WorkCompletion {
+        let wc = self.cq.poll_blocking(WAIT).expect("a completion in time");
+        assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
+        wc
+    }
+
+    /// Waits for the next completion, whatever its status.
+    pub fn next(&self) -> WorkCompletion {
+        self.cq.poll_blocking(WAIT).expect("a completion in time")
+    }
+}
+
+/// A device with one protection domain and a completion queue.
+pub fn device() -> (Device, ProtectionDomain, CompletionQueue) {
+    let device = Device::open(DeviceConfig::default()).unwrap();
+    let pd = device.alloc_pd().unwrap();
+    let cq = device.create_cq(4096);
+    (device, pd, cq)
+}
+
+/// Connects a client with `client` settings to a server accepting with
+/// `server` settings; `prepare` runs on each queue pair before it connects
+/// (to post receives). Returns (client, server).
+pub fn connect_with(
+    client: ConnectParams,
+    server: LocalParams,
+    prepare: impl Fn(&ProtectionDomain, &QueuePair) + Send + Sync + Clone + 'static,
+) -> Result<(End, End), Error> {
+    let (sdev, spd, scq) = device();
+    let listener = sdev.listen("127.0.0.1:0")?;
+    let addr = listener.local_addr();
+    let sqp = sdev.create_qp(&spd, QpInit::new(&scq));
+    prepare(&spd, &sqp);
+    let server_qp = sqp.clone();
+    let accept = std::thread::spawn(move || {
+        let request = listener.get_request(WAIT)?;
+        request.accept(&server_qp, server)
+    });
+    let (cdev, cpd, ccq) = device();
+    let cqp = cdev.create_qp(&cpd, QpInit::new(&ccq));
+    prepare(&cpd, &cqp);
+    let client_result = cdev.connect(addr, &cqp, client);
+    let server_result = accept.join().unwrap();
+    let cconn = client_result?;
+    let sconn = server_result?;
+    Ok((
+        End {
+            device: cdev,
+            pd: cpd,
+            cq: ccq,
+            qp: cqp,
+            connection: cconn,
+        },
+        End {
+            device: sdev,
+            pd: spd,
+            cq: scq,
+            qp: sqp,
+            connection: sconn,
+        },
+    ))
+}
+
+/// A connection with default settings and nothing prepared.
+pub fn connect() -> (End, End) {
+    connect_with(ConnectParams::default(), LocalParams::default(), |_, _| {}).unwrap()
+}
+
+/// Fills a region with a pattern derived from `seed`; returns the octets.
+pub fn fill(mr: &MemoryRegion, seed: u8) -> Vec<u8> {
+    let data: Vec<u8> = (0..mr.len())
+        .map(|i| {
+            (i as u8)
+                .wrapping_mul(29)
+                .wrapping_add(seed ^ (i >> 8) as u8)
+        })
+        .collect();
+    mr.buffer().write_at(0, &data).unwrap();
+    data
+}
+
+/// The contents of a region.
+pub fn contents(mr: &MemoryRegion) -> Vec<u8> {
+    let mut out = vec![0; mr.len()];
+    mr.buffer().read_at(0, &mut out).unwrap();
+    out
+}
