@@ -27,9 +27,22 @@ pub(crate) struct CqShared {
     arm: AtomicU8,
     events: Mutex<u64>,
     wake: Condvar,
+    /// Threads in [`CompletionQueue::poll_blocking`].
+    waiters: AtomicUsize,
+    lock: Mutex<()>,
+    arrived: Condvar,
 }
 
 impl CqShared {
+    /// Wakes the threads waiting in [`CompletionQueue::poll_blocking`]; the
+    /// dataplane calls it once after each batch of pushes.
+    pub(crate) fn wake_waiters(&self) {
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+            self.arrived.notify_all();
+        }
+    }
+
     /// Adds a completion, raising an event if the queue is armed for it.
     /// A full queue keeps the completion in `overflow` for later.
     pub(crate) fn push(&self, wc: WorkCompletion) -> Result<(), WorkCompletion> {
@@ -66,6 +79,9 @@ impl CompletionQueue {
                 arm: AtomicU8::new(DISARMED),
                 events: Mutex::new(0),
                 wake: Condvar::new(),
+                waiters: AtomicUsize::new(0),
+                lock: Mutex::new(()),
+                arrived: Condvar::new(),
             }),
         }
     }
@@ -117,19 +133,37 @@ impl CompletionQueue {
         true
     }
 
-    /// Polls until a completion arrives or `timeout` passes (a convenience
-    /// for examples and tests; spins with short sleeps).
+    /// Waits until a completion arrives or `timeout` passes, sleeping on a
+    /// condition variable the dataplane signals once per batch of
+    /// completions (no CPU spent, and no timer granularity added to the
+    /// wait).
     pub fn poll_blocking(&self, timeout: Duration) -> Option<WorkCompletion> {
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            if let Some(wc) = self.poll_one() {
-                return Some(wc);
-            }
-            if std::time::Instant::now() >= deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_micros(20));
+        if let Some(wc) = self.poll_one() {
+            return Some(wc);
         }
+        let shared = &self.shared;
+        let deadline = std::time::Instant::now() + timeout;
+        shared.waiters.fetch_add(1, Ordering::SeqCst);
+        let mut guard = shared.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let found = loop {
+            // Checked under the lock: a push after this check notifies
+            // only once this thread is waiting.
+            if let Some(wc) = self.poll_one() {
+                break Some(wc);
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                break None;
+            }
+            guard = shared
+                .arrived
+                .wait_timeout(guard, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        };
+        drop(guard);
+        shared.waiters.fetch_sub(1, Ordering::SeqCst);
+        found
     }
 
     /// How many times a completion found the queue full; the dataplane

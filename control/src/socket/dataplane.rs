@@ -176,12 +176,15 @@ impl Conn {
         // Completions that found their queue full go first, in order.
         while let Some(&(kind, wc)) = self.backlog.front() {
             if self.deliver(kind, wc).is_err() {
-                return busy;
+                break;
             }
             self.backlog.pop_front();
             busy = true;
         }
-        while let Some((kind, wc)) = self.engine.poll_completion() {
+        while self.backlog.is_empty() {
+            let Some((kind, wc)) = self.engine.poll_completion() else {
+                break;
+            };
             busy = true;
             if self.deliver(kind, wc).is_err() {
                 self.backlog.push_back((kind, wc));
@@ -189,6 +192,11 @@ impl Conn {
             }
         }
         self.qp.shared.set_state(self.engine.state());
+        if busy {
+            let init = &self.qp.shared.init;
+            init.send_cq.shared.wake_waiters();
+            init.recv_cq.shared.wake_waiters();
+        }
         busy
     }
 
