@@ -18,11 +18,12 @@
 //! supported: uwarp's connect does not bind the local address.
 //!
 //! uwarp's own: `--crc` asks for MPA CRCs, `--markers` asks the peer for
-//! MPA Markers, `--mpa-rev 1|2` the MPA revision, `--p2p write,read,send`
-//! the peer-to-peer RTR types the client offers or the server accepts
-//! (the server accepts all by default; the client uses the client-server
-//! model without the option), `--timeout SECS` gives up on any step that
-//! takes longer (rping waits for ever).
+//! MPA Markers (Linux siw does not support them), `--mpa-rev 1|2` the MPA
+//! revision, `--p2p write,read,send` the peer-to-peer RTR types the client
+//! offers or the server accepts (the server accepts all by default; the
+//! client uses the client-server model without the option; peer-to-peer
+//! needs `--mpa-rev 2`), `--timeout SECS` gives up on any step that takes
+//! longer (rping waits for ever).
 //!
 //! Run `cargo run --example rping -- -s -a 127.0.0.1 -v` in one shell and
 //! `cargo run --example rping -- -c -a 127.0.0.1 -C 10 -V -v` in another.
@@ -129,6 +130,9 @@ fn options(cli: &Cli) -> Result<Options, String> {
         }
         set
     });
+    if p2p.is_some() && cli.mpa_rev == 1 && !cli.server {
+        return Err("--p2p needs MPA revision 2 (RFC 6581)".to_string());
+    }
     let timeout = cli
         .timeout
         .map(|secs| Duration::try_from_secs_f64(secs).map_err(|err| format!("--timeout: {err}")))
