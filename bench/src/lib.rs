@@ -2,3 +2,4 @@
 
 pub mod capture;
 pub mod decode;
+pub mod perf;

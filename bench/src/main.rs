@@ -2,6 +2,9 @@
 //!
 //! `uwarp-perf decode FILE...` decodes the iWARP traffic in pcap or pcapng
 //! captures: one line (or one JSON object) per MPA startup frame and FPDU.
+//! `uwarp-perf loopback` measures RDMA Write, Read or Send bandwidth and
+//! Send latency with both ends in one process, next to the same workload
+//! over plain kernel TCP.
 
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
@@ -10,6 +13,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use uwarp_bench::capture::read_capture;
 use uwarp_bench::decode::{decode_streams, CrcMode, DecodeOptions};
+use uwarp_bench::perf::{self, Op, Workload};
 use uwarp_stack::wire::terminate::LayoutHint;
 
 /// uwarp's perf and diagnostics tool.
@@ -24,6 +28,41 @@ struct Cli {
 enum Command {
     /// Decode the MPA/DDP/RDMAP traffic in pcap or pcapng files.
     Decode(DecodeArgs),
+    /// Measure bandwidth and latency with both ends in this process,
+    /// beside the same workload over plain kernel TCP.
+    Loopback(LoopbackArgs),
+}
+
+#[derive(clap::Args)]
+struct LoopbackArgs {
+    /// The bandwidth operation.
+    #[arg(long, value_enum, default_value_t = OpArg::Write)]
+    op: OpArg,
+    /// Message size in octets.
+    #[arg(long, short = 's', default_value_t = 65_536)]
+    size: usize,
+    /// Messages in the bandwidth run.
+    #[arg(long, short = 'n', default_value_t = 20_000)]
+    iters: usize,
+    /// Round trips in the latency run.
+    #[arg(long, default_value_t = 2_000)]
+    latency_iters: usize,
+    /// Work requests kept outstanding.
+    #[arg(long, short = 't', default_value_t = 128)]
+    tx_depth: usize,
+    /// Ask for MPA CRCs.
+    #[arg(long)]
+    crc: bool,
+    /// One JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum OpArg {
+    Write,
+    Read,
+    Send,
 }
 
 #[derive(clap::Args)]
@@ -60,6 +99,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Decode(args) => decode(&args),
+        Command::Loopback(args) => loopback(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -68,6 +108,31 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn loopback(args: &LoopbackArgs) -> Result<(), String> {
+    if args.size > u32::MAX as usize || args.iters == 0 || args.tx_depth == 0 {
+        return Err("size must fit 32 bits; iters and tx-depth must be positive".into());
+    }
+    let workload = Workload {
+        op: match args.op {
+            OpArg::Write => Op::Write,
+            OpArg::Read => Op::Read,
+            OpArg::Send => Op::Send,
+        },
+        size: args.size,
+        iters: args.iters,
+        latency_iters: args.latency_iters.max(1),
+        tx_depth: args.tx_depth,
+        crc: args.crc,
+    };
+    let report = perf::loopback(&workload)?;
+    if args.json {
+        println!("{}", report.to_json());
+    } else {
+        print!("{}", report.to_text());
+    }
+    Ok(())
 }
 
 fn decode(args: &DecodeArgs) -> Result<(), String> {
