@@ -6,8 +6,10 @@
 //! MSNs start at 1 and wrap (RFC 5041 section 4.3). A message whose MSN
 //! is the next expected one but finds no posted buffer is "no buffer
 //! available"; one outside the window of posted buffers is "MSN range is
-//! not valid"; a segment that would run past its buffer is "message too
-//! long". Nothing is placed when a check fails.
+//! not valid"; a segment that starts past the end of its buffer (check 3 of
+//! RFC 5041 section 7.1) has an invalid MO; one that starts inside it but
+//! would run past it (check 4) is "message too long". Nothing is placed
+//! when a check fails.
 
 use std::collections::VecDeque;
 
@@ -29,7 +31,8 @@ pub enum UntaggedError {
     NoBuffer,
     /// The MSN lies outside the window of posted buffers.
     MsnRange,
-    /// MO plus the segment's length overflows 32 bits.
+    /// The MO lies past the end of the buffer, or MO plus the segment's
+    /// length overflows 32 bits.
     InvalidMo,
     /// The segment would run past the end of its buffer.
     TooLong,
@@ -131,7 +134,11 @@ impl<B: UntaggedBuffer> UntaggedQueue<B> {
         let len = u32::try_from(payload.len()).map_err(|_| UntaggedError::InvalidMo)?;
         let end = mo.checked_add(len).ok_or(UntaggedError::InvalidMo)?;
         let slot = &mut self.slots[index];
-        if end as usize > slot.buffer.capacity() {
+        let capacity = slot.buffer.capacity();
+        if mo as usize > capacity {
+            return Err(UntaggedError::InvalidMo);
+        }
+        if end as usize > capacity {
             return Err(UntaggedError::TooLong);
         }
         slot.buffer.write_at(mo as usize, payload);
@@ -234,6 +241,11 @@ mod tests {
             queue.place(1, u32::MAX, true, b"1"),
             Err(UntaggedError::InvalidMo)
         );
+        // An MO past the end is invalid even with no payload; at the end
+        // it is the place of an empty last segment.
+        assert_eq!(queue.place(1, 9, true, b""), Err(UntaggedError::InvalidMo));
+        assert_eq!(queue.place(1, 9, true, b"1"), Err(UntaggedError::InvalidMo));
+        assert_eq!(queue.place(1, 8, true, b"1"), Err(UntaggedError::TooLong));
         assert_eq!(queue.place(2, 0, true, b"1"), Err(UntaggedError::NoBuffer));
         // Nothing was placed by the failures.
         queue.place(1, 0, true, b"ok").unwrap();

@@ -131,6 +131,8 @@ pub struct ResponseSegment {
     pub len: u32,
     /// L: the last segment of the response.
     pub last: bool,
+    /// The Read Request the segment answers, as it arrived.
+    pub request: ReadRequest,
 }
 
 impl ResponseSegment {
@@ -204,6 +206,7 @@ impl InboundReads {
             source_to: request.source_to.wrapping_add(u64::from(self.sent)),
             len,
             last: self.sent + len == request.size,
+            request,
         };
         if segment.last {
             self.queue.pop_front();

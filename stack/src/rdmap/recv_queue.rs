@@ -5,7 +5,8 @@
 //! gather list through the STag table, so a receive can only ever land in
 //! memory registered with local write access in the queue pair's
 //! protection domain; a fault is remembered and reported when the message
-//! completes.
+//! completes. A receive that the stream fails on (a message too long for
+//! it) remembers its error for the completion the flush gives it.
 
 use std::sync::Arc;
 
@@ -13,7 +14,8 @@ use crossbeam_queue::SegQueue;
 
 use crate::ddp::UntaggedBuffer;
 use crate::mem::{PdId, StagTable, TaggedError};
-use crate::verbs::RecvWr;
+use crate::verbs::{RecvWr, WcOpcode, WcStatus, WorkCompletion};
+use crate::wire::terminate::TermError;
 
 /// A posted receive, matched to one incoming Send message.
 #[derive(Debug)]
@@ -29,6 +31,8 @@ pub struct RecvSlot {
     pub solicited: bool,
     /// The STag a Send with Invalidate named (set on its last segment).
     pub invalidate: Option<u32>,
+    /// The status and Terminate error of a failure that is this receive's.
+    error: Option<(WcStatus, TermError)>,
 }
 
 impl RecvSlot {
@@ -47,6 +51,26 @@ impl RecvSlot {
             fault: None,
             solicited: false,
             invalidate: None,
+            error: None,
+        }
+    }
+
+    /// Records that the stream failed on this receive's message with the
+    /// Terminate error `cause`: its completion reports `status` instead of
+    /// a flush.
+    pub fn fail(&mut self, status: WcStatus, cause: TermError) {
+        self.error = Some((status, cause));
+    }
+
+    /// The completion of a receive the queue pair ends without delivering:
+    /// flushed, or the failure recorded with [`fail`](Self::fail).
+    pub fn into_flushed(self) -> WorkCompletion {
+        let (status, terminate) = self
+            .error
+            .map_or((WcStatus::WrFlushError, None), |(s, t)| (s, Some(t)));
+        WorkCompletion {
+            terminate,
+            ..WorkCompletion::new(self.wr.wr_id, WcOpcode::Recv, status)
         }
     }
 }

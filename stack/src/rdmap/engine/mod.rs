@@ -9,18 +9,25 @@
 //! the userspace TCP) owns the connection and the clock.
 //!
 //! - `send_queue.rs`: work requests to segments, fence, ORD, completion order.
+//! - `transmit.rs`: what goes out and when: the Terminate first, the
+//!   responder's send fence, send queue segments and Read Responses in
+//!   turn, the close after a graceful disconnect.
 //! - `receive.rs`: every inbound segment checked (RFC 5041 section 7.1,
 //!   RFC 5040 section 7) and placed, or answered with a Terminate.
-//! - `terminate.rs`: building Terminate messages (RFC 5040 section 4.8).
+//! - `terminate.rs`: building Terminate messages and choosing what they
+//!   echo (RFC 5040 sections 4.8 and 7).
 //!
 //! States follow the RDMAC verbs ([`QpState`]): the engine starts in RTS;
-//! a Terminate sent or received moves it to Terminate and, once the LLP is
-//! closed, to Error; a graceful close goes through Closing. Entering
-//! Terminate or Error flushes every outstanding work request.
+//! a Terminate sent or received moves it to Terminate (where only the
+//! peer's Terminates are still heard) and, once the LLP is closed, to
+//! Error; a graceful close goes through Closing. Entering Terminate or
+//! Error flushes every outstanding work request; work posted afterwards
+//! completes at once, flushed.
 
 mod receive;
 mod send_queue;
 mod terminate;
+mod transmit;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -30,10 +37,14 @@ use crate::mem::{PdId, StagTable};
 use crate::mpa::{FpduReader, FpduWriter, Negotiated, Rtr};
 use crate::rdmap::{InboundReads, RecvSlot, SharedReceiveQueue};
 use crate::verbs::{QpState, RecvWr, SendWr, WcOpcode, WcStatus, WorkCompletion};
-use crate::wire::terminate::TermError;
+use crate::wire::ddp::UNTAGGED_HEADER_LEN;
+use crate::wire::fpdu::MAX_ULPDU_LEN;
+use crate::wire::rdmap::READ_REQUEST_LEN;
+use crate::wire::terminate::{TermError, CONTROL_LEN};
 
 use send_queue::SendQueue;
 pub use send_queue::RTR_STAG;
+pub use terminate::standalone as terminate_message;
 
 /// Which side of the MPA startup this end was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,7 +64,9 @@ pub struct EngineConfig {
     /// This end's startup role.
     pub role: Role,
     /// The largest ULPDU to send (RFC 5044 section 4.1), from the LLP's
-    /// EMSS with [`crate::wire::fpdu::mulpdu`].
+    /// EMSS with [`crate::wire::fpdu::mulpdu`]. Clamped to what an FPDU can
+    /// carry (65535) and to at least 70 octets, the longest message the
+    /// engine cannot segment (a Terminate with every header).
     pub mulpdu: usize,
     /// The stream's protection domain.
     pub pd: PdId,
@@ -103,7 +116,8 @@ pub struct EngineCounters {
     pub fpdus_received: u64,
     /// Payload octets placed into registered memory.
     pub bytes_placed: u64,
-    /// FPDUs dropped by a CRC mismatch (each ends the stream).
+    /// FPDUs dropped by a CRC mismatch in Full Operation (each ends the
+    /// stream).
     pub crc_errors: u64,
     /// Terminates sent.
     pub terminates_sent: u64,
@@ -114,6 +128,18 @@ pub struct EngineCounters {
 /// Receives a queue pair can have outstanding on a shared receive queue
 /// ahead of the next expected Send.
 const SRQ_LOOKAHEAD: usize = 64;
+
+/// The smallest MULPDU the engine segments at: the longest message it
+/// must send in one segment, a Terminate that echoes an untagged DDP header
+/// and a Read Request (RFC 5040 section 4.8). A Read Request, 46 octets,
+/// then never needs a second segment either.
+const MIN_MULPDU: usize =
+    UNTAGGED_HEADER_LEN + CONTROL_LEN + 2 + UNTAGGED_HEADER_LEN + READ_REQUEST_LEN;
+
+/// A MULPDU the engine can segment at and frame.
+fn clamp_mulpdu(mulpdu: usize) -> usize {
+    mulpdu.clamp(MIN_MULPDU, MAX_ULPDU_LEN)
+}
 
 /// One RDMAP stream (see the module documentation).
 #[derive(Debug)]
@@ -164,7 +190,7 @@ impl QpEngine {
         Self {
             state: QpState::Rts,
             role: config.role,
-            mulpdu: config.mulpdu,
+            mulpdu: clamp_mulpdu(config.mulpdu),
             pd: config.pd,
             table: config.table,
             srq: config.srq,
@@ -204,16 +230,20 @@ impl QpEngine {
     }
 
     /// Adopts a new MULPDU (the LLP's EMSS changed); messages already
-    /// being segmented continue at the new size.
+    /// being segmented continue at the new size. Clamped like
+    /// [`EngineConfig::mulpdu`].
     pub fn set_mulpdu(&mut self, mulpdu: usize) {
-        self.mulpdu = mulpdu;
+        self.mulpdu = clamp_mulpdu(mulpdu);
     }
 
     /// Posts a send work request. In Terminate or Error it completes at
-    /// once as flushed; in Closing it is refused the same way.
+    /// once as flushed; in Closing it is refused the same way, after the
+    /// work posted before it.
     pub fn post_send(&mut self, wr: SendWr) {
         if self.state.accepts_sends() {
             self.sq.post(wr);
+        } else if self.state == QpState::Closing {
+            self.sq.refuse(wr);
         } else {
             let wc = WorkCompletion::new(wr.wr_id, wr.op.wc_opcode(), WcStatus::WrFlushError);
             self.completions.push_back((CqKind::Send, wc));
@@ -258,19 +288,22 @@ impl QpEngine {
         }
     }
 
-    /// Abortive close: everything outstanding is flushed and the LLP is
+    /// Abortive close: everything outstanding is flushed, nothing more is
+    /// sent (not even a Terminate still waiting to go out) and the LLP is
     /// reset.
     pub fn abort(&mut self) {
         if self.state != QpState::Error {
             self.enter_error(None);
+            self.terminate_out = None;
             self.llp_close = Some(LlpClose::Abortive);
             self.events.push_back(QpEvent::Disconnected);
         }
     }
 
-    /// The LLP was closed by the peer (FIN or RST) or failed. A close in
-    /// the middle of an FPDU, or with work outstanding, is a lost
-    /// connection for that work; either way the queue pair ends in Error.
+    /// The LLP was closed by the peer (FIN or RST) or failed: the queue
+    /// pair ends in Error and everything outstanding is flushed. A close
+    /// in the middle of an FPDU is a lost connection: the oldest unfinished
+    /// send work request fails with it.
     pub fn on_llp_closed(&mut self) {
         if self.peer_closed {
             return;
@@ -279,125 +312,23 @@ impl QpEngine {
         if self.state == QpState::Error {
             return;
         }
-        let lost = (self.reader.buffered() > 0 || !self.sq.is_idle())
-            .then(|| terminate::completion_for(TermError::MpaConnectionLost));
+        // After a Terminate nothing is outstanding; before one, the reader
+        // has met no framing error and holds only a partial FPDU, if any.
+        let mid_fpdu = self.accepts_work() && self.reader.buffered() > 0;
+        let lost = mid_fpdu.then(|| terminate::completion_for(TermError::MpaConnectionLost));
         self.enter_error(lost);
         self.llp_close.get_or_insert(LlpClose::Graceful);
         self.events.push_back(QpEvent::Disconnected);
     }
 
-    /// Takes stream octets from the LLP, in order.
-    pub fn on_bytes(&mut self, data: &[u8]) {
-        if !matches!(self.state, QpState::Rts | QpState::Closing) {
-            return;
-        }
-        self.reader.push(data);
-        while matches!(self.state, QpState::Rts | QpState::Closing) {
-            let ulpdu = match self.reader.next_ulpdu() {
-                None => break,
-                Some(Ok(ulpdu)) => ulpdu,
-                Some(Err(err)) => {
-                    if matches!(err, crate::mpa::FramingError::Crc { .. }) {
-                        self.counters.crc_errors += 1;
-                    }
-                    self.send_terminate(terminate::Fault::new(err.terminate_error()), &[]);
-                    break;
-                }
-            };
-            self.counters.fpdus_received += 1;
-            self.on_ulpdu(&ulpdu);
-        }
+    /// Whether the stream is in Full Operation (RTS or Closing).
+    fn accepts_work(&self) -> bool {
+        matches!(self.state, QpState::Rts | QpState::Closing)
     }
 
-    /// Appends FPDUs to `out` until about `budget` octets were added or
-    /// nothing is left to send; returns how many octets it added.
-    pub fn poll_transmit(&mut self, out: &mut Vec<u8>, budget: usize) -> usize {
-        let start = out.len();
-        if let Some(ulpdu) = self.terminate_out.take() {
-            self.write_fpdu(&[&ulpdu], out);
-            self.counters.terminates_sent += 1;
-            self.llp_close.get_or_insert(LlpClose::Graceful);
-        }
-        if !self.peer_started {
-            return out.len() - start;
-        }
-        while out.len() - start < budget && matches!(self.state, QpState::Rts | QpState::Closing) {
-            self.responses_first = !self.responses_first;
-            let mut turns = [Self::send_from_queue, Self::send_read_response];
-            if self.responses_first {
-                turns.reverse();
-            }
-            if !turns.iter().any(|turn| turn(self, out)) {
-                break;
-            }
-        }
-        if self.state == QpState::Closing
-            && self.sq.is_idle()
-            && self.inbound_reads.pending() == 0
-            && self.llp_close.is_none()
-        {
-            self.llp_close = Some(LlpClose::Graceful);
-        }
-        out.len() - start
-    }
-
-    /// Sends the next send queue segment; `false` when there is none.
-    fn send_from_queue(&mut self, out: &mut Vec<u8>) -> bool {
-        match self.sq.next_segment(self.mulpdu, &self.table, self.pd) {
-            Ok(Some(segment)) => {
-                let parts = [&segment.header[..segment.header_len], segment.payload];
-                // Segments are cut to the MULPDU, so they always frame.
-                let _ = self.writer.write(&parts, out);
-                self.counters.fpdus_sent += 1;
-                true
-            }
-            Ok(None) => false,
-            Err(_) => {
-                // The request completed with its local error; that ends the
-                // stream (RDMAC verbs), and the peer learns of it through a
-                // local catastrophic Terminate.
-                let fault = terminate::Fault::new(TermError::RdmapLocalCatastrophic);
-                self.send_terminate(fault, &[]);
-                false
-            }
-        }
-    }
-
-    /// Sends the next Read Response segment; `false` when none is queued.
-    fn send_read_response(&mut self, out: &mut Vec<u8>) -> bool {
-        let Some(segment) = self.inbound_reads.next_segment(self.mulpdu) else {
-            return false;
-        };
-        let mut data = std::mem::take(&mut self.scratch);
-        data.resize(segment.len as usize, 0);
-        let fetched = self.table.fetch(
-            crate::mem::Stag(segment.source_stag),
-            self.pd,
-            segment.source_to,
-            &mut data,
-        );
-        match fetched {
-            Ok(()) => {
-                let header = segment.header();
-                self.write_fpdu(&[&header, &data], out);
-                self.counters.fpdus_sent += 1;
-            }
-            Err(err) => {
-                // The region changed after the request was validated.
-                self.send_terminate(terminate::Fault::new(err.rdmap_error()), &[]);
-            }
-        }
-        self.scratch = data;
-        true
-    }
-
-    fn write_fpdu(&mut self, parts: &[&[u8]], out: &mut Vec<u8>) {
-        // Every ULPDU the engine builds is at most the MULPDU.
-        let _ = self.writer.write(parts, out);
-    }
-
-    /// Queues a Terminate for `fault` (caused by the segment `ulpdu`, if
-    /// any), enters the Terminate state and flushes.
+    /// Queues a Terminate for `fault`, caused by the received segment
+    /// `ulpdu` (empty when none caused it), enters the Terminate state and
+    /// flushes.
     fn send_terminate(&mut self, fault: terminate::Fault, ulpdu: &[u8]) {
         let msn = self.terminate_msn;
         self.terminate_msn = self.terminate_msn.wrapping_add(1);
@@ -416,11 +347,7 @@ impl QpEngine {
         self.state = QpState::Error;
         let flushed = self.sq.flush(first);
         self.push_completions(CqKind::Send, flushed);
-        let receives: Vec<_> = self
-            .rq
-            .flush()
-            .map(|slot| WorkCompletion::new(slot.wr.wr_id, WcOpcode::Recv, WcStatus::WrFlushError))
-            .collect();
+        let receives: Vec<_> = self.rq.flush().map(RecvSlot::into_flushed).collect();
         self.push_completions(CqKind::Recv, receives);
     }
 

@@ -2,12 +2,15 @@
 //! the order of RFC 5041 section 7.1 and RFC 5040 section 7, or answered
 //! with the Terminate those sections name. Nothing is placed when a check
 //! fails, and nothing is ever written outside a registered region: tagged
-//! placement and receive scatter both go through the STag table.
+//! placement and receive scatter both go through the STag table. Once a
+//! Terminate has been sent or received, only the peer's Terminates are
+//! still heard (RFC 5040 section 6.6); everything else is dropped.
 
 use super::terminate::{self, Fault};
 use super::{CqKind, QpEngine, QpEvent, SRQ_LOOKAHEAD};
+use crate::ddp::UntaggedError;
 use crate::mem::{Access, Stag, TaggedError};
-use crate::mpa::Rtr;
+use crate::mpa::{FramingError, Rtr};
 use crate::rdmap::RecvSlot;
 use crate::verbs::{QpState, WcOpcode, WcStatus, WorkCompletion};
 use crate::wire::ddp::BufferModel;
@@ -18,11 +21,48 @@ use crate::wire::terminate::{LayoutHint, TermError, TerminateRepr};
 use crate::wire::WireError;
 
 impl QpEngine {
+    /// Takes stream octets from the LLP, in order.
+    pub fn on_bytes(&mut self, data: &[u8]) {
+        if !self.hears_peer() {
+            return;
+        }
+        self.reader.push(data);
+        while self.hears_peer() {
+            let ulpdu = match self.reader.next_ulpdu() {
+                None => break,
+                Some(Ok(ulpdu)) => ulpdu,
+                Some(Err(err)) => {
+                    // The reader repeats its error on every call: it is
+                    // counted and answered once, in Full Operation.
+                    if self.state != QpState::Terminate {
+                        if matches!(err, FramingError::Crc { .. }) {
+                            self.counters.crc_errors += 1;
+                        }
+                        self.send_terminate(Fault::new(err.terminate_error()), &[]);
+                    }
+                    break;
+                }
+            };
+            self.counters.fpdus_received += 1;
+            if self.state == QpState::Terminate {
+                self.on_ulpdu_terminated(&ulpdu);
+            } else {
+                self.on_ulpdu(&ulpdu);
+            }
+        }
+    }
+
+    /// Whether stream octets are still read: in Full Operation and, for
+    /// the peer's Terminate, in the Terminate state.
+    fn hears_peer(&self) -> bool {
+        self.accepts_work() || self.state == QpState::Terminate
+    }
+
     /// Handles one whole ULPDU.
-    pub(super) fn on_ulpdu(&mut self, ulpdu: &[u8]) {
+    fn on_ulpdu(&mut self, ulpdu: &[u8]) {
         let first = !std::mem::replace(&mut self.peer_started, true);
         let result = RdmapSegment::parse(ulpdu)
-            .map_err(|err| Fault::in_segment(parse_error(err, ulpdu)))
+            .map_err(|err| Fault::new(parse_error(err, ulpdu)))
             .and_then(|segment| {
                 if first && self.is_expected_rtr(&segment) {
                     return self.consume_rtr(&segment);
@@ -34,12 +74,31 @@ impl QpEngine {
         }
     }
 
+    /// Handles one whole ULPDU in the Terminate state: a Terminate from the
+    /// peer is reported, anything else is dropped.
+    fn on_ulpdu_terminated(&mut self, ulpdu: &[u8]) {
+        let Ok(segment) = RdmapSegment::parse(ulpdu) else {
+            return;
+        };
+        let on_terminate_queue = matches!(
+            segment.ddp.model,
+            BufferModel::Untagged {
+                qn: QN_TERMINATE,
+                ..
+            }
+        );
+        if segment.opcode() == Opcode::Terminate && on_terminate_queue {
+            self.on_terminate(&segment);
+        }
+    }
+
     /// Whether the responder's first FPDU is the zero-length RTR it waits
     /// for (RFC 6581 section 9.2).
     fn is_expected_rtr(&self, segment: &RdmapSegment) -> bool {
         let zero_length = segment.payload.is_empty() && segment.ddp.last;
+        let send_queue = matches!(segment.ddp.model, BufferModel::Untagged { qn: QN_SEND, .. });
         match (self.expected_rtr, segment.opcode()) {
-            (Some(Rtr::Send), Opcode::Send) => zero_length,
+            (Some(Rtr::Send), Opcode::Send) => zero_length && send_queue,
             (Some(Rtr::Write), Opcode::RdmaWrite) => zero_length,
             // A Read RTR is a normal zero-length Read Request.
             _ => false,
@@ -49,9 +108,12 @@ impl QpEngine {
     /// Takes the RTR out of the stream: a Send RTR uses its MSN but no
     /// posted receive; a Write RTR places nothing.
     fn consume_rtr(&mut self, segment: &RdmapSegment) -> Result<(), Fault> {
-        if let BufferModel::Untagged { qn, msn, mo, .. } = segment.ddp.model {
-            if qn != QN_SEND || msn != self.rq.next_msn() || mo != 0 {
-                return Err(Fault::in_segment(TermError::DdpUntaggedMsnRange));
+        if let BufferModel::Untagged { msn, mo, .. } = segment.ddp.model {
+            if msn != self.rq.next_msn() {
+                return Err(Fault::new(TermError::DdpUntaggedMsnRange));
+            }
+            if mo != 0 {
+                return Err(Fault::new(TermError::DdpUntaggedInvalidMo));
             }
             self.rq.skip_next();
         }
@@ -64,7 +126,7 @@ impl QpEngine {
             (BufferModel::Tagged { stag, to }, Opcode::RdmaWrite) => {
                 self.table
                     .place(Stag(stag), self.pd, to, payload)
-                    .map_err(|e| Fault::in_segment(e.ddp_error()))?;
+                    .map_err(|e| Fault::new(e.ddp_error()))?;
                 self.counters.bytes_placed += payload.len() as u64;
                 Ok(())
             }
@@ -74,7 +136,7 @@ impl QpEngine {
             (BufferModel::Untagged { qn, msn, mo, .. }, opcode) => {
                 let expected_qn = opcode.queue_number();
                 if expected_qn != Some(qn) {
-                    return Err(Fault::in_segment(TermError::DdpUntaggedInvalidQn));
+                    return Err(Fault::new(TermError::DdpUntaggedInvalidQn));
                 }
                 match qn {
                     QN_SEND
@@ -88,13 +150,14 @@ impl QpEngine {
                     QN_READ_REQUEST if opcode == Opcode::ReadRequest => {
                         self.on_read_request(segment, msn, mo)
                     }
-                    QN_TERMINATE => self.on_terminate(segment),
-                    _ => Err(Fault::in_segment(TermError::RdmapUnexpectedOpcode)),
+                    QN_TERMINATE => {
+                        self.on_terminate(segment);
+                        Ok(())
+                    }
+                    _ => Err(Fault::new(TermError::RdmapUnexpectedOpcode)),
                 }
             }
-            (BufferModel::Tagged { .. }, _) => {
-                Err(Fault::in_segment(TermError::RdmapUnexpectedOpcode))
-            }
+            (BufferModel::Tagged { .. }, _) => Err(Fault::new(TermError::RdmapUnexpectedOpcode)),
         }
     }
 
@@ -111,22 +174,30 @@ impl QpEngine {
         // written, even in its own region), then the copy.
         self.table
             .check(Stag(stag), self.pd, Access::LOCAL_WRITE, to, payload.len())
-            .map_err(|e| Fault::in_segment(e.ddp_error()))?;
+            .map_err(|e| Fault::new(e.ddp_error()))?;
         self.sq
             .on_read_response(stag, to, len, last)
-            .map_err(Fault::in_segment)?;
+            .map_err(Fault::new)?;
         self.table
             .local_write(Stag(stag), self.pd, to, payload)
-            .map_err(|e| Fault::in_segment(e.ddp_error()))?;
+            .map_err(|e| Fault::new(e.ddp_error()))?;
         self.counters.bytes_placed += payload.len() as u64;
         Ok(())
     }
 
     fn on_send(&mut self, segment: &RdmapSegment, msn: u32, mo: u32) -> Result<(), Fault> {
         self.take_from_srq(msn);
-        self.rq
-            .place(msn, mo, segment.ddp.last, segment.payload)
-            .map_err(|e| Fault::in_segment(e.terminate_error()))?;
+        if let Err(err) = self.rq.place(msn, mo, segment.ddp.last, segment.payload) {
+            let error = err.terminate_error();
+            // A receive too small for its message completes with a length
+            // error; the other untagged errors are the peer's alone.
+            if err == UntaggedError::TooLong {
+                if let Some(slot) = self.rq.buffer_mut(msn) {
+                    slot.fail(WcStatus::LocalLengthError, error);
+                }
+            }
+            return Err(Fault::new(error));
+        }
         self.counters.bytes_placed += segment.payload.len() as u64;
         if segment.ddp.last {
             if let Some(slot) = self.rq.buffer_mut(msn) {
@@ -159,41 +230,45 @@ impl QpEngine {
     }
 
     /// Completes a whole received message, invalidating the STag a Send
-    /// with Invalidate named (RFC 5040 section 5.3).
+    /// with Invalidate named (RFC 5040 section 5.3). A receive whose own
+    /// scatter list failed invalidates nothing.
     fn complete_receive(&mut self, slot: RecvSlot, len: u32) -> Result<(), Fault> {
         let mut wc = WorkCompletion::new(slot.wr.wr_id, WcOpcode::Recv, WcStatus::Success);
         wc.byte_len = len;
         wc.solicited = slot.solicited;
-        if let Some(stag) = slot.invalidate {
-            if let Err(err) = self.table.invalidate_remote(Stag(stag), self.pd) {
-                wc.status = WcStatus::RemoteInvalidRequest;
-                self.completions.push_back((CqKind::Recv, wc));
-                return Err(Fault::new(err.rdmap_error()));
-            }
-            wc.invalidated_rkey = Some(stag);
-        }
-        if slot.fault.is_some() {
-            wc.status = WcStatus::LocalProtectionError;
-            self.completions.push_back((CqKind::Recv, wc));
-            return Err(Fault::new(TermError::RdmapLocalCatastrophic));
+        let outcome = match (slot.fault, slot.invalidate) {
+            (Some(_), _) => Err((
+                WcStatus::LocalProtectionError,
+                TermError::RdmapLocalCatastrophic,
+            )),
+            (None, Some(stag)) => self
+                .table
+                .invalidate_remote(Stag(stag), self.pd)
+                .map(|()| wc.invalidated_rkey = Some(stag))
+                .map_err(|err| (WcStatus::RemoteInvalidRequest, err.rdmap_error())),
+            (None, None) => Ok(()),
+        };
+        if let Err((status, error)) = outcome {
+            wc.status = status;
+            wc.terminate = Some(error);
         }
         self.completions.push_back((CqKind::Recv, wc));
-        Ok(())
+        outcome.map_err(|(_, error)| Fault::new(error))
     }
 
     fn on_read_request(&mut self, segment: &RdmapSegment, msn: u32, mo: u32) -> Result<(), Fault> {
         if msn != self.read_msn_rx {
-            return Err(Fault::in_segment(TermError::DdpUntaggedMsnRange));
+            return Err(Fault::new(TermError::DdpUntaggedMsnRange));
         }
         if mo != 0 || !segment.ddp.last {
-            return Err(Fault::in_segment(TermError::DdpUntaggedInvalidMo));
+            return Err(Fault::new(TermError::DdpUntaggedInvalidMo));
         }
         let request = ReadRequest::parse(segment.payload)
-            .map_err(|_| Fault::in_segment(TermError::RdmapCatastrophicStream))?;
+            .map_err(|_| Fault::new(TermError::RdmapCatastrophicStream))?;
         self.read_msn_rx = self.read_msn_rx.wrapping_add(1);
         let with_header = |error: TermError| Fault {
+            error,
             rdmap_header: Some(request.to_bytes()),
-            ..Fault::in_segment(error)
         };
         self.table
             .check(
@@ -207,17 +282,21 @@ impl QpEngine {
         self.inbound_reads.receive(request).map_err(with_header)
     }
 
-    fn on_terminate(&mut self, segment: &RdmapSegment) -> Result<(), Fault> {
+    /// The peer's Terminate: reported, and unless the stream is already
+    /// terminated, it fails the oldest unfinished send work request and
+    /// flushes the rest.
+    fn on_terminate(&mut self, segment: &RdmapSegment) {
         self.counters.terminates_received += 1;
         let error = TerminateRepr::parse(segment.payload, LayoutHint::Auto)
             .map(|t| t.error)
             // An unreadable Terminate still ends the stream.
             .unwrap_or(TermError::RdmapOperationUnspecified);
         self.events.push_back(QpEvent::TerminateReceived(error));
-        self.enter_error(Some(terminate::completion_for(error)));
-        self.state = QpState::Terminate;
-        self.llp_close.get_or_insert(super::LlpClose::Graceful);
-        Ok(())
+        if self.state != QpState::Terminate {
+            self.enter_error(Some(terminate::completion_for(error)));
+            self.state = QpState::Terminate;
+            self.llp_close.get_or_insert(super::LlpClose::Graceful);
+        }
     }
 }
 

@@ -66,17 +66,23 @@ enum OutKind {
     },
 }
 
-/// Why a work request failed before anything of it was sent.
+/// A work request failed before anything of it was sent; its completion,
+/// already recorded, carries the status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LocalFault {
-    /// The failed request's completion status.
-    pub status: WcStatus,
+pub struct LocalFault;
+
+/// A posted work request not started yet.
+#[derive(Debug)]
+struct Waiting {
+    wr: SendWr,
+    /// Posted while closing: it completes flushed when its turn comes.
+    refused: bool,
 }
 
 /// The send queue of one stream.
 #[derive(Debug)]
 pub struct SendQueue {
-    waiting: VecDeque<SendWr>,
+    waiting: VecDeque<Waiting>,
     current: Option<Outgoing>,
     order: VecDeque<Pending>,
     next_seq: u64,
@@ -103,7 +109,19 @@ impl SendQueue {
 
     /// Queues a work request.
     pub fn post(&mut self, wr: SendWr) {
-        self.waiting.push_back(wr);
+        self.waiting.push_back(Waiting { wr, refused: false });
+    }
+
+    /// Queues a work request that completes flushed, in its turn, without
+    /// being sent (it was posted while the stream was closing): at once if
+    /// nothing waits ahead of it.
+    pub fn refuse(&mut self, wr: SendWr) {
+        if self.waiting.is_empty() {
+            let seq = self.record(&wr);
+            self.mark_done(seq, WcStatus::WrFlushError, 0);
+        } else {
+            self.waiting.push_back(Waiting { wr, refused: true });
+        }
     }
 
     /// Queues the initiator's RTR frame (RFC 6581 section 9.2) ahead of
@@ -193,7 +211,8 @@ impl SendQueue {
             OutKind::Untagged { .. } => UNTAGGED_HEADER_LEN,
             OutKind::Tagged { .. } => TAGGED_HEADER_LEN,
         };
-        let room = mulpdu.saturating_sub(header_len).max(1);
+        // The engine keeps the MULPDU above every header.
+        let room = mulpdu - header_len;
         let start = out.sent;
         let len = (out.data.len() - start).min(room);
         let last = start + len == out.data.len();
@@ -246,29 +265,32 @@ impl SendQueue {
     }
 
     /// Starts the next waiting work request; `false` when there is none or
-    /// it must wait (fence, ORD).
+    /// it must wait (fence, ORD). Refused requests on the way complete.
     fn start_next(&mut self, table: &StagTable, pd: PdId) -> Result<bool, LocalFault> {
-        let Some(wr) = self.waiting.front() else {
+        while self.waiting.front().is_some_and(|w| w.refused) {
+            let refused = self.waiting.pop_front().expect("checked above");
+            let seq = self.record(&refused.wr);
+            self.mark_done(seq, WcStatus::WrFlushError, 0);
+        }
+        let Some(Waiting { wr, .. }) = self.waiting.front() else {
             return Ok(false);
         };
         let is_read = matches!(wr.op, SendOp::Read { .. });
-        if (wr.fence && self.reads.in_flight() > 0) || (is_read && !self.reads.can_send()) {
+        // With ORD 0 (no Reads negotiated) a Read can never be sent.
+        let never = is_read && !self.reads.can_send() && self.reads.in_flight() == 0;
+        let held = (wr.fence && self.reads.in_flight() > 0) || (is_read && !self.reads.can_send());
+        if held && !never {
             return Ok(false);
         }
-        let wr = self.waiting.pop_front().expect("checked above");
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        let opcode = wr.op.wc_opcode();
-        self.order.push_back(Pending {
-            seq,
-            signaled: wr.signaled,
-            completion: WorkCompletion::new(wr.wr_id, opcode, WcStatus::Success),
-            done: false,
-        });
+        let wr = self.waiting.pop_front().expect("checked above").wr;
+        let seq = self.record(&wr);
         let fail = |queue: &mut Self, status| {
             queue.mark_done(seq, status, 0);
-            Err(LocalFault { status })
+            Err(LocalFault)
         };
+        if never {
+            return fail(self, WcStatus::LocalQpOperationError);
+        }
         let Ok(len) = u32::try_from(wr.payload.len()) else {
             return fail(self, WcStatus::LocalLengthError);
         };
@@ -342,6 +364,20 @@ impl SendQueue {
         Ok(true)
     }
 
+    /// Gives a work request leaving the waiting list its place in the
+    /// completion order.
+    fn record(&mut self, wr: &SendWr) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.order.push_back(Pending {
+            seq,
+            signaled: wr.signaled,
+            completion: WorkCompletion::new(wr.wr_id, wr.op.wc_opcode(), WcStatus::Success),
+            done: false,
+        });
+        seq
+    }
+
     /// Notes a Read Response segment; see [`OutboundReads::on_response`].
     /// The Read completes on its last segment.
     pub fn on_read_response(
@@ -397,7 +433,7 @@ impl SendQueue {
                 out.push(pending.completion);
             }
         }
-        for wr in self.waiting.drain(..) {
+        for Waiting { wr, .. } in self.waiting.drain(..) {
             out.push(WorkCompletion::new(
                 wr.wr_id,
                 wr.op.wc_opcode(),

@@ -1,51 +1,65 @@
 //! Terminate messages (RFC 5040 section 4.8): what this end sends when it
-//! finds an error in the peer's traffic, with the DDP Segment Length, the
-//! terminated DDP header and the terminated RDMAP header when RFC 5040
-//! section 7 asks for them, and the completion status a received Terminate
-//! gives the work it ends.
+//! finds an error in the peer's traffic or in its own, which headers of
+//! the offending segment it echoes (RFC 5040 section 7, RFC 5041 section
+//! 7.1), and the completion status a received Terminate gives the work it
+//! ends.
+//!
+//! The echo rule: an error found in a received DDP segment carries the
+//! segment's length and DDP header (M and D), and an RDMAP error in an RDMA
+//! Read Request also carries the request's 28 octets (R). Nothing is
+//! echoed for MPA errors (the framing, not a segment, failed), for local
+//! catastrophic errors (nothing of the peer's is at fault), for a DDP
+//! version other than 1 (the header's layout is unknown), or for a segment
+//! too short to hold its DDP header.
+//!
+//! The DDP Segment Length is the length of the whole segment, header
+//! included (RFC 5041 section 2.3: a DDP Segment is the DDP Header and its
+//! ULP Payload). Linux siw puts only the payload's length there (16 for
+//! the 30-octet Write of `tests/data/siw/tap/probe-7326-badstag.jsonl`).
 
 use crate::verbs::{WcOpcode, WcStatus, WorkCompletion};
 use crate::wire::ddp::{BufferModel, DdpRepr, DdpSegment};
 use crate::wire::rdmap::{Opcode, RdmapControl, QN_TERMINATE, READ_REQUEST_LEN};
 use crate::wire::terminate::{ErrorType, TermError, TerminateRepr};
 
-/// An error found in the peer's traffic, and what of the offending segment
-/// the Terminate carries.
+/// An error to report, with the Read Request that caused it, if one did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fault {
     /// The error.
     pub error: TermError,
-    /// Include the DDP Segment Length and the DDP header (M and D).
-    pub ddp_header: bool,
-    /// Include the Read Request header (R).
+    /// The RDMA Read Request header to echo (R).
     pub rdmap_header: Option<[u8; READ_REQUEST_LEN]>,
 }
 
 impl Fault {
-    /// An error reported without headers (MPA and local errors).
+    /// An error with no Read Request behind it.
     pub fn new(error: TermError) -> Self {
         Self {
             error,
-            ddp_header: false,
             rdmap_header: None,
-        }
-    }
-
-    /// An error in a DDP segment whose header the Terminate echoes.
-    pub fn in_segment(error: TermError) -> Self {
-        Self {
-            ddp_header: true,
-            ..Self::new(error)
         }
     }
 }
 
-/// The ULPDU of a Terminate for `fault`, caused by the segment `ulpdu`
-/// (its header is echoed when the fault asks for it and it has one), sent
-/// as message `msn` of the Terminate queue.
+/// Whether a Terminate for `error` echoes the DDP header of the segment
+/// that caused it (see the module documentation).
+fn echoes_ddp_header(error: TermError) -> bool {
+    let unknown_layout = matches!(
+        error,
+        TermError::DdpTaggedInvalidVersion | TermError::DdpUntaggedInvalidVersion
+    );
+    let about_a_segment = !matches!(
+        error.error_type(),
+        ErrorType::LocalCatastrophic | ErrorType::Mpa
+    );
+    about_a_segment && !unknown_layout
+}
+
+/// The ULPDU of a Terminate for `fault`, caused by the received segment
+/// `ulpdu` (empty when no segment caused it), sent as message `msn` of the
+/// Terminate queue.
 pub fn build(fault: &Fault, ulpdu: &[u8], msn: u32) -> Vec<u8> {
-    let header = fault
-        .ddp_header
+    let header = echoes_ddp_header(fault.error)
         .then(|| DdpSegment::new_checked(ulpdu).ok())
         .flatten()
         .map(|segment| &ulpdu[..segment.header_len()]);
@@ -73,6 +87,14 @@ pub fn build(fault: &Fault, ulpdu: &[u8], msn: u32) -> Vec<u8> {
         .emit(&mut out[at..])
         .expect("the echoed headers are well formed");
     out
+}
+
+/// A Terminate carrying `error` and no echoed headers, as the first
+/// message of a Terminate queue: what an MPA initiator sends when the
+/// negotiation fails after an accepting Reply (RFC 6581 section 9:
+/// insufficient IRD, no matching RTR).
+pub fn standalone(error: TermError) -> Vec<u8> {
+    build(&Fault::new(error), &[], 1)
 }
 
 /// The completion a Terminate carrying `error` gives the oldest unfinished
