@@ -123,19 +123,29 @@ fn peer_to_peer_with_each_rtr_lets_the_server_speak_first() {
 
 #[test]
 fn peer_to_peer_without_a_common_rtr_fails_on_the_initiator() {
-    let client = LocalParams {
-        peer_to_peer: Some(RtrSet::only(Rtr::Send)),
-        ..LocalParams::default()
-    };
-    let server = LocalParams {
-        peer_to_peer: Some(RtrSet::only(Rtr::Write)),
-        ..LocalParams::default()
-    };
+    let (sdev, spd, scq) = device();
+    let listener = sdev.listen("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr();
+    let sqp = sdev.create_qp(&spd, QpInit::new(&scq));
+    let server_qp = sqp.clone();
+    let server = std::thread::spawn(move || {
+        let params = LocalParams {
+            peer_to_peer: Some(RtrSet::only(Rtr::Write)),
+            ..LocalParams::default()
+        };
+        let request = listener.get_request(WAIT).unwrap();
+        request.accept(&server_qp, params).unwrap();
+    });
+    let (cdev, cpd, ccq) = device();
+    let cqp = cdev.create_qp(&cpd, QpInit::new(&ccq));
     let connect = ConnectParams {
-        mpa: client,
+        mpa: LocalParams {
+            peer_to_peer: Some(RtrSet::only(Rtr::Send)),
+            ..LocalParams::default()
+        },
         ..ConnectParams::default()
     };
-    let result = connect_with(connect, server, |_, _| {});
+    let result = cdev.connect(addr, &cqp, connect);
     assert!(
         matches!(
             result,
@@ -145,6 +155,67 @@ fn peer_to_peer_without_a_common_rtr_fails_on_the_initiator() {
         ),
         "{result:?}"
     );
+    server.join().unwrap();
+    // The responder hears why (RFC 6581 section 9.2) and closes.
+    assert_eq!(
+        sqp.next_event(WAIT),
+        Some(QpEvent::TerminateReceived(TermError::MpaNoMatchingRtr))
+    );
+    assert!(sqp.wait_closed(WAIT));
+}
+
+#[test]
+fn a_responder_ord_above_the_initiator_ird_is_insufficient_ird() {
+    // A responder that insists on more Reads than the initiator can take:
+    // its Reply names an ORD above the initiator's IRD.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let peer = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut request = [0u8; 24];
+        stream.read_exact(&mut request).unwrap();
+        let mut reply = request;
+        reply[..16].copy_from_slice(b"MPA ID Rep Frame");
+        // Enhanced block: IRD 4, ORD 9 (the initiator's IRD is 2).
+        reply[20..24].copy_from_slice(&[0x00, 0x04, 0x00, 0x09]);
+        stream.write_all(&reply).unwrap();
+        let mut rest = Vec::new();
+        let _ = stream.read_to_end(&mut rest);
+        rest
+    });
+    let (cdev, cpd, ccq) = device();
+    let cqp = cdev.create_qp(&cpd, QpInit::new(&ccq));
+    let connect = ConnectParams {
+        mpa: LocalParams {
+            ird: 2,
+            ord: 2,
+            ..LocalParams::default()
+        },
+        ..ConnectParams::default()
+    };
+    let result = cdev.connect(addr, &cqp, connect);
+    assert!(
+        matches!(
+            result,
+            Err(Error::Startup(uwarp_stack::mpa::StartupError::Negotiation(
+                uwarp_stack::mpa::NegotiationError::InsufficientIrd
+            )))
+        ),
+        "{result:?}"
+    );
+    // What reached the peer after the Reply is one FPDU: a Terminate with
+    // LLP/MPA error 6.
+    let rest = peer.join().unwrap();
+    let mut reader = uwarp_stack::mpa::FpduReader::new(false, false);
+    reader.push(&rest);
+    let ulpdu = reader.next_ulpdu().unwrap().unwrap();
+    let segment = uwarp_stack::wire::rdmap::RdmapSegment::parse(&ulpdu).unwrap();
+    let terminate = uwarp_stack::wire::terminate::TerminateRepr::parse(
+        segment.payload,
+        uwarp_stack::wire::terminate::LayoutHint::Rfc5040,
+    )
+    .unwrap();
+    assert_eq!(terminate.error, TermError::MpaInsufficientIrd);
 }
 
 #[test]

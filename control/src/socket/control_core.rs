@@ -11,7 +11,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use uwarp_stack::mpa::FpduWriter;
 use uwarp_stack::mpa::{Initiator, InitiatorOutcome, LocalParams, Micros, Responder, StartupError};
+use uwarp_stack::rdmap::engine::terminate_message;
 use uwarp_stack::rdmap::{EngineConfig, Role};
 use uwarp_stack::wire::fpdu::mulpdu;
 
@@ -310,6 +312,7 @@ impl ControlCore {
                     self.connect(conn.addr, conn.qp, conn.params, conn.reply, true);
                 }
                 Progress::Failed(err) => {
+                    send_negotiation_terminate(&conn.setup, err);
                     let _ = conn.reply.send(Err(Error::Startup(err)));
                 }
                 Progress::Requested(..) | Progress::Pending => {}
@@ -449,6 +452,31 @@ impl ControlCore {
         }
         Ok(connection)
     }
+}
+
+/// After an accepting Reply that this initiator cannot live with (the
+/// responder's ORD above our IRD, no RTR in common), RFC 6581 section 9
+/// has it send a Terminate naming the problem before it closes; the
+/// responder is already in Full Operation and reports it.
+fn send_negotiation_terminate(setup: &Setup, err: StartupError) {
+    let StartupError::Negotiation(failure) = err else {
+        return;
+    };
+    let Side::Initiator(initiator) = &setup.side else {
+        return;
+    };
+    let Some((crc, markers)) = initiator.reply_framing() else {
+        return;
+    };
+    let ulpdu = terminate_message(failure.terminate_error());
+    let mut frame = Vec::new();
+    if FpduWriter::new(crc, markers)
+        .write(&[&ulpdu], &mut frame)
+        .is_ok()
+    {
+        let _ = write_blocking(&setup.stream, &frame);
+    }
+    let _ = setup.stream.shutdown(std::net::Shutdown::Write);
 }
 
 /// Writes a whole startup frame on a non-blocking socket.

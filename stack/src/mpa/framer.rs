@@ -148,6 +148,7 @@ impl FpduReader {
             Err(err) => {
                 self.failed = Some(err);
                 self.buf = Vec::new();
+                self.start = 0;
                 return Some(Err(err));
             }
         };
@@ -284,5 +285,26 @@ mod tests {
                 .unwrap(),
             8
         );
+    }
+
+    #[test]
+    fn nothing_is_buffered_after_a_framing_error() {
+        // Regression: the buffer was dropped but its start index kept, so
+        // buffered() underflowed after an error.
+        let mut frame = Vec::new();
+        FpduWriter::new(true, false)
+            .write(&[b"0123456789abcdef"], &mut frame)
+            .unwrap();
+        frame[5] ^= 0xFF;
+        let mut reader = FpduReader::new(true, false);
+        reader.push(&frame[..4]);
+        reader.push(&frame[4..]);
+        assert!(matches!(
+            reader.next_ulpdu(),
+            Some(Err(FramingError::Crc { .. }))
+        ));
+        assert_eq!(reader.buffered(), 0);
+        reader.push(b"more");
+        assert_eq!(reader.buffered(), 0);
     }
 }

@@ -207,6 +207,16 @@ impl Initiator {
         }
     }
 
+    /// How Full Operation frames this side's FPDUs once the Reply has
+    /// arrived: (CRC, Markers). An initiator whose negotiation failed
+    /// after an accepting Reply (insufficient IRD, no matching RTR) frames
+    /// the Terminate it then owes the responder this way (RFC 6581
+    /// section 9).
+    pub fn reply_framing(&self) -> Option<(bool, bool)> {
+        let reply = self.reader.frame()?.ok()?;
+        Some((self.local.crc || reply.crc, reply.markers))
+    }
+
     /// The peer closed the connection before the Reply was complete.
     pub fn on_peer_closed(&self) -> StartupError {
         StartupError::ClosedBeforeFrame {
