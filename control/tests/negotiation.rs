@@ -6,12 +6,18 @@
 
 mod common;
 
+/// Whether a connect failed in negotiation with `expected`.
+fn failed_with(result: &Result<Connection, Error>, expected: NegotiationError) -> bool {
+    matches!(result, Err(Error::Startup(StartupError::Negotiation(e))) if *e == expected)
+}
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
 use common::*;
 use uwarp_control::*;
+use uwarp_stack::mpa::{NegotiationError, StartupError};
 
 /// Posts one receive of 64 octets on each queue pair before it connects.
 fn post_inbox(pd: &ProtectionDomain, qp: &QueuePair) {
@@ -147,12 +153,7 @@ fn peer_to_peer_without_a_common_rtr_fails_on_the_initiator() {
     };
     let result = cdev.connect(addr, &cqp, connect);
     assert!(
-        matches!(
-            result,
-            Err(Error::Startup(uwarp_stack::mpa::StartupError::Negotiation(
-                uwarp_stack::mpa::NegotiationError::NoMatchingRtr
-            )))
-        ),
+        failed_with(&result, NegotiationError::NoMatchingRtr),
         "{result:?}"
     );
     server.join().unwrap();
@@ -195,12 +196,7 @@ fn a_responder_ord_above_the_initiator_ird_is_insufficient_ird() {
     };
     let result = cdev.connect(addr, &cqp, connect);
     assert!(
-        matches!(
-            result,
-            Err(Error::Startup(uwarp_stack::mpa::StartupError::Negotiation(
-                uwarp_stack::mpa::NegotiationError::InsufficientIrd
-            )))
-        ),
+        failed_with(&result, NegotiationError::InsufficientIrd),
         "{result:?}"
     );
     // What reached the peer after the Reply is one FPDU: a Terminate with
@@ -297,10 +293,7 @@ fn the_initiator_times_out_when_no_reply_comes() {
     };
     let result = cdev.connect(addr, &qp, connect);
     assert!(
-        matches!(
-            result,
-            Err(Error::Startup(uwarp_stack::mpa::StartupError::Timeout))
-        ),
+        matches!(result, Err(Error::Startup(StartupError::Timeout))),
         "{result:?}"
     );
     drop(silent);

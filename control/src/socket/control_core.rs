@@ -83,6 +83,16 @@ struct Accepting {
     private_data: Vec<u8>,
 }
 
+impl Accepting {
+    /// The startup state machine that received the Request.
+    fn responder(&mut self) -> Result<&mut Responder, Error> {
+        match &mut self.setup.side {
+            Side::Responder(responder) => Ok(responder),
+            Side::Initiator(_) => Err(Error::WrongState("not a responder")),
+        }
+    }
+}
+
 struct ControlCore {
     shared: Shared,
     commands: Receiver<ControlCmd>,
@@ -370,13 +380,8 @@ impl ControlCore {
         qp: QueuePair,
         params: &LocalParams,
     ) -> Result<Connection, Error> {
-        let mut accepting = self
-            .waiting_decision
-            .remove(&id)
-            .ok_or(Error::WrongState("the request is no longer pending"))?;
-        let Side::Responder(responder) = &mut accepting.setup.side else {
-            return Err(Error::WrongState("not a responder"));
-        };
+        let mut accepting = self.take_pending(id)?;
+        let responder = accepting.responder()?;
         let (reply, negotiated) = responder.accept(params)?;
         let stream = accepting.setup.stream;
         write_blocking(&stream, &reply)?;
@@ -390,14 +395,16 @@ impl ControlCore {
         )
     }
 
-    fn reject(&mut self, id: u64, private_data: &[u8]) -> Result<(), Error> {
-        let mut accepting = self
-            .waiting_decision
+    /// The request `id` the application is deciding on.
+    fn take_pending(&mut self, id: u64) -> Result<Accepting, Error> {
+        self.waiting_decision
             .remove(&id)
-            .ok_or(Error::WrongState("the request is no longer pending"))?;
-        let Side::Responder(responder) = &mut accepting.setup.side else {
-            return Err(Error::WrongState("not a responder"));
-        };
+            .ok_or(Error::WrongState("the request is no longer pending"))
+    }
+
+    fn reject(&mut self, id: u64, private_data: &[u8]) -> Result<(), Error> {
+        let mut accepting = self.take_pending(id)?;
+        let responder = accepting.responder()?;
         let reply = responder.reject(&LocalParams::default(), private_data)?;
         write_blocking(&accepting.setup.stream, &reply)?;
         let _ = accepting.setup.stream.shutdown(std::net::Shutdown::Write);
