@@ -16,7 +16,7 @@
 
 mod common;
 
-use common::{pair, pump, Setup, REMOTE_ALL};
+use common::{pair, pump, read_from, write_to, Setup, REMOTE_ALL};
 use uwarp_stack::mem::Access;
 use uwarp_stack::rdmap::CqKind;
 use uwarp_stack::verbs::{SendOp, WcOpcode, WcStatus};
@@ -32,10 +32,7 @@ fn send_write_read_move_data() {
     let sink = a.region(len, Access::LOCAL_WRITE);
     b.post_recv(1, vec![dst.whole()]);
     a.post(2, SendOp::Send, vec![src.whole()]);
-    let write = SendOp::Write {
-        remote_addr: remote.to,
-        rkey: remote.stag.raw(),
-    };
+    let write = write_to(&remote, 0);
     a.post(3, write, vec![src.whole()]);
     pump(&mut a, &mut b);
     assert_eq!(dst.contents(), data);
@@ -47,18 +44,11 @@ fn send_write_read_move_data() {
     );
 
     let rdata = remote.fill(9);
-    let read = SendOp::Read {
-        remote_addr: remote.to,
-        rkey: remote.stag.raw(),
-    };
+    let read = read_from(&remote, 0);
     a.post(4, read, vec![sink.whole()]);
     pump(&mut a, &mut b);
     assert_eq!(sink.contents(), rdata);
-    let sent: Vec<_> = a
-        .take(CqKind::Send)
-        .iter()
-        .map(|w| (w.wr_id, w.opcode, w.status))
-        .collect();
+    let sent = a.outcomes(CqKind::Send);
     assert_eq!(
         sent,
         [

@@ -8,10 +8,10 @@
 
 mod common;
 
-use common::{read_request, send, tagged, untagged, Hostile, Region, Setup, REMOTE_ALL};
+use common::{read_at, read_request, send, tagged, untagged, Hostile, Region, Setup, REMOTE_ALL};
 use uwarp_stack::mem::{Access, PdId, Stag};
 use uwarp_stack::rdmap::{CqKind, LlpClose, QpEvent, Role};
-use uwarp_stack::verbs::{Payload, QpState, RecvWr, SendOp, SendWr, WcOpcode, WcStatus};
+use uwarp_stack::verbs::{QpState, RecvWr, SendOp, WcOpcode, WcStatus};
 use uwarp_stack::wire::ddp::{TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN};
 use uwarp_stack::wire::rdmap::{Opcode, ReadRequest, QN_SEND};
 use uwarp_stack::wire::terminate::TermError;
@@ -72,18 +72,9 @@ impl Victim {
             h.victim.post_recv(1, vec![local.sge(0, 100)]);
             h.victim.post_recv(2, vec![local.sge(100, 100)]);
         }
-        h.victim.post(
-            10,
-            SendOp::Read {
-                remote_addr: 0x5000,
-                rkey: 0x1234_5600,
-            },
-            vec![sink.whole()],
-        );
-        h.victim.engine.post_send(SendWr {
-            fence: true,
-            ..SendWr::new(11, SendOp::Send, Payload::Inline(b"held".to_vec()))
-        });
+        h.victim
+            .post(10, read_at(0x5000, 0x1234_5600), vec![sink.whole()]);
+        h.victim.post_fenced_inline(11, b"held".to_vec());
         h.flush();
         assert_eq!(h.received.len(), 1, "only the Read Request went out");
         let mut victim = Self {
@@ -176,11 +167,7 @@ impl Victim {
         assert_eq!(v.events, [QpEvent::TerminateSent(expected)], "{ctx}");
         assert_eq!(v.engine.state(), QpState::Terminate, "{ctx}");
         assert_eq!(v.engine.llp_close(), Some(LlpClose::Graceful), "{ctx}");
-        let sends: Vec<_> = v
-            .take(CqKind::Send)
-            .iter()
-            .map(|w| (w.wr_id, w.opcode, w.status))
-            .collect();
+        let sends = v.outcomes(CqKind::Send);
         assert_eq!(
             sends,
             [
@@ -189,11 +176,7 @@ impl Victim {
             ],
             "{ctx}"
         );
-        let recvs: Vec<_> = v
-            .take(CqKind::Recv)
-            .iter()
-            .map(|w| (w.wr_id, w.status))
-            .collect();
+        let recvs = v.statuses(CqKind::Recv);
         let expected_recvs: Vec<_> = if self.receives {
             [1, 2].into_iter().zip(receives).collect()
         } else {
@@ -208,12 +191,7 @@ impl Victim {
         let v = &mut self.h.victim;
         v.post(20, SendOp::Send, vec![]);
         v.post_recv(21, vec![]);
-        let flushed: Vec<_> = v
-            .take(CqKind::Send)
-            .into_iter()
-            .chain(v.take(CqKind::Recv))
-            .map(|w| (w.wr_id, w.status))
-            .collect();
+        let flushed = v.all_statuses();
         assert_eq!(
             flushed,
             [(20, WcStatus::WrFlushError), (21, WcStatus::WrFlushError)],
@@ -758,12 +736,7 @@ fn a_receive_that_names_memory_it_may_not_write() {
     let ulpdu = send(1, b"payload");
     h.inject(&ulpdu);
     assert!(region.snapshot() == before);
-    let recvs: Vec<_> = h
-        .victim
-        .take(CqKind::Recv)
-        .iter()
-        .map(|w| (w.wr_id, w.status))
-        .collect();
+    let recvs = h.victim.statuses(CqKind::Recv);
     assert_eq!(recvs, [(5, WcStatus::LocalProtectionError)]);
     assert_eq!(h.terminate().error, TermError::RdmapLocalCatastrophic);
 }

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{as_terminate, pair, pump, Region, Setup, Side, REMOTE_ALL};
+use common::{as_terminate, pair, pump, write_to, Region, Setup, Side, REMOTE_ALL};
 use uwarp_stack::mem::{Access, PdId, Stag};
 use uwarp_stack::rdmap::{CqKind, LlpClose, QpEvent};
 use uwarp_stack::verbs::{QpState, SendOp, SendWr, WcStatus};
@@ -42,10 +42,7 @@ fn an_invalidated_stag_refuses_later_writes() {
         // A Write before the invalidation lands.
         let src = a.region(8, Access::NONE);
         src.fill(2);
-        let write = SendOp::Write {
-            remote_addr: target.to,
-            rkey: target.stag.raw(),
-        };
+        let write = write_to(&target, 0);
         a.post(1, write, vec![src.whole()]);
         pump(&mut a, &mut b);
         assert_eq!(&target.contents()[..8], &src.contents()[..]);

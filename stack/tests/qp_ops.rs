@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{pair, pump, Region, Setup, Side, REMOTE_ALL};
+use common::{pair, pump, read_from, write_at, write_to, Region, Setup, Side, REMOTE_ALL};
 use uwarp_stack::mem::Access;
 use uwarp_stack::rdmap::CqKind;
 use uwarp_stack::verbs::{Payload, SendOp, SendWr, WcOpcode, WcStatus};
@@ -107,20 +107,8 @@ fn transfer(setup: Setup, op: Op, len: usize) {
             },
             op == Op::SendSolicitedInvalidate,
         ),
-        Op::Write => (
-            SendOp::Write {
-                remote_addr: remote.to,
-                rkey: remote.stag.raw(),
-            },
-            false,
-        ),
-        Op::Read => (
-            SendOp::Read {
-                remote_addr: remote.to,
-                rkey: remote.stag.raw(),
-            },
-            false,
-        ),
+        Op::Write => (write_to(&remote, 0), false),
+        Op::Read => (read_from(&remote, 0), false),
     };
     let is_send = !matches!(op, Op::Write | Op::Read);
     if is_send {
@@ -304,28 +292,15 @@ fn reverse(from: &mut Side, to: &mut Side, op: Op) {
     }
     let data = src.fill(9);
     let send_op = match op {
-        Op::Read => SendOp::Read {
-            remote_addr: src.to,
-            rkey: src.stag.raw(),
-        },
-        Op::Write => SendOp::Write {
-            remote_addr: dst.to,
-            rkey: dst.stag.raw(),
-        },
+        Op::Read => read_from(&src, 0),
+        Op::Write => write_to(&dst, 0),
         _ => SendOp::Send,
     };
     let local = if op == Op::Read { &dst } else { &src };
     from.post(2, send_op, vec![local.whole()]);
     // The responder waits for the initiator's first FPDU: a zero-length
     // Write to an STag nobody checks gets it going.
-    to.post(
-        3,
-        SendOp::Write {
-            remote_addr: 0,
-            rkey: 1,
-        },
-        vec![],
-    );
+    to.post(3, write_at(0, 1), vec![]);
     pump(to, from);
     assert_eq!(dst.contents(), data, "{op:?}");
     let sent = from.take(CqKind::Send);

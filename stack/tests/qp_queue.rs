@@ -7,34 +7,14 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{pair, pump, summary, wr, Region, Setup, Side, REMOTE_ALL};
+use common::{
+    opcodes, pair, pump, read_from, summary, wr, write_to, Region, Setup, Side, REMOTE_ALL,
+};
 use uwarp_stack::mem::{Access, ProtectionDomains, Stag, StagTable};
 use uwarp_stack::rdmap::{CqKind, QpEvent, Role, SharedReceiveQueue};
 use uwarp_stack::verbs::{Payload, QpState, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus};
-use uwarp_stack::wire::rdmap::{Opcode, RdmapSegment};
+use uwarp_stack::wire::rdmap::Opcode;
 use uwarp_stack::wire::terminate::TermError;
-
-fn write_to(region: &Region, offset: usize) -> SendOp {
-    SendOp::Write {
-        remote_addr: region.to + offset as u64,
-        rkey: region.stag.raw(),
-    }
-}
-
-fn read_from(region: &Region, offset: usize) -> SendOp {
-    SendOp::Read {
-        remote_addr: region.to + offset as u64,
-        rkey: region.stag.raw(),
-    }
-}
-
-/// The opcodes of recorded ULPDUs.
-fn opcodes(ulpdus: &[Vec<u8>]) -> Vec<Opcode> {
-    ulpdus
-        .iter()
-        .map(|u| RdmapSegment::parse(u).unwrap().opcode())
-        .collect()
-}
 
 /// Concatenates what `sgl` names in the regions it points into.
 fn gathered(regions: &[&Region], sgl: &[Sge]) -> Vec<u8> {
@@ -148,11 +128,7 @@ fn a_read_into_two_sink_elements_is_refused_locally() {
     );
     a.post(2, SendOp::Send, vec![]);
     pump(&mut a, &mut b);
-    let done: Vec<_> = a
-        .take(CqKind::Send)
-        .iter()
-        .map(|wc| (wc.wr_id, wc.status))
-        .collect();
+    let done = a.statuses(CqKind::Send);
     assert_eq!(
         done,
         [
@@ -195,11 +171,7 @@ fn inline_sends_and_writes() {
             summary(&recv[0]),
             (i as u64, WcOpcode::Recv, WcStatus::Success, len as u32)
         );
-        let sent: Vec<_> = a
-            .take(CqKind::Send)
-            .iter()
-            .map(|w| (w.wr_id, w.status))
-            .collect();
+        let sent = a.statuses(CqKind::Send);
         assert_eq!(
             sent,
             [
@@ -293,11 +265,7 @@ fn an_unsignaled_request_that_fails_still_completes() {
         ..wr(2, SendOp::Send, vec![])
     });
     pump(&mut a, &mut b);
-    let sent: Vec<_> = a
-        .take(CqKind::Send)
-        .iter()
-        .map(|w| (w.wr_id, w.status))
-        .collect();
+    let sent = a.statuses(CqKind::Send);
     assert_eq!(
         sent,
         [
@@ -352,11 +320,7 @@ fn the_fence_holds_a_send_until_earlier_reads_complete() {
         b.engine.on_bytes(&more);
         pump(&mut a, &mut b);
         assert_eq!(&dst.contents()[..6], b"fenced");
-        let sent: Vec<_> = a
-            .take(CqKind::Send)
-            .iter()
-            .map(|w| (w.wr_id, w.status))
-            .collect();
+        let sent = a.statuses(CqKind::Send);
         assert_eq!(sent, [(1, WcStatus::Success), (2, WcStatus::Success)]);
     }
 }
@@ -591,11 +555,7 @@ fn a_read_with_ord_zero_fails_instead_of_waiting_forever() {
     a.post(1, read_from(&remote, 0), vec![sink.whole()]);
     a.post(2, SendOp::Send, vec![]);
     pump(&mut a, &mut b);
-    let sent: Vec<_> = a
-        .take(CqKind::Send)
-        .iter()
-        .map(|w| (w.wr_id, w.status))
-        .collect();
+    let sent = a.statuses(CqKind::Send);
     assert_eq!(
         sent,
         [

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{pair, Region, Setup, Side, REMOTE_ALL};
+use common::{pair, read_from, write_at, write_to, Region, Setup, Side, REMOTE_ALL};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use uwarp_stack::mem::Access;
@@ -155,14 +155,7 @@ fn run(traffic: Traffic) {
         // The responder sends nothing before the initiator's first FPDU.
         let kick = SendWr {
             signaled: false,
-            ..SendWr::new(
-                u64::MAX,
-                SendOp::Write {
-                    remote_addr: 0,
-                    rkey: 1,
-                },
-                Payload::Inline(vec![]),
-            )
+            ..SendWr::new(u64::MAX, write_at(0, 1), Payload::Inline(vec![]))
         };
         a.engine.post_send(kick);
     }
@@ -192,11 +185,7 @@ fn run(traffic: Traffic) {
         }
     }
     for (side, initiator) in [(&mut a, true), (&mut b, false)] {
-        let sent: Vec<_> = side
-            .take(CqKind::Send)
-            .iter()
-            .map(|w| (w.wr_id, w.opcode, w.status))
-            .collect();
+        let sent = side.outcomes(CqKind::Send);
         let expected: Vec<_> = posted
             .iter()
             .filter(|p| p.op.from_initiator == initiator && p.op.signaled)
@@ -272,14 +261,8 @@ fn post(from: &mut Side, to: &mut Side, op: Op, wr_id: u64) -> Posted {
         Kind::SendInvalidate => SendOp::SendWithInvalidate {
             invalidate: victim.as_ref().unwrap().stag.raw(),
         },
-        Kind::Write | Kind::InlineWrite => SendOp::Write {
-            remote_addr: sink.to,
-            rkey: sink.stag.raw(),
-        },
-        Kind::Read => SendOp::Read {
-            remote_addr: source.to,
-            rkey: source.stag.raw(),
-        },
+        Kind::Write | Kind::InlineWrite => write_to(&sink, 0),
+        Kind::Read => read_from(&source, 0),
     };
     if is_send(op.kind) {
         to.post_recv(wr_id, vec![sink.whole()]);

@@ -6,12 +6,12 @@
 
 mod common;
 
-use common::{pair, pump, Setup, REMOTE_ALL};
+use common::{opcodes, pair, pump, read_from, write_at, write_to, Setup, REMOTE_ALL};
 use uwarp_stack::mem::Access;
 use uwarp_stack::mpa::{FpduWriter, Rtr};
 use uwarp_stack::rdmap::CqKind;
 use uwarp_stack::verbs::{SendOp, WcOpcode, WcStatus};
-use uwarp_stack::wire::rdmap::{Opcode, RdmapSegment};
+use uwarp_stack::wire::rdmap::Opcode;
 
 /// The RTR ULPDUs uwarp sends, octet for octet.
 fn expected_rtr(rtr: Rtr) -> Vec<u8> {
@@ -93,14 +93,7 @@ fn the_responder_sends_nothing_before_the_initiators_first_fpdu() {
         let dst = a.region(64, Access::LOCAL_WRITE);
         a.post_recv(1, vec![dst.whole()]);
         b.post(1, SendOp::Send, vec![src.whole()]);
-        b.post(
-            2,
-            SendOp::Write {
-                remote_addr: remote.to,
-                rkey: remote.stag.raw(),
-            },
-            vec![src.whole()],
-        );
+        b.post(2, write_to(&remote, 0), vec![src.whole()]);
         for _ in 0..3 {
             let mut out = Vec::new();
             assert_eq!(b.transmit(&mut out, 1 << 20), 0, "{rtr:?}");
@@ -109,14 +102,7 @@ fn the_responder_sends_nothing_before_the_initiators_first_fpdu() {
         if rtr.is_none() {
             // Without peer-to-peer the initiator's first FPDU is its first
             // message: give it one.
-            a.post(
-                9,
-                SendOp::Write {
-                    remote_addr: 0,
-                    rkey: 1,
-                },
-                vec![],
-            );
+            a.post(9, write_at(0, 1), vec![]);
         }
         // Half of the initiator's first FPDU is not enough.
         let mut first = Vec::new();
@@ -125,11 +111,7 @@ fn the_responder_sends_nothing_before_the_initiators_first_fpdu() {
         assert_eq!(b.transmit(&mut Vec::new(), 1 << 20), 0, "{rtr:?}");
         b.engine.on_bytes(&first[first.len() / 2..]);
         pump(&mut a, &mut b);
-        let sent: Vec<_> = b
-            .take(CqKind::Send)
-            .iter()
-            .map(|w| (w.wr_id, w.status))
-            .collect();
+        let sent = b.statuses(CqKind::Send);
         assert_eq!(
             sent,
             [(1, WcStatus::Success), (2, WcStatus::Success)],
@@ -179,14 +161,7 @@ fn a_read_rtr_gets_a_zero_length_read_response() {
     let remote = b.region(3000, REMOTE_ALL);
     let data = remote.fill(6);
     let sink = a.region(3000, Access::LOCAL_WRITE);
-    a.post(
-        1,
-        SendOp::Read {
-            remote_addr: remote.to,
-            rkey: remote.stag.raw(),
-        },
-        vec![sink.whole()],
-    );
+    a.post(1, read_from(&remote, 0), vec![sink.whole()]);
     pump(&mut a, &mut b);
     assert_eq!(sink.contents(), data);
     assert_eq!(a.take(CqKind::Send)[0].status, WcStatus::Success);
@@ -202,14 +177,7 @@ fn a_read_rtr_holds_the_only_ord_slot_until_answered() {
     let remote = b.region(16, REMOTE_ALL);
     let data = remote.fill(1);
     let sink = a.region(16, Access::LOCAL_WRITE);
-    a.post(
-        1,
-        SendOp::Read {
-            remote_addr: remote.to,
-            rkey: remote.stag.raw(),
-        },
-        vec![sink.whole()],
-    );
+    a.post(1, read_from(&remote, 0), vec![sink.whole()]);
     let mut out = Vec::new();
     a.transmit(&mut out, 1 << 20);
     assert_eq!(
@@ -222,13 +190,6 @@ fn a_read_rtr_holds_the_only_ord_slot_until_answered() {
     assert_eq!(opcodes(&a.take_sent()), [Opcode::ReadRequest]);
     assert_eq!(sink.contents(), data);
     assert!(b.events.is_empty(), "IRD 1 was never exceeded");
-}
-
-fn opcodes(ulpdus: &[Vec<u8>]) -> Vec<Opcode> {
-    ulpdus
-        .iter()
-        .map(|u| RdmapSegment::parse(u).unwrap().opcode())
-        .collect()
 }
 
 #[test]

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{pair, pump, pump_budget, Setup, REMOTE_ALL};
+use common::{deliver, pair, pump, pump_budget, read_from, write_at, write_to, Setup, REMOTE_ALL};
 use uwarp_stack::mem::Access;
 use uwarp_stack::rdmap::{CqKind, LlpClose, QpEvent};
 use uwarp_stack::verbs::{QpState, SendOp, WcOpcode, WcStatus};
@@ -27,10 +27,7 @@ fn disconnect_lets_posted_work_finish_then_closes() {
         remote_addr: remote.to + 50_000,
         rkey: remote.stag.raw(),
     };
-    let read = SendOp::Read {
-        remote_addr: remote.to,
-        rkey: remote.stag.raw(),
-    };
+    let read = read_from(&remote, 0);
     a.post(1, read, vec![sink.sge(0, 50_000)]);
     a.post(2, write, vec![src.sge(0, 50_000)]);
     a.post(3, SendOp::Send, vec![src.sge(0, 100)]);
@@ -51,11 +48,7 @@ fn disconnect_lets_posted_work_finish_then_closes() {
     assert_eq!(&sink.contents()[..50_000], &from_b[..50_000]);
     assert_eq!(&remote.contents()[50_000..], &data[..50_000]);
     assert_eq!(&dst.contents()[..], &data[..100]);
-    let sent: Vec<_> = a
-        .take(CqKind::Send)
-        .iter()
-        .map(|w| (w.wr_id, w.opcode, w.status))
-        .collect();
+    let sent = a.outcomes(CqKind::Send);
     assert_eq!(
         sent,
         [
@@ -93,17 +86,8 @@ fn disconnect_waits_for_read_responses_owed_to_the_peer() {
     let remote = b.region(20_000, REMOTE_ALL);
     let data = remote.fill(4);
     let sink = a.region(20_000, Access::LOCAL_WRITE);
-    a.post(
-        1,
-        SendOp::Read {
-            remote_addr: remote.to,
-            rkey: remote.stag.raw(),
-        },
-        vec![sink.whole()],
-    );
-    let mut out = Vec::new();
-    a.transmit(&mut out, 1 << 20);
-    b.engine.on_bytes(&out);
+    a.post(1, read_from(&remote, 0), vec![sink.whole()]);
+    deliver(&mut a, &mut b);
     b.engine.disconnect();
     // b owes the response: it sends it, then asks for the close.
     let mut back = Vec::new();
@@ -123,11 +107,7 @@ fn a_responder_that_never_heard_from_the_initiator_can_still_close() {
     b.post(1, SendOp::Send, vec![]);
     assert_eq!(b.transmit(&mut Vec::new(), 1 << 20), 0);
     assert_eq!(b.engine.llp_close(), Some(LlpClose::Graceful));
-    let sent: Vec<_> = b
-        .take(CqKind::Send)
-        .iter()
-        .map(|w| (w.wr_id, w.status))
-        .collect();
+    let sent = b.statuses(CqKind::Send);
     assert_eq!(sent, [(1, WcStatus::WrFlushError)]);
 }
 
@@ -139,14 +119,7 @@ fn the_llp_closing_flushes_everything() {
     let dst = a.region(100, Access::LOCAL_WRITE);
     a.post_recv(1, vec![dst.whole()]);
     a.post_recv(2, vec![dst.whole()]);
-    a.post(
-        3,
-        SendOp::Read {
-            remote_addr: remote.to,
-            rkey: remote.stag.raw(),
-        },
-        vec![sink.whole()],
-    );
+    a.post(3, read_from(&remote, 0), vec![sink.whole()]);
     a.post(4, SendOp::Send, vec![]);
     a.transmit(&mut Vec::new(), 1 << 20);
     a.engine.on_llp_closed();
@@ -154,12 +127,7 @@ fn the_llp_closing_flushes_everything() {
     a.collect();
     assert_eq!(a.engine.state(), QpState::Error);
     assert_eq!(a.events, [QpEvent::Disconnected]);
-    let all: Vec<_> = a
-        .take(CqKind::Send)
-        .into_iter()
-        .chain(a.take(CqKind::Recv))
-        .map(|w| (w.wr_id, w.status))
-        .collect();
+    let all = a.all_statuses();
     assert_eq!(
         all,
         [
@@ -173,12 +141,7 @@ fn the_llp_closing_flushes_everything() {
     // Posting now completes at once, flushed.
     a.post(5, SendOp::Send, vec![]);
     a.post_recv(6, vec![]);
-    let late: Vec<_> = a
-        .take(CqKind::Send)
-        .into_iter()
-        .chain(a.take(CqKind::Recv))
-        .map(|w| (w.wr_id, w.status))
-        .collect();
+    let late = a.all_statuses();
     assert_eq!(
         late,
         [(5, WcStatus::WrFlushError), (6, WcStatus::WrFlushError)]
@@ -191,17 +154,8 @@ fn the_llp_closing_in_the_middle_of_an_fpdu_loses_the_connection() {
     let (mut a, mut b) = pair(Setup::default());
     let remote = b.region(100, REMOTE_ALL);
     let sink = a.region(100, Access::LOCAL_WRITE);
-    a.post(
-        1,
-        SendOp::Read {
-            remote_addr: remote.to,
-            rkey: remote.stag.raw(),
-        },
-        vec![sink.whole()],
-    );
-    let mut out = Vec::new();
-    a.transmit(&mut out, 1 << 20);
-    b.engine.on_bytes(&out);
+    a.post(1, read_from(&remote, 0), vec![sink.whole()]);
+    deliver(&mut a, &mut b);
     let mut back = Vec::new();
     b.transmit(&mut back, 1 << 20);
     a.engine.on_bytes(&back[..back.len() - 1]);
@@ -224,12 +178,7 @@ fn abort_flushes_and_resets() {
     assert_eq!(a.engine.state(), QpState::Error);
     assert_eq!(a.engine.llp_close(), Some(LlpClose::Abortive));
     assert_eq!(a.events, [QpEvent::Disconnected]);
-    let all: Vec<_> = a
-        .take(CqKind::Send)
-        .into_iter()
-        .chain(a.take(CqKind::Recv))
-        .map(|w| (w.wr_id, w.status))
-        .collect();
+    let all = a.all_statuses();
     assert_eq!(
         all,
         [
@@ -256,23 +205,9 @@ fn abort_flushes_and_resets() {
 fn abort_after_a_terminate_still_resets() {
     let (mut a, mut b) = pair(Setup::default());
     // b sends a Terminate (a Write to a bogus STag).
-    a.post(
-        1,
-        SendOp::Write {
-            remote_addr: 0,
-            rkey: 0x00ee_ee00,
-        },
-        vec![],
-    );
+    a.post(1, write_at(0, 0x00ee_ee00), vec![]);
     let src = a.region(4, Access::NONE);
-    a.post(
-        2,
-        SendOp::Write {
-            remote_addr: 0,
-            rkey: 0x00ee_ee00,
-        },
-        vec![src.whole()],
-    );
+    a.post(2, write_at(0, 0x00ee_ee00), vec![src.whole()]);
     pump(&mut a, &mut b);
     assert_eq!(b.engine.state(), QpState::Terminate);
     assert_eq!(a.engine.state(), QpState::Terminate);
@@ -294,36 +229,11 @@ fn abort_drops_a_terminate_not_yet_sent() {
     // Regression: a Terminate queued before an abort still went out.
     let (mut a, mut b) = pair(Setup::default());
     let src = b.region(4, Access::NONE);
-    b.post(
-        1,
-        SendOp::Write {
-            remote_addr: 0,
-            rkey: 0x00ee_ee00,
-        },
-        vec![src.whole()],
-    );
-    b.post(
-        2,
-        SendOp::Write {
-            remote_addr: 0,
-            rkey: 1,
-        },
-        vec![],
-    );
-    a.post(
-        3,
-        SendOp::Write {
-            remote_addr: 0,
-            rkey: 1,
-        },
-        vec![],
-    );
-    let mut out = Vec::new();
-    a.transmit(&mut out, 1 << 20);
-    b.engine.on_bytes(&out);
-    let mut back = Vec::new();
-    b.transmit(&mut back, 1 << 20);
-    a.engine.on_bytes(&back);
+    b.post(1, write_at(0, 0x00ee_ee00), vec![src.whole()]);
+    b.post(2, write_at(0, 1), vec![]);
+    a.post(3, write_at(0, 1), vec![]);
+    deliver(&mut a, &mut b);
+    deliver(&mut b, &mut a);
     a.collect();
     assert_eq!(
         a.events,
@@ -346,22 +256,10 @@ fn the_llp_closing_after_a_framing_error() {
     a.post_recv(1, vec![dst.whole()]);
     // A short FPDU the reader consumes, then a longer one with a bad CRC.
     b.post(2, SendOp::Send, vec![]);
-    let write = SendOp::Write {
-        remote_addr: target.to,
-        rkey: target.stag.raw(),
-    };
+    let write = write_to(&target, 0);
     b.post(3, write, vec![src.whole()]);
-    a.post(
-        4,
-        SendOp::Write {
-            remote_addr: 0,
-            rkey: 1,
-        },
-        vec![],
-    );
-    let mut out = Vec::new();
-    a.transmit(&mut out, 1 << 20);
-    b.engine.on_bytes(&out);
+    a.post(4, write_at(0, 1), vec![]);
+    deliver(&mut a, &mut b);
     let mut back = Vec::new();
     b.transmit(&mut back, 1 << 20);
     let last = back.len() - 1;
@@ -377,11 +275,7 @@ fn the_llp_closing_after_a_framing_error() {
             QpEvent::Disconnected
         ]
     );
-    let recv: Vec<_> = a
-        .take(CqKind::Recv)
-        .iter()
-        .map(|w| (w.wr_id, w.status))
-        .collect();
+    let recv = a.statuses(CqKind::Recv);
     assert_eq!(recv, [(1, WcStatus::Success)]);
     assert!(target.contents().iter().all(|&x| x == 0));
 }

@@ -8,10 +8,10 @@
 
 mod common;
 
-use common::{untagged, Hostile, Region, Setup, REMOTE_ALL};
+use common::{read_at, untagged, write_at, Hostile, Region, Setup, REMOTE_ALL};
 use uwarp_stack::mem::Access;
 use uwarp_stack::rdmap::{CqKind, LlpClose, QpEvent, Role};
-use uwarp_stack::verbs::{Payload, QpState, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion};
+use uwarp_stack::verbs::{QpState, SendOp, WcOpcode, WcStatus, WorkCompletion};
 use uwarp_stack::wire::ddp::{TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN};
 use uwarp_stack::wire::rdmap::{Opcode, QN_TERMINATE};
 use uwarp_stack::wire::terminate::{ErrorType, TermError, TerminateLayout, TerminateRepr};
@@ -66,26 +66,11 @@ impl Busy {
         let src = h.victim.region(8, Access::NONE);
         h.victim.post_recv(1, vec![local.sge(0, 32)]);
         h.victim.post_recv(2, vec![local.sge(32, 32)]);
-        h.victim.post(
-            10,
-            SendOp::Read {
-                remote_addr: 0x1000,
-                rkey: 0x0000_2200,
-            },
-            vec![sink.whole()],
-        );
-        h.victim.post(
-            11,
-            SendOp::Write {
-                remote_addr: 0x2000,
-                rkey: 0x0000_3300,
-            },
-            vec![src.whole()],
-        );
-        h.victim.engine.post_send(SendWr {
-            fence: true,
-            ..SendWr::new(12, SendOp::Send, Payload::Inline(vec![1, 2, 3]))
-        });
+        h.victim
+            .post(10, read_at(0x1000, 0x0000_2200), vec![sink.whole()]);
+        h.victim
+            .post(11, write_at(0x2000, 0x0000_3300), vec![src.whole()]);
+        h.victim.post_fenced_inline(12, vec![1, 2, 3]);
         h.flush();
         assert_eq!(h.received.len(), 2, "the Read Request and the Write");
         assert!(
@@ -115,11 +100,7 @@ impl Busy {
             .map(|w: &WorkCompletion| (w.wr_id, w.opcode, w.status, w.terminate))
             .collect();
         assert_eq!(got, expected, "{ctx}");
-        let recvs: Vec<_> = v
-            .take(CqKind::Recv)
-            .iter()
-            .map(|w| (w.wr_id, w.status))
-            .collect();
+        let recvs = v.statuses(CqKind::Recv);
         assert_eq!(
             recvs,
             [(1, WcStatus::WrFlushError), (2, WcStatus::WrFlushError)],
@@ -245,12 +226,7 @@ fn a_terminate_after_sending_one() {
     );
     assert_eq!(h.victim.engine.state(), QpState::Terminate);
     assert_eq!(h.terminates().len(), 1, "no Terminate answers a Terminate");
-    let recvs: Vec<_> = h
-        .victim
-        .take(CqKind::Recv)
-        .iter()
-        .map(|w| (w.wr_id, w.status))
-        .collect();
+    let recvs = h.victim.statuses(CqKind::Recv);
     assert_eq!(recvs, [(1, WcStatus::WrFlushError)]);
     // Anything but a Terminate is dropped silently, even garbage.
     h.inject(&common::tagged(
@@ -288,11 +264,7 @@ fn a_terminate_after_receiving_one() {
             QpEvent::TerminateReceived(second)
         ]
     );
-    let sends: Vec<_> = v
-        .take(CqKind::Send)
-        .iter()
-        .map(|w| (w.wr_id, w.status))
-        .collect();
+    let sends = v.statuses(CqKind::Send);
     assert_eq!(
         sends,
         [
@@ -336,11 +308,6 @@ fn a_terminate_as_the_responders_first_fpdu() {
     assert_eq!(h.victim.events, [QpEvent::TerminateReceived(error)]);
     assert!(h.received.is_empty(), "nothing follows a Terminate");
     // Nothing of the Send reached the peer: it is flushed, not failed.
-    let sends: Vec<_> = h
-        .victim
-        .take(CqKind::Send)
-        .iter()
-        .map(|w| (w.wr_id, w.status))
-        .collect();
+    let sends = h.victim.statuses(CqKind::Send);
     assert_eq!(sends, [(1, WcStatus::WrFlushError)]);
 }

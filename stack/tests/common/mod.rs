@@ -272,9 +272,37 @@ impl Side {
         mine.into_iter().map(|(_, wc)| wc).collect()
     }
 
+    /// The `(wr_id, status)` of each completion of one queue, taken.
+    pub fn statuses(&mut self, cq: CqKind) -> Vec<(u64, WcStatus)> {
+        self.take(cq).iter().map(|w| (w.wr_id, w.status)).collect()
+    }
+
+    /// The `(wr_id, opcode, status)` of each completion of one queue, taken.
+    pub fn outcomes(&mut self, cq: CqKind) -> Vec<(u64, WcOpcode, WcStatus)> {
+        self.take(cq)
+            .iter()
+            .map(|w| (w.wr_id, w.opcode, w.status))
+            .collect()
+    }
+
+    /// The `(wr_id, status)` of every completion, send queue first, taken.
+    pub fn all_statuses(&mut self) -> Vec<(u64, WcStatus)> {
+        let mut all = self.statuses(CqKind::Send);
+        all.extend(self.statuses(CqKind::Recv));
+        all
+    }
+
     /// Posts a receive of the given elements.
     pub fn post_recv(&mut self, wr_id: u64, sgl: Vec<Sge>) {
         self.engine.post_recv(RecvWr { wr_id, sgl });
+    }
+
+    /// Posts a signaled, fenced Send of `data` carried inline.
+    pub fn post_fenced_inline(&mut self, wr_id: u64, data: Vec<u8>) {
+        self.engine.post_send(SendWr {
+            fence: true,
+            ..SendWr::new(wr_id, SendOp::Send, Payload::Inline(data))
+        });
     }
 
     /// Posts a signaled send work request.
@@ -498,3 +526,45 @@ pub fn wr(wr_id: u64, op: SendOp, sgl: Vec<Sge>) -> SendWr {
 
 /// Rights a Data Sink or Source region usually has.
 pub const REMOTE_ALL: Access = Access::ALL;
+
+/// A Write to `region` at `offset`.
+pub fn write_to(region: &Region, offset: usize) -> SendOp {
+    SendOp::Write {
+        remote_addr: region.to + offset as u64,
+        rkey: region.stag.raw(),
+    }
+}
+
+/// A Read from `region` at `offset`.
+pub fn read_from(region: &Region, offset: usize) -> SendOp {
+    SendOp::Read {
+        remote_addr: region.to + offset as u64,
+        rkey: region.stag.raw(),
+    }
+}
+
+/// The opcodes of recorded ULPDUs.
+pub fn opcodes(ulpdus: &[Vec<u8>]) -> Vec<Opcode> {
+    ulpdus
+        .iter()
+        .map(|u| RdmapSegment::parse(u).unwrap().opcode())
+        .collect()
+}
+
+/// A Write to a raw address and key, registered or not.
+pub fn write_at(remote_addr: u64, rkey: u32) -> SendOp {
+    SendOp::Write { remote_addr, rkey }
+}
+
+/// A Read from a raw address and key, registered or not.
+pub fn read_at(remote_addr: u64, rkey: u32) -> SendOp {
+    SendOp::Read { remote_addr, rkey }
+}
+
+/// Everything `from` has to send, up to 1 MiB, handed to `to`; returned.
+pub fn deliver(from: &mut Side, to: &mut Side) -> Vec<u8> {
+    let mut out = Vec::new();
+    from.transmit(&mut out, 1 << 20);
+    to.engine.on_bytes(&out);
+    out
+}
