@@ -307,9 +307,6 @@ impl StagTable {
     /// be checked" (RFC 5041 section 5.2). Peers rely on it: siw's Write RTR
     /// is a zero-length Write to STag 1.
     pub fn place(&self, stag: Stag, pd: PdId, to: u64, data: &[u8]) -> Result<(), TaggedError> {
-        if data.is_empty() {
-            return Ok(());
-        }
         self.with_region(
             stag,
             pd,
@@ -331,9 +328,6 @@ impl StagTable {
     /// carries no data to protect, and a zero-length Read is the Read RTR of
     /// RFC 6581, sent by peers with an STag the responder need not know.
     pub fn fetch(&self, stag: Stag, pd: PdId, to: u64, out: &mut [u8]) -> Result<(), TaggedError> {
-        if out.is_empty() {
-            return Ok(());
-        }
         let len = out.len();
         self.with_region(stag, pd, Access::REMOTE_READ, to, len, |buffer, at| {
             buffer.read_at(at, out)
@@ -354,9 +348,6 @@ impl StagTable {
         to: u64,
         len: usize,
     ) -> Result<(), TaggedError> {
-        if len == 0 {
-            return Ok(());
-        }
         self.with_region(stag, pd, needed, to, len, |_, _| Ok(()))
     }
 
@@ -371,9 +362,6 @@ impl StagTable {
         to: u64,
         out: &mut [u8],
     ) -> Result<(), TaggedError> {
-        if out.is_empty() {
-            return Ok(());
-        }
         let len = out.len();
         self.with_region(stag, pd, Access::NONE, to, len, |buffer, at| {
             buffer.read_at(at, out)
@@ -391,9 +379,6 @@ impl StagTable {
         to: u64,
         data: &[u8],
     ) -> Result<(), TaggedError> {
-        if data.is_empty() {
-            return Ok(());
-        }
         self.with_region(
             stag,
             pd,
@@ -446,7 +431,9 @@ impl StagTable {
     }
 
     /// Runs the checks shared by every data-path access, then `copy` with
-    /// the buffer and the offset of `to` in it, all while pinned.
+    /// the buffer and the offset of `to` in it, all while pinned. A
+    /// zero-length access succeeds at once without any check (see
+    /// [`place`](Self::place) for why).
     fn with_region<F>(
         &self,
         stag: Stag,
@@ -459,6 +446,9 @@ impl StagTable {
     where
         F: FnOnce(&MemoryBuffer, usize) -> Result<(), MemError>,
     {
+        if len == 0 {
+            return Ok(());
+        }
         let guard = &epoch::pin();
         let (state, region) = self.resolve(stag, pd, guard)?;
         if !state.access().contains(needed) {
