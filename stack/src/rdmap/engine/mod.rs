@@ -145,7 +145,6 @@ fn clamp_mulpdu(mulpdu: usize) -> usize {
 #[derive(Debug)]
 pub struct QpEngine {
     state: QpState,
-    role: Role,
     mulpdu: usize,
     pd: PdId,
     table: Arc<StagTable>,
@@ -189,7 +188,6 @@ impl QpEngine {
         }
         Self {
             state: QpState::Rts,
-            role: config.role,
             mulpdu: clamp_mulpdu(config.mulpdu),
             pd: config.pd,
             table: config.table,
@@ -353,10 +351,5 @@ impl QpEngine {
 
     fn push_completions(&mut self, cq: CqKind, wcs: Vec<WorkCompletion>) {
         self.completions.extend(wcs.into_iter().map(|wc| (cq, wc)));
-    }
-
-    /// This end's startup role.
-    pub fn role(&self) -> Role {
-        self.role
     }
 }

@@ -52,6 +52,19 @@ struct Outgoing {
     finished: bool,
 }
 
+impl Outgoing {
+    /// A message of `kind` carrying `data`, nothing of it sent yet.
+    fn new(seq: Option<u64>, kind: OutKind, data: Vec<u8>) -> Self {
+        Self {
+            seq,
+            kind,
+            data,
+            sent: 0,
+            finished: false,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 enum OutKind {
     Untagged {
@@ -150,28 +163,17 @@ impl SendQueue {
                 return self.current_read_request(None, request);
             }
         };
-        self.current = Some(Outgoing {
-            seq: None,
-            kind,
-            data: Vec::new(),
-            sent: 0,
-            finished: false,
-        });
+        self.current = Some(Outgoing::new(None, kind, Vec::new()));
     }
 
     fn current_read_request(&mut self, seq: Option<u64>, request: ReadRequest) {
-        self.current = Some(Outgoing {
-            seq,
-            kind: OutKind::Untagged {
-                opcode: Opcode::ReadRequest,
-                qn: QN_READ_REQUEST,
-                msn: self.read_msn,
-                ulp_word: 0,
-            },
-            data: request.to_bytes().to_vec(),
-            sent: 0,
-            finished: false,
-        });
+        let kind = OutKind::Untagged {
+            opcode: Opcode::ReadRequest,
+            qn: QN_READ_REQUEST,
+            msn: self.read_msn,
+            ulp_word: 0,
+        };
+        self.current = Some(Outgoing::new(seq, kind, request.to_bytes().to_vec()));
         self.read_msn = self.read_msn.wrapping_add(1);
     }
 
@@ -207,33 +209,33 @@ impl SendQueue {
         let Some(out) = self.current.as_mut() else {
             return Ok(None);
         };
-        let header_len = match out.kind {
-            OutKind::Untagged { .. } => UNTAGGED_HEADER_LEN,
-            OutKind::Tagged { .. } => TAGGED_HEADER_LEN,
+        let start = out.sent;
+        let (opcode, model, header_len) = match out.kind {
+            OutKind::Untagged {
+                opcode,
+                qn,
+                msn,
+                ulp_word,
+            } => {
+                let mo = start as u32;
+                let model = BufferModel::Untagged {
+                    ulp_word,
+                    qn,
+                    msn,
+                    mo,
+                };
+                (opcode, model, UNTAGGED_HEADER_LEN)
+            }
+            OutKind::Tagged { stag, to } => {
+                let to = to.wrapping_add(start as u64);
+                let model = BufferModel::Tagged { stag, to };
+                (Opcode::RdmaWrite, model, TAGGED_HEADER_LEN)
+            }
         };
         // The engine keeps the MULPDU above every header.
         let room = mulpdu - header_len;
-        let start = out.sent;
         let len = (out.data.len() - start).min(room);
         let last = start + len == out.data.len();
-        let model = match out.kind {
-            OutKind::Untagged {
-                qn, msn, ulp_word, ..
-            } => BufferModel::Untagged {
-                ulp_word,
-                qn,
-                msn,
-                mo: start as u32,
-            },
-            OutKind::Tagged { stag, to } => BufferModel::Tagged {
-                stag,
-                to: to.wrapping_add(start as u64),
-            },
-        };
-        let opcode = match out.kind {
-            OutKind::Untagged { opcode, .. } => opcode,
-            OutKind::Tagged { .. } => Opcode::RdmaWrite,
-        };
         let mut header = [0u8; MAX_HEADER_LEN];
         let ddp = DdpRepr {
             last,
@@ -354,13 +356,7 @@ impl SendQueue {
             }
             SendOp::Read { .. } => unreachable!("handled above"),
         };
-        self.current = Some(Outgoing {
-            seq: Some(seq),
-            kind,
-            data,
-            sent: 0,
-            finished: false,
-        });
+        self.current = Some(Outgoing::new(Some(seq), kind, data));
         Ok(true)
     }
 
@@ -394,7 +390,13 @@ impl SendQueue {
     }
 
     fn mark_done(&mut self, seq: u64, status: WcStatus, byte_len: u32) {
-        if let Some(pending) = self.order.iter_mut().find(|p| p.seq == seq) {
+        // Sequence numbers are consecutive in `order`: the index follows
+        // from the oldest one, with no search on the per-message path.
+        let index = self
+            .order
+            .front()
+            .and_then(|oldest| usize::try_from(seq.checked_sub(oldest.seq)?).ok());
+        if let Some(pending) = index.and_then(|i| self.order.get_mut(i)) {
             pending.done = true;
             pending.completion.status = status;
             pending.completion.byte_len = byte_len;
