@@ -25,11 +25,12 @@ pub(crate) struct CqShared {
     entries: ArrayQueue<WorkCompletion>,
     overflowed: AtomicUsize,
     arm: AtomicU8,
+    /// Events raised by arming and not yet taken; its lock also orders
+    /// `arrived` against the waiters' last look at the queue.
     events: Mutex<u64>,
     wake: Condvar,
     /// Threads in [`CompletionQueue::poll_blocking`].
     waiters: AtomicUsize,
-    lock: Mutex<()>,
     arrived: Condvar,
 }
 
@@ -38,13 +39,14 @@ impl CqShared {
     /// dataplane calls it once after each batch of pushes.
     pub(crate) fn wake_waiters(&self) {
         if self.waiters.load(Ordering::SeqCst) > 0 {
-            let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+            let _guard = self.events.lock().unwrap_or_else(|e| e.into_inner());
             self.arrived.notify_all();
         }
     }
 
     /// Adds a completion, raising an event if the queue is armed for it.
-    /// A full queue keeps the completion in `overflow` for later.
+    /// A full queue hands the completion back (the dataplane keeps it, in
+    /// order, and counts the miss in `overflowed`).
     pub(crate) fn push(&self, wc: WorkCompletion) -> Result<(), WorkCompletion> {
         self.entries.push(wc).inspect_err(|_| {
             self.overflowed.fetch_add(1, Ordering::Relaxed);
@@ -80,7 +82,6 @@ impl CompletionQueue {
                 events: Mutex::new(0),
                 wake: Condvar::new(),
                 waiters: AtomicUsize::new(0),
-                lock: Mutex::new(()),
                 arrived: Condvar::new(),
             }),
         }
@@ -144,7 +145,7 @@ impl CompletionQueue {
         let shared = &self.shared;
         let deadline = std::time::Instant::now() + timeout;
         shared.waiters.fetch_add(1, Ordering::SeqCst);
-        let mut guard = shared.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = shared.events.lock().unwrap_or_else(|e| e.into_inner());
         let found = loop {
             // Checked under the lock: a push after this check notifies
             // only once this thread is waiting.

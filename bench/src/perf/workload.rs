@@ -187,7 +187,6 @@ fn bandwidth(workload: &Workload) -> Result<(f64, f64), String> {
         }
     }
     let elapsed = start.elapsed().as_secs_f64();
-    let _ = &ends.server;
     Ok((
         (workload.size * iters * 8) as f64 / elapsed / 1e9,
         iters as f64 / elapsed,

@@ -219,18 +219,11 @@ impl Conn {
                 self.write_closed = true;
                 self.closed_at = Some(Instant::now());
             }
-            Some(LlpClose::Abortive) => {
-                tcp::set_abortive_close(&self.stream);
-                let _ = self.stream.shutdown(Shutdown::Both);
-                self.write_closed = true;
-                self.read_closed = true;
-            }
+            Some(LlpClose::Abortive) => self.reset(),
             None => {}
         }
     }
-}
 
-impl Conn {
     /// A peer that keeps its side open long after ours closed (one that
     /// ignores our Terminate, say) is reset, so the queue pair reaches
     /// Error and its resources are freed.
@@ -239,12 +232,18 @@ impl Conn {
             return;
         };
         if !self.read_closed && closed_at.elapsed() >= CLOSE_TIMEOUT {
-            tcp::set_abortive_close(&self.stream);
-            let _ = self.stream.shutdown(Shutdown::Both);
-            self.read_closed = true;
+            self.reset();
             self.engine.on_llp_closed();
             self.report();
         }
+    }
+
+    /// Closes both directions with an RST.
+    fn reset(&mut self) {
+        tcp::set_abortive_close(&self.stream);
+        let _ = self.stream.shutdown(Shutdown::Both);
+        self.write_closed = true;
+        self.read_closed = true;
     }
 }
 
