@@ -13,6 +13,9 @@ set -euo pipefail
 #   pkg-config    finds libdpdk for the build
 #   tshark        decodes uwarp's own frames in the interop tests
 #   iproute2      network namespaces and veth pairs for test topologies
+#   ethtool       turns checksum offloads off on the kernel side of a veth pair
+#   iputils-ping  the kernel's ping, which the tap and veth tests aim at uwarp
+#   dpdk-dev      dpdk-testpmd, the side-by-side reference of the poll-loop benchmark
 #   build-essential, ca-certificates  C compiler for the DPDK shim, TLS for crates.io
 packages=(
     libdpdk-dev
@@ -20,6 +23,9 @@ packages=(
     pkg-config
     tshark
     iproute2
+    ethtool
+    iputils-ping
+    dpdk-dev
     build-essential
     ca-certificates
 )

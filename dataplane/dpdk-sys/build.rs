@@ -110,7 +110,7 @@ fn main() {
             "rte_(eal_init|eal_cleanup|eal_iova_mode|eal_process_type|eal_hotplug_(add|remove)\
              |strerror|socket_id|lcore_to_socket_id|lcore_count|get_main_lcore\
              |eth_.*|pktmbuf_pool_create.*|pktmbuf_free_bulk|mempool_.*\
-             |ring_(create|free|lookup)|vdev_(init|uninit)|mem_virt2iova)",
+             |ring_(create|free|lookup)|vdev_(init|uninit)|mem_virt2iova|thread_(register|unregister))",
         )
         .allowlist_function("shim_.*")
         .allowlist_type("rte_eth_(link|stats|xstat|xstat_name|dev_info|conf|rxconf|txconf)")

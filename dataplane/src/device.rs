@@ -116,6 +116,11 @@ impl Device {
         })
     }
 
+    /// What the device can do: queue counts, offloads, RSS.
+    pub fn capabilities(&self) -> Result<crate::port::Capabilities> {
+        crate::port::capabilities(self.port_id)
+    }
+
     /// The ethdev port id.
     pub fn port_id(&self) -> u16 {
         self.port_id
@@ -154,8 +159,8 @@ impl Drop for Device {
     }
 }
 
-/// The rings behind a [`ring_pair`]; freed, with any mbufs still in them,
-/// when the last of the two ports is removed.
+/// The rings behind a [`ring_pair`] or a [`ring_loopback`]; freed, with any
+/// mbufs still in them, when the last port over them is removed.
 #[derive(Debug)]
 struct RingSet {
     rings: Vec<*mut dpdk_sys::rte_ring>,
@@ -204,6 +209,25 @@ static RING_PAIRS: AtomicU32 = AtomicU32::new(0);
 /// The ports are named `net_ring_uwp<n>a` and `net_ring_uwp<n>b`, `<n>`
 /// counting the pairs made by this process.
 pub fn ring_pair(_eal: &Eal, queues: u16, ring_size: u32) -> Result<(Device, Device)> {
+    let n = RING_PAIRS.fetch_add(1, Ordering::Relaxed);
+    // The first `queues` rings carry A's transmit queues to B's receive
+    // queues, the others the way back.
+    let mut set = create_rings(&format!("uwp{n}ab"), queues, ring_size)?;
+    let mut back = create_rings(&format!("uwp{n}ba"), queues, ring_size)?;
+    set.rings.append(&mut back.rings);
+    let q = usize::from(queues);
+    let (a_to_b, b_to_a) = set.rings.split_at(q);
+    let (a_to_b, b_to_a) = (a_to_b.to_vec(), b_to_a.to_vec());
+    let set = Arc::new(set);
+    let a = from_rings(&format!("uwp{n}a"), &b_to_a, &a_to_b, &set)?;
+    let b = from_rings(&format!("uwp{n}b"), &a_to_b, &b_to_a, &set)?;
+    Ok((a, b))
+}
+
+/// Creates `queues` rings of `ring_size` slots named `<prefix><q>`, each
+/// with a single producer (one transmit queue writes it) and a single
+/// consumer (one receive queue reads it).
+fn create_rings(prefix: &str, queues: u16, ring_size: u32) -> Result<RingSet> {
     if queues == 0 || u32::from(queues) > dpdk_sys::RTE_PMD_RING_MAX_RX_RINGS {
         return Err(Error::InvalidArgument(format!(
             "{queues} queues (net_ring takes 1 to {})",
@@ -215,36 +239,35 @@ pub fn ring_pair(_eal: &Eal, queues: u16, ring_size: u32) -> Result<(Device, Dev
             "ring size {ring_size} (a power of two)"
         )));
     }
-    let n = RING_PAIRS.fetch_add(1, Ordering::Relaxed);
     let mut set = RingSet { rings: Vec::new() };
-    // a_to_b[q] carries A's transmit queue q to B's receive queue q.
-    for dir in ["ab", "ba"] {
-        for q in 0..queues {
-            let name = c_name("ring name", &format!("uwp{n}{dir}{q}"), 29)?;
-            // Single producer and consumer: one transmit queue writes a
-            // ring, one receive queue reads it.
-            // SAFETY: the EAL is initialised; name outlives the call.
-            let ring = unsafe {
-                dpdk_sys::rte_ring_create(
-                    name.as_ptr(),
-                    ring_size,
-                    dpdk_sys::SOCKET_ID_ANY,
-                    dpdk_sys::RING_F_SP_ENQ | dpdk_sys::RING_F_SC_DEQ,
-                )
-            };
-            if ring.is_null() {
-                return Err(Error::from_errno("rte_ring_create"));
-            }
-            set.rings.push(ring);
+    for q in 0..queues {
+        let name = c_name("ring name", &format!("{prefix}{q}"), 29)?;
+        // SAFETY: the EAL is initialised; name outlives the call.
+        let ring = unsafe {
+            dpdk_sys::rte_ring_create(
+                name.as_ptr(),
+                ring_size,
+                dpdk_sys::SOCKET_ID_ANY,
+                dpdk_sys::RING_F_SP_ENQ | dpdk_sys::RING_F_SC_DEQ,
+            )
+        };
+        if ring.is_null() {
+            return Err(Error::from_errno("rte_ring_create"));
         }
+        set.rings.push(ring);
     }
-    let q = usize::from(queues);
-    let (a_to_b, b_to_a) = set.rings.split_at(q);
-    let (a_to_b, b_to_a) = (a_to_b.to_vec(), b_to_a.to_vec());
-    let set = Arc::new(set);
-    let a = from_rings(&format!("uwp{n}a"), &b_to_a, &a_to_b, &set)?;
-    let b = from_rings(&format!("uwp{n}b"), &a_to_b, &b_to_a, &set)?;
-    Ok((a, b))
+    Ok(set)
+}
+
+/// Creates a net_ring port whose transmit queue `q` feeds its own receive
+/// queue `q`: a loopback with `queues` queue pairs (at most 16), each over
+/// one ring of `ring_size` slots (a power of two), named
+/// `net_ring_uwl<n>`.
+pub fn ring_loopback(_eal: &Eal, queues: u16, ring_size: u32) -> Result<Device> {
+    let n = RING_PAIRS.fetch_add(1, Ordering::Relaxed);
+    let set = Arc::new(create_rings(&format!("uwl{n}"), queues, ring_size)?);
+    let rings = set.rings.clone();
+    from_rings(&format!("uwl{n}"), &rings, &rings, &set)
 }
 
 /// One port over the given rings; the port's name is `net_ring_<name>`.

@@ -111,6 +111,16 @@ impl EalConfig {
         self.arg("-d").arg(path)
     }
 
+    /// Keeps DPDK's shared configuration, with its runtime files under
+    /// `/var/run/dpdk/<prefix>` (or `$XDG_RUNTIME_DIR/dpdk/<prefix>`),
+    /// instead of `--no-shconf`: net_memif needs the multi-process channel
+    /// that comes with it. `prefix` must differ between the DPDK processes
+    /// running on one machine.
+    pub fn file_prefix(mut self, prefix: &str) -> Self {
+        self.base.retain(|a| a != "--no-shconf");
+        self.arg(format!("--file-prefix={prefix}"))
+    }
+
     /// Adds one more raw EAL argument (e.g. `--log-level=lib.eal:debug`).
     pub fn arg(mut self, arg: impl Into<String>) -> Self {
         self.base.push(arg.into());
@@ -184,6 +194,33 @@ impl Eal {
         // SAFETY: reads a thread-local variable of the EAL.
         let id = unsafe { dpdk_sys::shim_rte_lcore_id() };
         (id != dpdk_sys::LCORE_ID_ANY).then_some(id)
+    }
+
+    /// Gives the calling thread an lcore id (`rte_thread_register`), so
+    /// that mempool caches and per-lcore state work on threads the EAL did
+    /// not start; a thread that already has one keeps it. The thread
+    /// releases the id with [`Eal::unregister_current_thread`] before it
+    /// ends.
+    pub fn register_current_thread(&self) -> Result<u32> {
+        if let Some(id) = self.current_lcore() {
+            return Ok(id);
+        }
+        // SAFETY: the EAL is initialised; registration touches only the
+        // calling thread's lcore state.
+        let ret = unsafe { dpdk_sys::rte_thread_register() };
+        if ret != 0 {
+            return Err(Error::from_errno("rte_thread_register"));
+        }
+        self.current_lcore()
+            .ok_or_else(|| Error::InvalidArgument("rte_thread_register gave no lcore id".into()))
+    }
+
+    /// Releases the lcore id [`Eal::register_current_thread`] gave the
+    /// calling thread.
+    pub fn unregister_current_thread(&self) {
+        // SAFETY: the EAL is initialised; a thread without a registered
+        // id is ignored by DPDK.
+        unsafe { dpdk_sys::rte_thread_unregister() }
     }
 
     /// The NUMA socket of `lcore`.

@@ -9,6 +9,10 @@
 //! - [`port`]: configuring ports with N queue pairs, RSS and offloads.
 //! - [`queue`]: the receive and transmit bursts of one queue.
 //! - [`stats`]: link state, basic and extended statistics.
+//! - [`net`]: Ethernet, ARP, IPv4 and ICMP on smoltcp's wire types,
+//!   sans-IO: per-frame classification and the control core's interface.
+//! - [`runtime`]: the control core and the dataplane cores with their
+//!   flow tables and rings, run on pinned threads or stepped.
 //!
 //! Every call into DPDK takes an `&Eal`, so none can happen before the EAL
 //! is initialised; ownership of mbufs, queues and ports follows DPDK's
@@ -21,11 +25,13 @@ pub mod error;
 pub mod extbuf;
 pub mod mbuf;
 pub mod mempool;
+pub mod net;
 pub mod port;
 pub mod queue;
+pub mod runtime;
 pub mod stats;
 
-pub use device::{ring_pair, Device};
+pub use device::{ring_loopback, ring_pair, Device};
 pub use eal::{Eal, EalConfig, Lcores};
 pub use error::{Error, Result};
 pub use mbuf::Mbuf;

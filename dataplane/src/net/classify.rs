@@ -1,0 +1,480 @@
+//! Stateless classification of received frames, run by the dataplane cores
+//! on every frame.
+//!
+//! Implements the receive checks of Ethernet II framing (RFC 894), IPv4
+//! (RFC 791 §3.1 header validation, RFC 1122 §3.2.1: version, header
+//! checksum, destination and source address rules) and TCP (RFC 9293 §3.1
+//! header, §3.1 checksum over the pseudo-header). IPv4 fragments are
+//! dropped, option 1 of RFC 5044 §A.5.1. IPv4 options are accepted and
+//! skipped: the TCP header starts where the IHL says.
+//!
+//! Nothing here allocates, panics or indexes out of bounds, whatever the
+//! frame holds.
+
+use smoltcp::wire::{EthernetFrame, EthernetProtocol, IpProtocol, Ipv4Packet, TcpPacket};
+
+use super::addr::{FourTuple, InterfaceAddress};
+use super::ipv4::{ETHERNET_HEADER_LEN, IPV4_HEADER_LEN};
+
+/// Why a frame was dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropReason {
+    /// Shorter than an Ethernet header.
+    Runt,
+    /// Unicast to another MAC address.
+    NotOurMac,
+    /// Neither IPv4 nor ARP (IPv6, VLAN tags and everything else).
+    UnknownEtherType,
+    /// The IPv4 version field is not 4.
+    Ipv4BadVersion,
+    /// Shorter than an IPv4 header, or an IHL below 5 or beyond the frame.
+    Ipv4BadHeaderLength,
+    /// The IPv4 total length is below the header length or beyond the frame.
+    Ipv4BadTotalLength,
+    /// The IPv4 header checksum is wrong.
+    Ipv4BadChecksum,
+    /// An IPv4 fragment (MF set or a nonzero offset), RFC 5044 §A.5.1 option 1.
+    Ipv4Fragment,
+    /// The IPv4 destination is not our address.
+    Ipv4NotOurAddress,
+    /// The IPv4 source is unspecified, broadcast, multicast, loopback or ours.
+    Ipv4SourceInvalid,
+    /// A broadcast frame other than ARP, or any multicast frame.
+    BroadcastNotArp,
+    /// An IPv4 protocol other than TCP and ICMP (UDP, for one).
+    UnknownProtocol,
+    /// A TCP segment shorter than 20 octets or than its data offset.
+    TcpTruncated,
+    /// The TCP checksum is wrong.
+    TcpBadChecksum,
+    /// A TCP segment from or to port 0.
+    TcpBadPort,
+    /// An ARP packet that is truncated, not Ethernet/IPv4, neither request
+    /// nor reply, or from a broadcast or multicast hardware address.
+    ArpMalformed,
+    /// An ARP packet neither for our address nor about a known neighbour.
+    ArpNotForUs,
+    /// An ICMP message shorter than its 8-octet header.
+    IcmpMalformed,
+    /// The ICMP checksum is wrong.
+    IcmpBadChecksum,
+    /// An ICMP message other than echo request and echo reply.
+    IcmpUnsupported,
+}
+
+impl DropReason {
+    /// Every reason, in declaration order.
+    pub const ALL: [DropReason; 20] = [
+        DropReason::Runt,
+        DropReason::NotOurMac,
+        DropReason::UnknownEtherType,
+        DropReason::Ipv4BadVersion,
+        DropReason::Ipv4BadHeaderLength,
+        DropReason::Ipv4BadTotalLength,
+        DropReason::Ipv4BadChecksum,
+        DropReason::Ipv4Fragment,
+        DropReason::Ipv4NotOurAddress,
+        DropReason::Ipv4SourceInvalid,
+        DropReason::BroadcastNotArp,
+        DropReason::UnknownProtocol,
+        DropReason::TcpTruncated,
+        DropReason::TcpBadChecksum,
+        DropReason::TcpBadPort,
+        DropReason::ArpMalformed,
+        DropReason::ArpNotForUs,
+        DropReason::IcmpMalformed,
+        DropReason::IcmpBadChecksum,
+        DropReason::IcmpUnsupported,
+    ];
+}
+
+/// What the NIC says about a checksum of a received frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RxChecksum {
+    /// Not checked by the NIC: verify it in software.
+    Unknown,
+    /// The NIC verified it: skip the software check.
+    Good,
+    /// The NIC found it wrong: drop the frame.
+    Bad,
+}
+
+/// Where a received TCP segment is and which connection it belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcpMeta {
+    /// The connection, from our side.
+    pub tuple: FourTuple,
+    /// Offset of the IPv4 header in the frame.
+    pub ip_offset: usize,
+    /// Offset of the TCP header in the frame.
+    pub tcp_offset: usize,
+    /// TCP header plus payload, per the IPv4 total length (Ethernet
+    /// padding excluded).
+    pub tcp_len: usize,
+    /// The SYN flag.
+    pub syn: bool,
+    /// The ACK flag.
+    pub ack: bool,
+    /// The RST flag.
+    pub rst: bool,
+}
+
+/// The verdict on one received frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Classified {
+    /// A valid TCP segment for our address: route it by its 4-tuple.
+    Tcp(TcpMeta),
+    /// An ARP packet, for the control core's [`Interface`](super::Interface).
+    Arp,
+    /// An ICMP message for our address, for the control core's
+    /// [`Interface`](super::Interface) (validated there).
+    Icmp,
+    /// Drop the frame (and count the reason).
+    Drop(DropReason),
+}
+
+/// Classifies one received frame for the interface `addr`; `ip_csum` and
+/// `tcp_csum` are the NIC's verdicts on the IPv4 and TCP checksums.
+pub fn classify(
+    frame: &[u8],
+    addr: &InterfaceAddress,
+    ip_csum: RxChecksum,
+    tcp_csum: RxChecksum,
+) -> Classified {
+    let Ok(eth) = EthernetFrame::new_checked(frame) else {
+        return Classified::Drop(DropReason::Runt);
+    };
+    let dst = eth.dst_addr();
+    let broadcast = if dst == addr.mac {
+        false
+    } else if dst.is_broadcast() {
+        true
+    } else if dst.is_multicast() {
+        return Classified::Drop(DropReason::BroadcastNotArp);
+    } else {
+        return Classified::Drop(DropReason::NotOurMac);
+    };
+    match eth.ethertype() {
+        EthernetProtocol::Arp => Classified::Arp,
+        _ if broadcast => Classified::Drop(DropReason::BroadcastNotArp),
+        EthernetProtocol::Ipv4 => match classify_ipv4(eth.payload(), addr, ip_csum, tcp_csum) {
+            Ok(classified) => classified,
+            Err(reason) => Classified::Drop(reason),
+        },
+        _ => Classified::Drop(DropReason::UnknownEtherType),
+    }
+}
+
+/// Validates the IPv4 datagram `ip` (starting at [`ETHERNET_HEADER_LEN`])
+/// and classifies its payload.
+fn classify_ipv4(
+    ip: &[u8],
+    addr: &InterfaceAddress,
+    ip_csum: RxChecksum,
+    tcp_csum: RxChecksum,
+) -> Result<Classified, DropReason> {
+    let packet = Ipv4Packet::new_checked(ip).map_err(|_| ipv4_length_error(ip))?;
+    if packet.version() != 4 {
+        return Err(DropReason::Ipv4BadVersion);
+    }
+    if !checksum_ok(ip_csum, || packet.verify_checksum()) {
+        return Err(DropReason::Ipv4BadChecksum);
+    }
+    if packet.more_frags() || packet.frag_offset() != 0 {
+        return Err(DropReason::Ipv4Fragment);
+    }
+    if packet.dst_addr() != addr.ip {
+        return Err(DropReason::Ipv4NotOurAddress);
+    }
+    if !addr.is_valid_peer(packet.src_addr()) {
+        return Err(DropReason::Ipv4SourceInvalid);
+    }
+    match packet.next_header() {
+        IpProtocol::Tcp => classify_tcp(&packet, tcp_csum).map(Classified::Tcp),
+        IpProtocol::Icmp => Ok(Classified::Icmp),
+        _ => Err(DropReason::UnknownProtocol),
+    }
+}
+
+/// Names what is wrong with the lengths of an IPv4 header that
+/// `Ipv4Packet::check_len` rejected.
+fn ipv4_length_error(ip: &[u8]) -> DropReason {
+    if ip.len() < IPV4_HEADER_LEN {
+        return DropReason::Ipv4BadHeaderLength;
+    }
+    let packet = Ipv4Packet::new_unchecked(ip);
+    let header_len = usize::from(packet.header_len());
+    if header_len < IPV4_HEADER_LEN || header_len > ip.len() {
+        DropReason::Ipv4BadHeaderLength
+    } else {
+        DropReason::Ipv4BadTotalLength
+    }
+}
+
+/// Validates the TCP segment in `packet` (already a valid IPv4 datagram).
+fn classify_tcp(packet: &Ipv4Packet<&[u8]>, tcp_csum: RxChecksum) -> Result<TcpMeta, DropReason> {
+    let segment = packet.payload();
+    let tcp = TcpPacket::new_checked(segment).map_err(|_| DropReason::TcpTruncated)?;
+    let (src, dst) = (packet.src_addr(), packet.dst_addr());
+    if !checksum_ok(tcp_csum, || tcp.verify_checksum(&src.into(), &dst.into())) {
+        return Err(DropReason::TcpBadChecksum);
+    }
+    if tcp.src_port() == 0 || tcp.dst_port() == 0 {
+        return Err(DropReason::TcpBadPort);
+    }
+    Ok(TcpMeta {
+        tuple: FourTuple {
+            local_ip: dst,
+            local_port: tcp.dst_port(),
+            remote_ip: src,
+            remote_port: tcp.src_port(),
+        },
+        ip_offset: ETHERNET_HEADER_LEN,
+        tcp_offset: ETHERNET_HEADER_LEN + usize::from(packet.header_len()),
+        tcp_len: segment.len(),
+        syn: tcp.syn(),
+        ack: tcp.ack(),
+        rst: tcp.rst(),
+    })
+}
+
+/// Applies the NIC's verdict, running `verify` only when it has none.
+fn checksum_ok(nic: RxChecksum, verify: impl FnOnce() -> bool) -> bool {
+    match nic {
+        RxChecksum::Good => true,
+        RxChecksum::Bad => false,
+        RxChecksum::Unknown => verify(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use smoltcp::wire::{EthernetAddress, Ipv4Address, TcpControl};
+
+    use super::*;
+    use crate::net::testutil::{self, *};
+
+    fn classify_unchecked(frame: &[u8]) -> Classified {
+        classify(
+            frame,
+            &our_address(),
+            RxChecksum::Unknown,
+            RxChecksum::Unknown,
+        )
+    }
+
+    fn drop_reason(frame: &[u8]) -> Option<DropReason> {
+        match classify_unchecked(frame) {
+            Classified::Drop(reason) => Some(reason),
+            _ => None,
+        }
+    }
+
+    /// Applies `change` to the IPv4 header, then fixes its checksum.
+    fn with_ipv4(mut frame: Vec<u8>, change: impl FnOnce(&mut Ipv4Packet<&mut [u8]>)) -> Vec<u8> {
+        let mut packet = ipv4_header_mut(&mut frame);
+        change(&mut packet);
+        packet.fill_checksum();
+        frame
+    }
+
+    #[test]
+    fn a_syn_gives_its_tuple_and_excludes_the_ethernet_padding() {
+        let frame = tcp(TcpControl::Syn, &[]);
+        assert_eq!(frame.len(), 60, "54 octets padded to the minimum");
+        let Classified::Tcp(meta) = classify_unchecked(&frame) else {
+            panic!("{:?}", classify_unchecked(&frame));
+        };
+        let tuple = FourTuple {
+            local_ip: OUR_IP,
+            local_port: OUR_PORT,
+            remote_ip: PEER_IP,
+            remote_port: PEER_PORT,
+        };
+        assert_eq!(
+            meta,
+            TcpMeta {
+                tuple,
+                ip_offset: 14,
+                tcp_offset: 34,
+                tcp_len: 20,
+                syn: true,
+                ack: false,
+                rst: false,
+            }
+        );
+    }
+
+    #[test]
+    fn tcp_len_counts_the_payload_and_flags_are_reported() {
+        let frame = tcp(TcpControl::Rst, b"hello");
+        let Classified::Tcp(meta) = classify_unchecked(&frame) else {
+            panic!()
+        };
+        assert_eq!(
+            (meta.tcp_len, meta.syn, meta.ack, meta.rst),
+            (25, false, true, true)
+        );
+    }
+
+    #[test]
+    fn ipv4_options_move_the_tcp_header() {
+        // Insert 4 octets of NOP options after the IPv4 header.
+        let mut frame = tcp(TcpControl::None, b"data");
+        frame.splice(34..34, [1, 1, 1, 1]);
+        let frame = with_ipv4(frame, |ip| {
+            ip.set_header_len(24);
+            ip.set_total_len(ip.total_len() + 4);
+        });
+        let Classified::Tcp(meta) = classify_unchecked(&frame) else {
+            panic!("{:?}", classify_unchecked(&frame));
+        };
+        assert_eq!((meta.tcp_offset, meta.tcp_len), (38, 24));
+    }
+
+    #[test]
+    fn arp_is_accepted_broadcast_or_unicast_to_us() {
+        assert_eq!(
+            classify_unchecked(&arp_request(PEER_MAC, PEER_IP, OUR_IP)),
+            Classified::Arp
+        );
+        assert_eq!(
+            classify_unchecked(&arp_reply(PEER_MAC, PEER_IP)),
+            Classified::Arp
+        );
+    }
+
+    #[test]
+    fn icmp_is_left_to_the_interface() {
+        assert_eq!(
+            classify_unchecked(&echo_request(1, 2, b"x")),
+            Classified::Icmp
+        );
+    }
+
+    #[test]
+    fn frames_for_others_and_other_ethertypes_are_dropped() {
+        assert_eq!(drop_reason(&[0; 13]), Some(DropReason::Runt));
+        let mut other_mac = tcp(TcpControl::Syn, &[]);
+        other_mac[5] = 0x77;
+        assert_eq!(drop_reason(&other_mac), Some(DropReason::NotOurMac));
+        let mut multicast = arp_request(PEER_MAC, PEER_IP, OUR_IP);
+        multicast[..6].copy_from_slice(&[0x01, 0x00, 0x5e, 0, 0, 1]);
+        assert_eq!(drop_reason(&multicast), Some(DropReason::BroadcastNotArp));
+        let mut broadcast_ip = tcp(TcpControl::Syn, &[]);
+        broadcast_ip[..6].copy_from_slice(&EthernetAddress::BROADCAST.0);
+        assert_eq!(
+            drop_reason(&broadcast_ip),
+            Some(DropReason::BroadcastNotArp)
+        );
+        for ethertype in [0x86dd_u16, 0x8100, 0x88cc] {
+            let mut frame = tcp(TcpControl::Syn, &[]);
+            frame[12..14].copy_from_slice(&ethertype.to_be_bytes());
+            assert_eq!(drop_reason(&frame), Some(DropReason::UnknownEtherType));
+        }
+    }
+
+    #[test]
+    fn ipv4_header_and_total_lengths_are_checked() {
+        let syn = || tcp(TcpControl::Syn, &[]);
+        let version6 = with_ipv4(syn(), |ip| ip.set_version(6));
+        assert_eq!(drop_reason(&version6), Some(DropReason::Ipv4BadVersion));
+        for header_len in [0, 16] {
+            let short = with_ipv4(syn(), |ip| ip.set_header_len(header_len));
+            assert_eq!(drop_reason(&short), Some(DropReason::Ipv4BadHeaderLength));
+        }
+        // IHL 15 (60 octets) is beyond this 46-octet IPv4 payload.
+        let mut beyond = syn();
+        ipv4_header_mut(&mut beyond).set_header_len(60);
+        assert_eq!(drop_reason(&beyond), Some(DropReason::Ipv4BadHeaderLength));
+        assert_eq!(
+            drop_reason(&syn()[..33]),
+            Some(DropReason::Ipv4BadHeaderLength)
+        );
+        let too_small = with_ipv4(syn(), |ip| ip.set_total_len(19));
+        assert_eq!(
+            drop_reason(&too_small),
+            Some(DropReason::Ipv4BadTotalLength)
+        );
+        let too_big = with_ipv4(syn(), |ip| ip.set_total_len(47));
+        assert_eq!(drop_reason(&too_big), Some(DropReason::Ipv4BadTotalLength));
+        // Up to the padding is fine: the segment is then 26 octets long.
+        let into_padding = with_ipv4(syn(), |ip| ip.set_total_len(46));
+        assert_eq!(drop_reason(&into_padding), Some(DropReason::TcpBadChecksum));
+    }
+
+    #[test]
+    fn bad_ipv4_checksums_and_fragments_are_dropped() {
+        let mut bad_sum = tcp(TcpControl::Syn, &[]);
+        bad_sum[24] ^= 0x01;
+        assert_eq!(drop_reason(&bad_sum), Some(DropReason::Ipv4BadChecksum));
+        let more_fragments = with_ipv4(tcp(TcpControl::None, b"x"), |ip| ip.set_more_frags(true));
+        assert_eq!(drop_reason(&more_fragments), Some(DropReason::Ipv4Fragment));
+        let offset = with_ipv4(tcp(TcpControl::None, b"x"), |ip| ip.set_frag_offset(8));
+        assert_eq!(drop_reason(&offset), Some(DropReason::Ipv4Fragment));
+    }
+
+    #[test]
+    fn addresses_are_checked() {
+        let to_other = with_ipv4(tcp(TcpControl::Syn, &[]), |ip| {
+            ip.set_dst_addr(Ipv4Address::new(10, 0, 0, 3))
+        });
+        assert_eq!(drop_reason(&to_other), Some(DropReason::Ipv4NotOurAddress));
+        for src in [
+            Ipv4Address::UNSPECIFIED,
+            Ipv4Address::BROADCAST,
+            Ipv4Address::new(10, 0, 0, 255),
+            Ipv4Address::new(239, 1, 2, 3),
+            Ipv4Address::new(127, 0, 0, 1),
+            OUR_IP,
+        ] {
+            let frame = tcp_ports(src, PEER_PORT, OUR_PORT, TcpControl::Syn, &[]);
+            assert_eq!(
+                drop_reason(&frame),
+                Some(DropReason::Ipv4SourceInvalid),
+                "{src}"
+            );
+        }
+    }
+
+    #[test]
+    fn tcp_is_validated() {
+        let udp = testutil::ipv4(PEER_IP, OUR_IP, IpProtocol::Udp, 8, |_| {});
+        assert_eq!(drop_reason(&udp), Some(DropReason::UnknownProtocol));
+        let short = testutil::ipv4(PEER_IP, OUR_IP, IpProtocol::Tcp, 19, |_| {});
+        assert_eq!(drop_reason(&short), Some(DropReason::TcpTruncated));
+        let mut offset_beyond = tcp(TcpControl::Syn, &[]);
+        offset_beyond[46] = 0x60; // data offset 24 octets in a 20-octet segment
+        assert_eq!(drop_reason(&offset_beyond), Some(DropReason::TcpTruncated));
+        let mut bad_sum = tcp(TcpControl::None, b"payload");
+        bad_sum[60] ^= 0x20;
+        assert_eq!(drop_reason(&bad_sum), Some(DropReason::TcpBadChecksum));
+        for (src_port, dst_port) in [(0, OUR_PORT), (PEER_PORT, 0)] {
+            let frame = tcp_ports(PEER_IP, src_port, dst_port, TcpControl::Syn, &[]);
+            assert_eq!(drop_reason(&frame), Some(DropReason::TcpBadPort));
+        }
+    }
+
+    #[test]
+    fn nic_checksum_verdicts_are_trusted() {
+        let addr = our_address();
+        let mut both_bad = tcp(TcpControl::None, b"payload");
+        both_bad[24] ^= 0x01;
+        both_bad[60] ^= 0x20;
+        let good = classify(&both_bad, &addr, RxChecksum::Good, RxChecksum::Good);
+        assert!(matches!(good, Classified::Tcp(_)), "{good:?}");
+        let valid = tcp(TcpControl::None, b"payload");
+        assert_eq!(
+            classify(&valid, &addr, RxChecksum::Bad, RxChecksum::Good),
+            Classified::Drop(DropReason::Ipv4BadChecksum)
+        );
+        assert_eq!(
+            classify(&valid, &addr, RxChecksum::Good, RxChecksum::Bad),
+            Classified::Drop(DropReason::TcpBadChecksum)
+        );
+        assert_eq!(
+            classify(&both_bad, &addr, RxChecksum::Good, RxChecksum::Unknown),
+            Classified::Drop(DropReason::TcpBadChecksum)
+        );
+    }
+}

@@ -1,0 +1,149 @@
+//! Emission of Ethernet II (RFC 894) and IPv4 (RFC 791 §3.1) headers for
+//! the frames we send.
+//!
+//! Every datagram has Don't Fragment set and no options (RFC 5044 §A.5.1:
+//! an MPA/TCP sender sets DF), and its header checksum is computed here or
+//! left to the NIC.
+
+use smoltcp::phy::ChecksumCapabilities;
+use smoltcp::wire::{
+    EthernetAddress, EthernetFrame, EthernetProtocol, EthernetRepr, IpProtocol, Ipv4Address,
+    Ipv4Packet, Ipv4Repr,
+};
+
+/// Length of an Ethernet II header.
+pub const ETHERNET_HEADER_LEN: usize = smoltcp::wire::ETHERNET_HEADER_LEN;
+/// Length of an IPv4 header without options.
+pub const IPV4_HEADER_LEN: usize = smoltcp::wire::IPV4_HEADER_LEN;
+/// The time to live of the datagrams we send (RFC 1700's recommended value).
+pub const DEFAULT_TTL: u8 = 64;
+/// The minimum Ethernet frame without its FCS: shorter frames are padded
+/// with zeros to this length on transmit.
+pub const MIN_FRAME_LEN: usize = 60;
+/// Length of the Ethernet and IPv4 headers written by [`write_headers`].
+pub const HEADERS_LEN: usize = ETHERNET_HEADER_LEN + IPV4_HEADER_LEN;
+/// The largest L4 payload an IPv4 datagram can carry.
+pub const MAX_PAYLOAD_LEN: usize = u16::MAX as usize - IPV4_HEADER_LEN;
+
+/// The addressing of a datagram to send.
+#[derive(Clone, Copy, Debug)]
+pub struct Ipv4Header {
+    /// Our MAC address.
+    pub src_mac: EthernetAddress,
+    /// The next hop's MAC address.
+    pub dst_mac: EthernetAddress,
+    /// Our IPv4 address.
+    pub src: Ipv4Address,
+    /// The destination's IPv4 address.
+    pub dst: Ipv4Address,
+    /// The L4 protocol.
+    pub protocol: IpProtocol,
+    /// Time to live.
+    pub ttl: u8,
+    /// The IPv4 identification field.
+    pub ident: u16,
+}
+
+/// Writes Ethernet + IPv4 headers (DF set, no options) for an L4 payload of
+/// `payload_len` octets into `buf[..34]`; computes the IPv4 header checksum
+/// unless `checksum_offload` (then writes 0 so the NIC fills it). Returns 34
+/// ([`HEADERS_LEN`]).
+///
+/// # Panics
+///
+/// If `buf` is shorter than [`HEADERS_LEN`] or `payload_len` exceeds
+/// [`MAX_PAYLOAD_LEN`]: both are the caller's mistakes, never the peer's.
+pub fn write_headers(
+    buf: &mut [u8],
+    header: &Ipv4Header,
+    payload_len: usize,
+    checksum_offload: bool,
+) -> usize {
+    assert!(
+        payload_len <= MAX_PAYLOAD_LEN,
+        "an IPv4 payload of {payload_len} octets does not fit the total length field"
+    );
+    let (eth, ip) = buf[..HEADERS_LEN].split_at_mut(ETHERNET_HEADER_LEN);
+    EthernetRepr {
+        src_addr: header.src_mac,
+        dst_addr: header.dst_mac,
+        ethertype: EthernetProtocol::Ipv4,
+    }
+    .emit(&mut EthernetFrame::new_unchecked(eth));
+    let mut packet = Ipv4Packet::new_unchecked(ip);
+    Ipv4Repr {
+        src_addr: header.src,
+        dst_addr: header.dst,
+        next_header: header.protocol,
+        payload_len,
+        hop_limit: header.ttl,
+    }
+    .emit(&mut packet, &ChecksumCapabilities::ignored());
+    packet.set_ident(header.ident);
+    if checksum_offload {
+        packet.set_checksum(0);
+    } else {
+        packet.fill_checksum();
+    }
+    HEADERS_LEN
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header() -> Ipv4Header {
+        Ipv4Header {
+            src_mac: EthernetAddress([2, 0, 0, 0, 0, 1]),
+            dst_mac: EthernetAddress([2, 0, 0, 0, 0, 2]),
+            src: Ipv4Address::new(10, 0, 0, 1),
+            dst: Ipv4Address::new(10, 0, 0, 2),
+            protocol: IpProtocol::Tcp,
+            ttl: DEFAULT_TTL,
+            ident: 0x1234,
+        }
+    }
+
+    #[test]
+    fn headers_parse_back_with_smoltcp() {
+        let mut buf = [0xaa; HEADERS_LEN + 100];
+        assert_eq!(write_headers(&mut buf, &header(), 100, false), 34);
+        let eth = EthernetFrame::new_checked(&buf[..]).unwrap();
+        assert_eq!(eth.src_addr(), header().src_mac);
+        assert_eq!(eth.dst_addr(), header().dst_mac);
+        assert_eq!(eth.ethertype(), EthernetProtocol::Ipv4);
+        let ip = Ipv4Packet::new_checked(eth.payload()).unwrap();
+        assert!(ip.verify_checksum());
+        assert!(ip.dont_frag() && !ip.more_frags() && ip.frag_offset() == 0);
+        assert_eq!(ip.header_len(), 20);
+        assert_eq!(ip.total_len(), 120);
+        assert_eq!(ip.ident(), 0x1234);
+        assert_eq!(ip.hop_limit(), DEFAULT_TTL);
+        assert_eq!(ip.next_header(), IpProtocol::Tcp);
+        assert_eq!((ip.src_addr(), ip.dst_addr()), (header().src, header().dst));
+        // The payload is left alone.
+        assert!(buf[HEADERS_LEN..].iter().all(|&b| b == 0xaa));
+    }
+
+    #[test]
+    fn checksum_offload_leaves_the_checksum_zero() {
+        let mut buf = [0; HEADERS_LEN];
+        write_headers(&mut buf, &header(), 0, true);
+        let ip = Ipv4Packet::new_checked(&buf[ETHERNET_HEADER_LEN..]).unwrap();
+        assert_eq!(ip.checksum(), 0);
+    }
+
+    #[test]
+    fn the_largest_payload_fits() {
+        let mut buf = [0; HEADERS_LEN];
+        write_headers(&mut buf, &header(), MAX_PAYLOAD_LEN, false);
+        let ip = Ipv4Packet::new_unchecked(&buf[ETHERNET_HEADER_LEN..]);
+        assert_eq!(ip.total_len(), u16::MAX);
+    }
+
+    #[test]
+    #[should_panic(expected = "does not fit")]
+    fn an_oversized_payload_is_refused() {
+        write_headers(&mut [0; HEADERS_LEN], &header(), MAX_PAYLOAD_LEN + 1, false);
+    }
+}

@@ -1,0 +1,37 @@
+//! Ethernet, ARP, IPv4 and ICMP below uwarp's TCP, sans-IO: frames are
+//! byte slices (the caller copies them out of and into mbufs) and time is
+//! passed in.
+//!
+//! - [`classify()`]: the stateless per-frame check the dataplane cores run
+//!   on every received frame. Valid TCP segments for our address come out
+//!   as [`Classified::Tcp`] with their [`FourTuple`], to route through the
+//!   flow table; ARP and ICMP go to the control core; everything else is a
+//!   [`DropReason`].
+//! - [`Interface`]: the control core's side, which owns the ARP cache
+//!   ([`arp`]: responder, resolver, timeouts, gratuitous ARP) and the ICMP
+//!   echo responder and requester ([`icmp`]).
+//! - [`ipv4`]: writing the Ethernet and IPv4 headers of outgoing frames.
+//! - [`addr`]: our addresses, next-hop choice, the 4-tuple.
+//! - [`counters`]: [`NetCounters`], per core, summed by the control core.
+//!
+//! The wire formats are smoltcp's ([`smoltcp::wire`]). Nothing on the
+//! receive path panics or reads out of bounds whatever the frame holds, and
+//! [`classify()`] does not allocate.
+
+pub mod addr;
+pub mod arp;
+pub mod classify;
+pub mod counters;
+pub mod icmp;
+pub mod interface;
+pub mod ipv4;
+
+#[cfg(test)]
+mod testutil;
+
+pub use addr::{FourTuple, InterfaceAddress};
+pub use arp::{ArpCache, ArpConfig};
+pub use classify::{classify, Classified, DropReason, RxChecksum, TcpMeta};
+pub use counters::NetCounters;
+pub use interface::{EchoReply, FrameSink, Interface, InterfaceConfig, Received, Resolution};
+pub use ipv4::{write_headers, Ipv4Header, DEFAULT_TTL, ETHERNET_HEADER_LEN, IPV4_HEADER_LEN};

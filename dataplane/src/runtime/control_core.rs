@@ -1,0 +1,190 @@
+//! The control core: the interface's slow path and connection set-up.
+//!
+//! It owns the [`Interface`] (ARP responder and resolver with its cache
+//! and timers, ICMP echo, gratuitous ARP on start) and its way to the
+//! wire ([`ControlTx`]). Every frame the dataplane cores do not consume comes to it over
+//! their rings; TCP segments no core owns (SYNs, strays, packets that race
+//! a hand-over) go to the [`ControlHandler`], which in the product runs
+//! the TCP handshake and the MPA startup phase and then hands the flow to
+//! a dataplane core with [`ControlContext::send_command`].
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::mbuf::Mbuf;
+use crate::net::{EchoReply, Interface, Received, TcpMeta};
+use crate::runtime::control_tx::ControlTx;
+use crate::runtime::link::{Command, CoreLink};
+use crate::runtime::rx_checksums;
+
+/// Frames taken from each dataplane ring per poll, so one busy core cannot
+/// starve the others or the control core's timers.
+const RING_BUDGET: usize = 256;
+
+/// What the control core runs above the interface.
+pub trait ControlHandler: Send {
+    /// The per-flow state it hands to dataplane cores.
+    type Flow: Send;
+
+    /// A TCP segment of a flow no dataplane core owns. The default drops
+    /// it (a listener-less host; the product answers with the handshake
+    /// or a RST).
+    fn on_tcp(
+        &mut self,
+        _now: Instant,
+        _meta: &TcpMeta,
+        _frame: Mbuf,
+        _ctx: &mut ControlContext<'_, Self::Flow>,
+    ) {
+    }
+
+    /// An ICMP echo reply to one of our echo requests.
+    fn on_echo_reply(&mut self, _now: Instant, _reply: EchoReply) {}
+
+    /// Called once per poll: connection set-up timers and requests.
+    fn poll(&mut self, _now: Instant, _ctx: &mut ControlContext<'_, Self::Flow>) {}
+}
+
+/// What a [`ControlHandler`] may use while it runs.
+pub struct ControlContext<'a, F> {
+    /// The interface: addresses, neighbours, echo requests.
+    pub iface: &'a mut Interface,
+    /// The control core's way to the wire.
+    pub tx: &'a mut ControlTx<F>,
+    links: &'a [Arc<CoreLink<F>>],
+}
+
+impl<F> ControlContext<'_, F> {
+    /// Number of dataplane cores.
+    pub fn dataplanes(&self) -> usize {
+        self.links.len()
+    }
+
+    /// Sends `command` to dataplane core `core`; gives it back when the
+    /// ring is full or there is no such core.
+    pub fn send_command(&self, core: usize, command: Command<F>) -> Result<(), Command<F>> {
+        match self.links.get(core) {
+            Some(link) => link.send_command(command),
+            None => Err(command),
+        }
+    }
+}
+
+/// Counters of the control core beyond the interface's own.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ControlCounters {
+    /// Frames taken from the dataplane rings.
+    pub frames: u64,
+    /// TCP segments passed to the handler.
+    pub tcp_to_handler: u64,
+}
+
+/// The control core's state.
+pub struct ControlCore<C: ControlHandler> {
+    iface: Interface,
+    tx: ControlTx<C::Flow>,
+    links: Vec<Arc<CoreLink<C::Flow>>>,
+    handler: C,
+    counters: ControlCounters,
+    started: bool,
+}
+
+impl<C: ControlHandler> ControlCore<C> {
+    /// A control core serving `links` (one per dataplane core).
+    pub fn new(
+        iface: Interface,
+        tx: ControlTx<C::Flow>,
+        links: Vec<Arc<CoreLink<C::Flow>>>,
+        handler: C,
+    ) -> Self {
+        ControlCore {
+            iface,
+            tx,
+            links,
+            handler,
+            counters: ControlCounters::default(),
+            started: false,
+        }
+    }
+
+    /// One round: the first call announces the interface (gratuitous
+    /// ARP); then frames from the dataplane rings, the interface's timers,
+    /// the handler's work and a flush. Returns the frames handled.
+    pub fn poll(&mut self, now: Instant) -> usize {
+        if !self.started {
+            self.started = true;
+            self.iface.start(now, &mut self.tx);
+        }
+        let mut work = 0;
+        for index in 0..self.links.len() {
+            for _ in 0..RING_BUDGET {
+                let Some(frame) = self.links[index].to_control.pop() else {
+                    break;
+                };
+                work += 1;
+                self.receive(now, frame);
+            }
+        }
+        self.iface.poll(now, &mut self.tx);
+        let mut ctx = ControlContext {
+            iface: &mut self.iface,
+            tx: &mut self.tx,
+            links: &self.links,
+        };
+        self.handler.poll(now, &mut ctx);
+        self.tx.flush();
+        work
+    }
+
+    fn receive(&mut self, now: Instant, frame: Mbuf) {
+        self.counters.frames += 1;
+        let (ip, tcp) = rx_checksums(&frame);
+        match self.iface.receive(now, frame.data(), ip, tcp, &mut self.tx) {
+            Received::Tcp(meta) => {
+                self.counters.tcp_to_handler += 1;
+                let mut ctx = ControlContext {
+                    iface: &mut self.iface,
+                    tx: &mut self.tx,
+                    links: &self.links,
+                };
+                self.handler.on_tcp(now, &meta, frame, &mut ctx);
+            }
+            Received::EchoReply(reply) => self.handler.on_echo_reply(now, reply),
+            Received::Consumed | Received::Dropped(_) => {}
+        }
+    }
+
+    /// The interface (addresses, neighbour cache, counters).
+    pub fn iface(&self) -> &Interface {
+        &self.iface
+    }
+
+    /// The handler.
+    pub fn handler(&self) -> &C {
+        &self.handler
+    }
+
+    /// The handler, mutably (to queue requests between polls).
+    pub fn handler_mut(&mut self) -> &mut C {
+        &mut self.handler
+    }
+
+    /// The counters so far.
+    pub fn counters(&self) -> &ControlCounters {
+        &self.counters
+    }
+
+    /// The transmit side (its counters).
+    pub fn tx(&self) -> &ControlTx<C::Flow> {
+        &self.tx
+    }
+
+    /// Stops cleanly: sends what the device will still take, then frees
+    /// every mbuf still queued here or in the rings. Returns how many were
+    /// dropped unsent.
+    pub fn shutdown(&mut self) -> usize {
+        self.tx.flush();
+        let queued = self.tx.discard_pending();
+        queued + self.links.iter().map(|link| link.drain()).sum::<usize>()
+    }
+}

@@ -1,0 +1,217 @@
+//! A dataplane core: one receive queue and one transmit queue, polled.
+//!
+//! Each [`poll`](DataplaneCore::poll) applies the control core's commands,
+//! receives a burst, classifies every frame (`net::classify`: Ethernet,
+//! IPv4 and TCP validated, fragments dropped as RFC 5044 A.5.1 option 1
+//! describes), hands segments of owned flows to the [`FlowHandler`] with
+//! one hash lookup, passes everything else to the control core, lets the
+//! handler run its timers and transmit work, and flushes the transmit
+//! queue. Nothing here locks, and after warm-up nothing allocates.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::mbuf::Mbuf;
+use crate::net::{classify, Classified, FourTuple, InterfaceAddress, NetCounters, TcpMeta};
+use crate::queue::RxQueue;
+use crate::runtime::flow_table::FlowTable;
+use crate::runtime::link::{Command, CoreLink};
+use crate::runtime::rx_checksums;
+use crate::runtime::tx_batch::{TxBatch, BURST};
+
+/// How many receive bursts [`DataplaneCore::shutdown`] drains at most.
+const SHUTDOWN_RX_BURSTS: usize = 64;
+
+/// The protocol a dataplane core runs for the flows it owns (TCP and
+/// iWARP in the product; tests and benchmarks plug in their own).
+pub trait FlowHandler: Send {
+    /// Per-flow state, created by the control core and handed over.
+    type Flow: Send;
+
+    /// A TCP segment of `flow`, already validated by `net::classify`.
+    fn on_packet(
+        &mut self,
+        now: Instant,
+        flow: &mut Self::Flow,
+        meta: &TcpMeta,
+        packet: Mbuf,
+        tx: &mut TxBatch,
+    );
+
+    /// Called once per poll after the receive burst: timers and transmit
+    /// work of the flows.
+    fn poll(&mut self, _now: Instant, _flows: &mut FlowTable<Self::Flow>, _tx: &mut TxBatch) {}
+}
+
+/// What one dataplane core has seen.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DataplaneCounters {
+    /// Frames received.
+    pub rx_frames: u64,
+    /// Segments handed to owned flows.
+    pub to_flows: u64,
+    /// Frames passed to the control core.
+    pub to_control: u64,
+    /// Frames dropped because the ring to the control core was full.
+    pub control_ring_full: u64,
+    /// Forwarded packets whose flow was gone by the time they arrived.
+    pub stale_packets: u64,
+    /// Frames `net::classify` dropped, by reason.
+    pub net: NetCounters,
+}
+
+/// One dataplane core's state.
+pub struct DataplaneCore<H: FlowHandler> {
+    rx: RxQueue,
+    tx: TxBatch,
+    address: InterfaceAddress,
+    link: Arc<CoreLink<H::Flow>>,
+    flows: FlowTable<H::Flow>,
+    handler: H,
+    burst: Vec<Mbuf>,
+    counters: DataplaneCounters,
+}
+
+impl<H: FlowHandler> DataplaneCore<H> {
+    /// A core polling `rx` and sending on `tx` for the interface `address`.
+    pub fn new(
+        rx: RxQueue,
+        tx: TxBatch,
+        address: InterfaceAddress,
+        link: Arc<CoreLink<H::Flow>>,
+        handler: H,
+    ) -> Self {
+        DataplaneCore {
+            rx,
+            tx,
+            address,
+            link,
+            flows: FlowTable::new(),
+            handler,
+            burst: Vec::with_capacity(BURST),
+            counters: DataplaneCounters::default(),
+        }
+    }
+
+    /// One round: commands, a receive burst, the handler's work, a flush.
+    /// Returns the number of frames and commands handled (0 when idle).
+    pub fn poll(&mut self, now: Instant) -> usize {
+        let mut work = self.apply_commands(now);
+        self.rx.rx_burst(&mut self.burst, BURST as u16);
+        work += self.burst.len();
+        let mut burst = std::mem::take(&mut self.burst);
+        for mbuf in burst.drain(..) {
+            self.counters.rx_frames += 1;
+            self.dispatch(now, mbuf);
+        }
+        self.burst = burst;
+        self.handler.poll(now, &mut self.flows, &mut self.tx);
+        while let Some(frame) = self.link.to_wire.pop() {
+            work += 1;
+            self.tx.push(frame);
+        }
+        self.tx.flush();
+        work
+    }
+
+    fn apply_commands(&mut self, now: Instant) -> usize {
+        let mut n = 0;
+        while let Some(command) = self.link.commands.pop() {
+            n += 1;
+            match command {
+                Command::AddFlow(tuple, flow) => {
+                    // A duplicate tuple keeps the flow already there.
+                    let _ = self.flows.insert(tuple, flow);
+                }
+                Command::RemoveFlow(tuple) => {
+                    self.flows.remove(&tuple);
+                }
+                Command::Packet(mbuf) => match classify_mbuf(&mbuf, &self.address) {
+                    Classified::Tcp(meta) if self.flows.contains(&meta.tuple) => {
+                        self.deliver(now, meta, mbuf);
+                    }
+                    _ => self.counters.stale_packets += 1,
+                },
+            }
+        }
+        n
+    }
+
+    fn dispatch(&mut self, now: Instant, mbuf: Mbuf) {
+        match classify_mbuf(&mbuf, &self.address) {
+            Classified::Tcp(meta) if self.flows.contains(&meta.tuple) => {
+                self.deliver(now, meta, mbuf);
+            }
+            Classified::Tcp(_) | Classified::Arp | Classified::Icmp => self.pass_to_control(mbuf),
+            Classified::Drop(reason) => self.counters.net.record_drop(reason),
+        }
+    }
+
+    fn deliver(&mut self, now: Instant, meta: TcpMeta, mbuf: Mbuf) {
+        if let Some(flow) = self.flows.get_mut(&meta.tuple) {
+            self.counters.to_flows += 1;
+            self.handler.on_packet(now, flow, &meta, mbuf, &mut self.tx);
+        }
+    }
+
+    fn pass_to_control(&mut self, mbuf: Mbuf) {
+        match self.link.to_control.push(mbuf) {
+            Ok(()) => self.counters.to_control += 1,
+            Err(_dropped) => self.counters.control_ring_full += 1,
+        }
+    }
+
+    /// Whether this core owns `tuple`.
+    pub fn owns(&self, tuple: &FourTuple) -> bool {
+        self.flows.contains(tuple)
+    }
+
+    /// The flows this core owns.
+    pub fn flows(&self) -> &FlowTable<H::Flow> {
+        &self.flows
+    }
+
+    /// The protocol handler.
+    pub fn handler(&self) -> &H {
+        &self.handler
+    }
+
+    /// The counters so far.
+    pub fn counters(&self) -> &DataplaneCounters {
+        &self.counters
+    }
+
+    /// The transmit side (its counters).
+    pub fn tx(&self) -> &TxBatch {
+        &self.tx
+    }
+
+    /// Stops cleanly: sends what the device will still take, then frees
+    /// every mbuf this core holds (queued frames, commands, received
+    /// frames) and forgets its flows. Returns how many mbufs were dropped
+    /// unsent.
+    pub fn shutdown(&mut self) -> usize {
+        self.tx.flush();
+        let mut dropped = self.tx.discard_pending();
+        while let Some(command) = self.link.commands.pop() {
+            dropped += usize::from(matches!(command, Command::Packet(_)));
+        }
+        // Bounded: a live link (a tap the kernel keeps writing to) never
+        // runs dry.
+        for _ in 0..SHUTDOWN_RX_BURSTS {
+            self.rx.rx_burst(&mut self.burst, BURST as u16);
+            if self.burst.is_empty() {
+                break;
+            }
+            dropped += self.burst.len();
+            self.burst.clear();
+        }
+        self.flows.drain().for_each(drop);
+        dropped
+    }
+}
+
+fn classify_mbuf(mbuf: &Mbuf, address: &InterfaceAddress) -> Classified {
+    let (ip, tcp) = rx_checksums(mbuf);
+    classify(mbuf.data(), address, ip, tcp)
+}

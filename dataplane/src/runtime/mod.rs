@@ -1,0 +1,171 @@
+//! The poll-mode runtime of `DESIGN.md`: a control core and dataplane
+//! cores, each a struct with `poll()`.
+//!
+//! - [`flow_table`]: the per-core 4-tuple → flow map.
+//! - [`link`]: the rings between the control core and each dataplane core.
+//! - [`tx_batch`]: frames into mbufs, sent in bursts on a core's own queue.
+//! - [`dataplane_core`]: receive, classify, hand to flows, transmit.
+//! - [`control_core`]: ARP/ICMP through the [`Interface`], unknown flows
+//!   and SYNs to the connection set-up handler, hand-over commands.
+//! - [`control_tx`]: the control core's own transmit queue, or dataplane
+//!   core 0's when the device has none to spare.
+//! - [`runner`]: pinned threads ([`Runtime`]) or one stepping thread
+//!   ([`Stepper`]), and clean shutdown.
+//!
+//! [`assemble`] builds the cores over a started port: dataplane core `i`
+//! polls receive queue `i` and sends on transmit queue `i`; the control
+//! core sends on one more transmit queue of its own when the device has
+//! it ([`start_port`] asks for it), through dataplane core 0 otherwise.
+
+pub mod control_core;
+pub mod control_tx;
+pub mod dataplane_core;
+pub mod flow_table;
+pub mod link;
+pub mod runner;
+pub mod tx_batch;
+
+use std::sync::Arc;
+
+pub use control_core::{ControlContext, ControlCore, ControlCounters, ControlHandler};
+pub use control_tx::ControlTx;
+pub use dataplane_core::{DataplaneCore, DataplaneCounters, FlowHandler};
+pub use flow_table::FlowTable;
+pub use link::{Command, CoreLink};
+pub use runner::{Placement, Runtime, Stepper, Stopped};
+pub use tx_batch::{TxBatch, TxCounters};
+
+use crate::device::Device;
+use crate::eal::Eal;
+use crate::error::{Error, Result};
+use crate::mbuf::Mbuf;
+use crate::mempool::Mempool;
+use crate::net::{Interface, InterfaceConfig, RxChecksum};
+use crate::port::{Capabilities, Port, PortConfig, Queues};
+
+/// Drivers that need as many transmit queues as receive queues: DPDK
+/// 22.11's net_tap refuses anything else at configure time ("number of rx
+/// queues must be equal to number of tx queues"), and net_memif pairs
+/// each side's transmit rings with the peer's receive rings.
+const EQUAL_QUEUE_DRIVERS: &[&str] = &["net_tap", "net_memif"];
+
+/// The port configuration for `cores` dataplane cores on a device with
+/// `capabilities`: `cores` receive queues (RSS across them when the device
+/// has it) and `cores + 1` transmit queues, the last for the control core,
+/// when the device has that many (`cores` otherwise).
+pub fn port_config(capabilities: &Capabilities, cores: u16) -> PortConfig {
+    let spare_tx = capabilities.max_tx_queues > cores
+        && !EQUAL_QUEUE_DRIVERS.contains(&capabilities.driver.as_str());
+    PortConfig {
+        rx_queues: cores,
+        tx_queues: cores + u16::from(spare_tx),
+        rss: cores > 1,
+        ..PortConfig::default()
+    }
+}
+
+/// Configures `device` with [`port_config`], receive queues filled from
+/// `pool`, starts it and takes its queues.
+pub fn start_port(
+    eal: &Eal,
+    device: Device,
+    cores: u16,
+    pool: &Arc<Mempool>,
+) -> Result<(Port, Queues)> {
+    let config = port_config(&device.capabilities()?, cores);
+    let mut port = Port::configure(eal, device, &config, std::slice::from_ref(pool))?;
+    port.start()?;
+    let queues = port
+        .take_queues()
+        .ok_or_else(|| Error::InvalidArgument("the port's queues are taken".into()))?;
+    Ok((port, queues))
+}
+
+/// Builds the control core and one dataplane core per handler in
+/// `dataplanes` over `queues`, which must hold as many receive queues as
+/// dataplane cores and as many transmit queues, or one more for the
+/// control core. `pools` holds one mempool
+/// per core (dataplane cores first, the control core last) or a single
+/// pool they share.
+pub fn assemble<C, D>(
+    config: InterfaceConfig,
+    queues: Queues,
+    pools: &[Arc<Mempool>],
+    control: C,
+    dataplanes: Vec<D>,
+) -> Result<(ControlCore<C>, Vec<DataplaneCore<D>>)>
+where
+    C: ControlHandler<Flow = D::Flow>,
+    D: FlowHandler,
+{
+    let cores = dataplanes.len();
+    let own_tx = queues.tx.len() == cores + 1;
+    if cores == 0 || queues.rx.len() != cores || !(own_tx || queues.tx.len() == cores) {
+        return Err(Error::InvalidArgument(format!(
+            "{cores} dataplane cores need {cores} receive queues and {cores} or {} transmit \
+             queues, not {} and {}",
+            cores + 1,
+            queues.rx.len(),
+            queues.tx.len()
+        )));
+    }
+    if pools.len() != 1 && pools.len() != cores + 1 {
+        return Err(Error::InvalidArgument(format!(
+            "{} mempools for {} cores (give one, or one per core)",
+            pools.len(),
+            cores + 1
+        )));
+    }
+    let pool = |i: usize| Arc::clone(&pools[i.min(pools.len() - 1)]);
+    let address = config.address;
+    let mut tx = queues.tx.into_iter();
+    let mut links = Vec::with_capacity(cores);
+    let mut cores_out = Vec::with_capacity(cores);
+    for (i, (rx, handler)) in queues.rx.into_iter().zip(dataplanes).enumerate() {
+        let link = Arc::new(CoreLink::default());
+        let txq = tx.next().expect("length checked above");
+        let batch = TxBatch::new(txq, pool(i));
+        cores_out.push(DataplaneCore::new(
+            rx,
+            batch,
+            address,
+            Arc::clone(&link),
+            handler,
+        ));
+        links.push(link);
+    }
+    let control_tx = match tx.next() {
+        Some(queue) => ControlTx::Queue(TxBatch::new(queue, pool(cores))),
+        None => ControlTx::ViaCore {
+            pool: pool(cores),
+            link: Arc::clone(&links[0]),
+            counters: TxCounters::default(),
+        },
+    };
+    let control = ControlCore::new(Interface::new(config), control_tx, links, control);
+    Ok((control, cores_out))
+}
+
+/// What the device says about a received frame's IPv4 and TCP checksums
+/// (`RTE_MBUF_F_RX_*_CKSUM_*`); `Unknown` makes `net::classify` check them
+/// in software. `NONE` means the device verified the data's integrity
+/// though the field is not filled in, so it counts as good.
+pub(crate) fn rx_checksums(mbuf: &Mbuf) -> (RxChecksum, RxChecksum) {
+    use dpdk_sys as d;
+    let flags = mbuf.ol_flags();
+    let ip = match flags & d::RTE_MBUF_F_RX_IP_CKSUM_MASK {
+        f if f == d::RTE_MBUF_F_RX_IP_CKSUM_GOOD || f == d::RTE_MBUF_F_RX_IP_CKSUM_NONE => {
+            RxChecksum::Good
+        }
+        f if f == d::RTE_MBUF_F_RX_IP_CKSUM_BAD => RxChecksum::Bad,
+        _ => RxChecksum::Unknown,
+    };
+    let tcp = match flags & d::RTE_MBUF_F_RX_L4_CKSUM_MASK {
+        f if f == d::RTE_MBUF_F_RX_L4_CKSUM_GOOD || f == d::RTE_MBUF_F_RX_L4_CKSUM_NONE => {
+            RxChecksum::Good
+        }
+        f if f == d::RTE_MBUF_F_RX_L4_CKSUM_BAD => RxChecksum::Bad,
+        _ => RxChecksum::Unknown,
+    };
+    (ip, tcp)
+}

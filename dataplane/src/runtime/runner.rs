@@ -1,0 +1,217 @@
+//! Running the cores: pinned threads, or stepped from one thread.
+//!
+//! [`Runtime::spawn`] gives the control core and each dataplane core a
+//! thread of its own (pinned to a CPU with `core_affinity` when asked)
+//! that polls until [`Runtime::shutdown`]; [`Stepper`] polls them all in
+//! turn from the caller's thread, deterministically, for tests and
+//! one-core machines. Both end with every core's `shutdown`, which frees
+//! every mbuf it held.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use crate::eal::Eal;
+use crate::error::{Error, Result};
+use crate::runtime::control_core::{ControlCore, ControlHandler};
+use crate::runtime::dataplane_core::{DataplaneCore, FlowHandler};
+
+/// Consecutive idle polls after which a core yields its CPU once. A core
+/// with a CPU of its own loses nothing; on a machine with fewer CPUs than
+/// cores (CI, laptops) the others get to run.
+const IDLE_POLLS_BEFORE_YIELD: u32 = 256;
+
+/// Where the cores' threads run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// Wherever the OS schedules them.
+    Unpinned,
+    /// The control core on CPU `control`, dataplane core `i` on
+    /// `dataplanes[i]` (CPU ids as `core_affinity` numbers them).
+    Pinned {
+        /// The control core's CPU.
+        control: usize,
+        /// Each dataplane core's CPU.
+        dataplanes: Vec<usize>,
+    },
+}
+
+/// The cores after they stopped, for their counters and state.
+pub struct Stopped<C: ControlHandler, D: FlowHandler> {
+    /// The control core.
+    pub control: ControlCore<C>,
+    /// The dataplane cores, in order.
+    pub dataplanes: Vec<DataplaneCore<D>>,
+    /// Mbufs dropped unsent at shutdown, over all cores.
+    pub dropped_at_shutdown: usize,
+}
+
+/// Cores running on threads of their own.
+pub struct Runtime<C: ControlHandler, D: FlowHandler> {
+    stop: Arc<AtomicBool>,
+    control: JoinHandle<ControlCore<C>>,
+    dataplanes: Vec<JoinHandle<DataplaneCore<D>>>,
+}
+
+/// Something a thread can poll.
+trait Poll: Send + 'static {
+    fn poll_once(&mut self, now: Instant) -> usize;
+}
+
+impl<C: ControlHandler + 'static> Poll for ControlCore<C> {
+    fn poll_once(&mut self, now: Instant) -> usize {
+        self.poll(now)
+    }
+}
+
+impl<D: FlowHandler + 'static> Poll for DataplaneCore<D> {
+    fn poll_once(&mut self, now: Instant) -> usize {
+        self.poll(now)
+    }
+}
+
+fn spawn_core<P: Poll>(
+    eal: &'static Eal,
+    name: String,
+    mut core: P,
+    cpu: Option<usize>,
+    stop: Arc<AtomicBool>,
+) -> Result<JoinHandle<P>> {
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(move || {
+            if let Some(id) = cpu {
+                core_affinity::set_for_current(core_affinity::CoreId { id });
+            }
+            let registered = eal.register_current_thread().is_ok();
+            let mut idle = 0u32;
+            while !stop.load(Ordering::Acquire) {
+                if core.poll_once(Instant::now()) == 0 {
+                    idle += 1;
+                    if idle >= IDLE_POLLS_BEFORE_YIELD {
+                        idle = 0;
+                        std::thread::yield_now();
+                    }
+                } else {
+                    idle = 0;
+                }
+            }
+            if registered {
+                eal.unregister_current_thread();
+            }
+            core
+        })
+        .map_err(|e| Error::InvalidArgument(format!("cannot start a core thread: {e}")))
+}
+
+impl<C, D> Runtime<C, D>
+where
+    C: ControlHandler<Flow = D::Flow> + 'static,
+    D: FlowHandler + 'static,
+{
+    /// Starts one thread per core.
+    pub fn spawn(
+        eal: &'static Eal,
+        control: ControlCore<C>,
+        dataplanes: Vec<DataplaneCore<D>>,
+        placement: &Placement,
+    ) -> Result<Self> {
+        let (control_cpu, dataplane_cpus) = match placement {
+            Placement::Unpinned => (None, vec![None; dataplanes.len()]),
+            Placement::Pinned {
+                control,
+                dataplanes: cpus,
+            } => {
+                if cpus.len() != dataplanes.len() {
+                    return Err(Error::InvalidArgument(format!(
+                        "{} CPUs for {} dataplane cores",
+                        cpus.len(),
+                        dataplanes.len()
+                    )));
+                }
+                (Some(*control), cpus.iter().copied().map(Some).collect())
+            }
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut handles = Vec::with_capacity(dataplanes.len());
+        for (index, (core, cpu)) in dataplanes.into_iter().zip(dataplane_cpus).enumerate() {
+            let name = format!("uwarp-dp{index}");
+            handles.push(spawn_core(eal, name, core, cpu, Arc::clone(&stop))?);
+        }
+        let control = spawn_core(
+            eal,
+            "uwarp-ctl".into(),
+            control,
+            control_cpu,
+            Arc::clone(&stop),
+        )?;
+        Ok(Runtime {
+            stop,
+            control,
+            dataplanes: handles,
+        })
+    }
+
+    /// Stops every core, waits for its thread, and shuts it down.
+    pub fn shutdown(self) -> Stopped<C, D> {
+        self.stop.store(true, Ordering::Release);
+        let dataplanes: Vec<_> = self
+            .dataplanes
+            .into_iter()
+            .map(|h| h.join().expect("a dataplane core panicked"))
+            .collect();
+        let control = self.control.join().expect("the control core panicked");
+        finish(control, dataplanes)
+    }
+}
+
+/// Dataplane cores first (they stop feeding the rings), then the control
+/// core, which empties the rings.
+fn finish<C: ControlHandler, D: FlowHandler>(
+    mut control: ControlCore<C>,
+    mut dataplanes: Vec<DataplaneCore<D>>,
+) -> Stopped<C, D> {
+    let mut dropped: usize = dataplanes.iter_mut().map(DataplaneCore::shutdown).sum();
+    dropped += control.shutdown();
+    Stopped {
+        control,
+        dataplanes,
+        dropped_at_shutdown: dropped,
+    }
+}
+
+/// Every core polled in turn from the caller's thread.
+pub struct Stepper<C: ControlHandler, D: FlowHandler> {
+    /// The control core.
+    pub control: ControlCore<C>,
+    /// The dataplane cores.
+    pub dataplanes: Vec<DataplaneCore<D>>,
+}
+
+impl<C, D> Stepper<C, D>
+where
+    C: ControlHandler<Flow = D::Flow>,
+    D: FlowHandler,
+{
+    /// Steps `control` and `dataplanes`.
+    pub fn new(control: ControlCore<C>, dataplanes: Vec<DataplaneCore<D>>) -> Self {
+        Stepper {
+            control,
+            dataplanes,
+        }
+    }
+
+    /// Polls every dataplane core, then the control core, at `now`;
+    /// returns the work done.
+    pub fn step(&mut self, now: Instant) -> usize {
+        let mut work: usize = self.dataplanes.iter_mut().map(|d| d.poll(now)).sum();
+        work += self.control.poll(now);
+        work
+    }
+
+    /// Shuts every core down.
+    pub fn shutdown(self) -> Stopped<C, D> {
+        finish(self.control, self.dataplanes)
+    }
+}
