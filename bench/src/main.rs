@@ -4,7 +4,8 @@
 //! captures: one line (or one JSON object) per MPA startup frame and FPDU.
 //! `uwarp-perf loopback` measures RDMA Write, Read or Send bandwidth and
 //! Send latency with both ends in one process, next to the same workload
-//! over plain kernel TCP.
+//! over plain kernel TCP. `uwarp-perf pollloop` measures the bare DPDK
+//! poll loop in packets per second beside dpdk-testpmd.
 
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
@@ -14,6 +15,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use uwarp_bench::capture::read_capture;
 use uwarp_bench::decode::{decode_streams, CrcMode, DecodeOptions};
 use uwarp_bench::perf::{self, Op, Workload};
+use uwarp_bench::pollloop::{self, Link, PollLoopConfig};
 use uwarp_stack::wire::terminate::LayoutHint;
 
 /// uwarp's perf and diagnostics tool.
@@ -31,6 +33,37 @@ enum Command {
     /// Measure bandwidth and latency with both ends in this process,
     /// beside the same workload over plain kernel TCP.
     Loopback(LoopbackArgs),
+    /// Measure the bare DPDK poll loop (receive, classify, transmit) in
+    /// packets per second, beside dpdk-testpmd's io forwarding.
+    Pollloop(PollLoopArgs),
+}
+
+#[derive(clap::Args)]
+struct PollLoopArgs {
+    /// The link: a net_ring loopback, or net_memif to another process.
+    #[arg(long, value_enum, default_value_t = LinkArg::Ring)]
+    link: LinkArg,
+    /// Seconds measured for each side (after a second of warm-up).
+    #[arg(long, default_value_t = 3)]
+    seconds: u64,
+    /// Frames in flight.
+    #[arg(long, default_value_t = 32)]
+    frames: usize,
+    /// The CPU uwarp's loop runs on.
+    #[arg(long, default_value_t = 1)]
+    cpu: usize,
+    /// One JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Internal: run as the far side of `--link memif` on this socket.
+    #[arg(long, hide = true)]
+    far_side: Option<String>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LinkArg {
+    Ring,
+    Memif,
 }
 
 #[derive(clap::Args)]
@@ -100,6 +133,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Decode(args) => decode(&args),
         Command::Loopback(args) => loopback(&args),
+        Command::Pollloop(args) => pollloop(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -127,6 +161,28 @@ fn loopback(args: &LoopbackArgs) -> Result<(), String> {
         crc: args.crc,
     };
     let report = perf::loopback(&workload)?;
+    if args.json {
+        println!("{}", report.to_json());
+    } else {
+        print!("{}", report.to_text());
+    }
+    Ok(())
+}
+
+fn pollloop(args: &PollLoopArgs) -> Result<(), String> {
+    if let Some(socket) = &args.far_side {
+        return pollloop::run_far_side(socket, args.seconds, args.cpu);
+    }
+    let config = PollLoopConfig {
+        link: match args.link {
+            LinkArg::Ring => Link::Ring,
+            LinkArg::Memif => Link::Memif,
+        },
+        seconds: args.seconds,
+        frames: args.frames,
+        cpu: args.cpu,
+    };
+    let report = pollloop::run(&config)?;
     if args.json {
         println!("{}", report.to_json());
     } else {

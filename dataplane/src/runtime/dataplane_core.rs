@@ -127,8 +127,10 @@ impl<H: FlowHandler> DataplaneCore<H> {
                     self.flows.remove(&tuple);
                 }
                 Command::Packet(mbuf) => match classify_mbuf(&mbuf, &self.address) {
-                    Classified::Tcp(meta) if self.flows.contains(&meta.tuple) => {
-                        self.deliver(now, meta, mbuf);
+                    Classified::Tcp(meta) => {
+                        if let Err(_stale) = self.deliver(now, meta, mbuf) {
+                            self.counters.stale_packets += 1;
+                        }
                     }
                     _ => self.counters.stale_packets += 1,
                 },
@@ -139,19 +141,25 @@ impl<H: FlowHandler> DataplaneCore<H> {
 
     fn dispatch(&mut self, now: Instant, mbuf: Mbuf) {
         match classify_mbuf(&mbuf, &self.address) {
-            Classified::Tcp(meta) if self.flows.contains(&meta.tuple) => {
-                self.deliver(now, meta, mbuf);
+            Classified::Tcp(meta) => {
+                if let Err(unowned) = self.deliver(now, meta, mbuf) {
+                    self.pass_to_control(unowned);
+                }
             }
-            Classified::Tcp(_) | Classified::Arp | Classified::Icmp => self.pass_to_control(mbuf),
+            Classified::Arp | Classified::Icmp => self.pass_to_control(mbuf),
             Classified::Drop(reason) => self.counters.net.record_drop(reason),
         }
     }
 
-    fn deliver(&mut self, now: Instant, meta: TcpMeta, mbuf: Mbuf) {
-        if let Some(flow) = self.flows.get_mut(&meta.tuple) {
-            self.counters.to_flows += 1;
-            self.handler.on_packet(now, flow, &meta, mbuf, &mut self.tx);
-        }
+    /// Hands `mbuf` to its flow (one hash lookup); gives it back when this
+    /// core does not own the flow.
+    fn deliver(&mut self, now: Instant, meta: TcpMeta, mbuf: Mbuf) -> Result<(), Mbuf> {
+        let Some(flow) = self.flows.get_mut(&meta.tuple) else {
+            return Err(mbuf);
+        };
+        self.counters.to_flows += 1;
+        self.handler.on_packet(now, flow, &meta, mbuf, &mut self.tx);
+        Ok(())
     }
 
     fn pass_to_control(&mut self, mbuf: Mbuf) {
