@@ -9,6 +9,10 @@ use std::time::Duration;
 /// The testpmd binary Debian's `dpdk-dev` package installs.
 pub const TESTPMD: &str = "dpdk-testpmd";
 
+/// How many all-zero reports [`Testpmd::rates`] waits through for traffic
+/// to start.
+pub const START_REPORTS: usize = 15;
+
 /// A running testpmd forwarding between (or on) its ports.
 pub struct Testpmd {
     child: Child,
@@ -71,11 +75,14 @@ impl Testpmd {
     }
 
     /// The receive rates (packets/s) testpmd prints for its port, one
-    /// per second, for `seconds` seconds after skipping `warmup` reports;
-    /// fewer if testpmd stops printing. (Every run here has testpmd on one
-    /// port.)
+    /// per second: the first `seconds` after skipping `warmup` reports and
+    /// every report before traffic starts (testpmd prints zeros while it
+    /// waits for a memif peer, for up to [`START_REPORTS`] reports); fewer
+    /// if testpmd stops printing. (Every run here has testpmd on one port.)
     pub fn rates(&self, warmup: usize, seconds: usize) -> Vec<u64> {
         std::iter::from_fn(|| self.rates.recv_timeout(Duration::from_secs(5)).ok())
+            .take(START_REPORTS + warmup + seconds)
+            .skip_while(|&pps| pps == 0)
             .skip(warmup)
             .take(seconds)
             .collect()
