@@ -23,5 +23,6 @@ pub mod ddp;
 pub mod mem;
 pub mod mpa;
 pub mod rdmap;
+pub mod tcp;
 pub mod verbs;
 pub mod wire;

@@ -1,0 +1,448 @@
+//! Segment arrival (RFC 9293 section 3.10.7) with the protections of RFC
+//! 5961 (sections 3-5: RST and SYN challenge ACKs, the ACK range check)
+//! and RFC 7323 (PAWS, TS.Recent), ACK processing with RFC 5681 duplicate
+//! ACKs, RFC 6582 NewReno recovery and RFC 6675 SACK loss marking, and the
+//! hand-off of text to the consumer.
+
+use super::{Connection, Event, Negotiated, State};
+use crate::tcp::congestion::NewReno;
+use crate::tcp::flight::DUP_THRESH;
+use crate::tcp::recv::Consumer;
+use crate::tcp::seq::Seq;
+use crate::tcp::time::{Duration, Instant};
+use crate::tcp::timer::TimerKind;
+use smoltcp::wire::{TcpControl, TcpRepr};
+
+/// Duplicate ACKs kept owed at most; more add nothing to fast retransmit.
+const MAX_DUP_ACKS_OWED: u32 = 8;
+
+/// RFC 7323 section 5.5: TS.Recent older than this is invalid.
+const PAWS_IDLE: Duration = Duration::from_secs(24 * 24 * 3600);
+
+impl Connection {
+    /// Records the peer's SYN: its ISN, options and window.
+    pub(super) fn accept_syn(&mut self, now: Instant, syn: &TcpRepr<'_>) {
+        self.irs = syn.seq_number.into();
+        self.opts = Negotiated::agree(&self.config, syn);
+        self.snd_wnd = u64::from(syn.window_len);
+        self.max_snd_wnd = self.snd_wnd;
+        self.snd_wl1 = self.irs;
+        self.snd_wl2 = syn.ack_number.map_or(self.iss, Seq::from);
+        self.ts_recent = syn.timestamp.map(|ts| (ts.tsval, now));
+        self.last_ack_sent = self.irs + 1;
+        // The initial window counts segments of the negotiated size.
+        self.cc = NewReno::new(self.emss() as u32, self.config.initial_window);
+    }
+
+    /// Our SYN was acknowledged.
+    fn syn_acknowledged(&mut self, now: Instant, seg: &TcpRepr<'_>) {
+        self.syn_acked = true;
+        if self.syn_transmissions == 1 {
+            self.rtt.sample(now.saturating_since(self.syn_sent_at));
+        } else {
+            self.sample_timestamp_echo(now, seg);
+        }
+        self.timers.cancel(TimerKind::Retransmit);
+        self.state = if self.fin_queued {
+            State::FinWait1
+        } else {
+            State::Established
+        };
+        self.half_open = None;
+        self.events.push_back(Event::Established);
+        if let Some(keep_alive) = self.config.keep_alive {
+            self.timers.set(TimerKind::KeepAlive, now + keep_alive.idle);
+        }
+    }
+
+    /// RFC 9293 section 3.10.7.3.
+    pub(super) fn on_syn_sent<C: Consumer + ?Sized>(
+        &mut self,
+        now: Instant,
+        seg: &TcpRepr<'_>,
+        consumer: &mut C,
+    ) {
+        let ack = seg.ack_number.map(Seq::from);
+        let ack_ok = ack.map(|ack| ack == self.iss + 1);
+        if ack_ok == Some(false) {
+            if seg.control != TcpControl::Rst {
+                self.pending_rst = ack.map(|ack| (ack, None));
+            }
+            return;
+        }
+        if seg.control == TcpControl::Rst {
+            if ack_ok == Some(true) {
+                self.terminate(Some(Event::Reset));
+            }
+            return;
+        }
+        if seg.control != TcpControl::Syn {
+            return;
+        }
+        self.accept_syn(now, seg);
+        self.last_heard = now;
+        if ack_ok == Some(true) {
+            self.syn_acknowledged(now, seg);
+            self.send_ack = true;
+            if !seg.payload.is_empty() {
+                self.process_text(now, self.irs + 1, seg.payload, false, consumer);
+            }
+        } else {
+            self.state = State::SynReceived;
+            self.send_syn = true;
+        }
+    }
+
+    /// RFC 9293 section 3.10.7.4, for SYN-RECEIVED and every later state.
+    pub(super) fn on_synchronized<C: Consumer + ?Sized>(
+        &mut self,
+        now: Instant,
+        seg: &TcpRepr<'_>,
+        consumer: &mut C,
+    ) {
+        let mut seq = Seq::from(seg.seq_number);
+        let mut syn = seg.control == TcpControl::Syn;
+        let rst = seg.control == TcpControl::Rst;
+        let fin = seg.control == TcpControl::Fin;
+        let ack = seg.ack_number.map(Seq::from);
+
+        if self.state == State::SynReceived && syn && seq == self.irs {
+            if ack != Some(self.iss + 1) {
+                // The peer's SYN again: our SYN-ACK was lost.
+                self.send_syn = true;
+                return;
+            }
+            // A SYN-ACK after a simultaneous open: its ACK completes ours.
+            seq = seq + 1;
+            syn = false;
+        }
+        if self.paws_rejects(now, seg) {
+            self.stats.paws_rejected += 1;
+            self.send_ack |= !rst;
+            return;
+        }
+        let len = seg.payload.len() + usize::from(syn) + usize::from(fin);
+        if !self.acceptable(seq, len) {
+            self.stats.unacceptable += 1;
+            self.send_ack |= !rst;
+            if self.state == State::TimeWait && fin {
+                self.timers
+                    .set(TimerKind::TimeWait, now + self.config.time_wait);
+            }
+            return;
+        }
+        if rst {
+            if seq == self.rcv_nxt() {
+                self.terminate(Some(Event::Reset));
+            } else {
+                self.challenge_ack(now);
+            }
+            return;
+        }
+        if syn {
+            self.challenge_ack(now);
+            return;
+        }
+        let Some(ack) = ack else {
+            return;
+        };
+        if self.state == State::SynReceived {
+            if ack != self.iss + 1 {
+                self.pending_rst = Some((ack, None));
+                return;
+            }
+            self.syn_acknowledged(now, seg);
+            self.snd_wnd = self.peer_window(seg);
+            self.snd_wl1 = seq;
+            self.snd_wl2 = ack;
+        }
+        if !self.process_ack(now, seq, ack, seg) {
+            return;
+        }
+        self.last_heard = now;
+        self.keepalive_sent = 0;
+        self.update_ts_recent(now, seq, seg);
+        if matches!(
+            self.state,
+            State::Established | State::FinWait1 | State::FinWait2
+        ) && (!seg.payload.is_empty() || fin)
+        {
+            self.process_text(now, seq, seg.payload, fin, consumer);
+        }
+    }
+
+    /// The window `seg` advertises; never scaled in a SYN (RFC 7323
+    /// section 2.2), as in the SYN-ACK of a simultaneous open.
+    fn peer_window(&self, seg: &TcpRepr<'_>) -> u64 {
+        let window = u64::from(seg.window_len);
+        if seg.control == TcpControl::Syn {
+            window
+        } else {
+            window << self.opts.snd_scale
+        }
+    }
+
+    /// RFC 7323 section 5.3 R1: a timestamp older than TS.Recent.
+    fn paws_rejects(&mut self, now: Instant, seg: &TcpRepr<'_>) -> bool {
+        if !self.opts.timestamps || seg.control == TcpControl::Rst {
+            return false;
+        }
+        let (Some(ts), Some((recent, at))) = (seg.timestamp, self.ts_recent) else {
+            return false;
+        };
+        if (ts.tsval.wrapping_sub(recent) as i32) >= 0 {
+            return false;
+        }
+        if now.saturating_since(at) > PAWS_IDLE {
+            self.ts_recent = None;
+            return false;
+        }
+        true
+    }
+
+    /// RFC 7323 section 4.3: TS.Recent follows segments that do not leave
+    /// a gap before Last.ACK.sent.
+    fn update_ts_recent(&mut self, now: Instant, seq: Seq, seg: &TcpRepr<'_>) {
+        let Some(ts) = seg.timestamp.filter(|_| self.opts.timestamps) else {
+            return;
+        };
+        let newer = self
+            .ts_recent
+            .is_none_or(|(recent, _)| (ts.tsval.wrapping_sub(recent) as i32) >= 0);
+        if newer && seq.le(self.last_ack_sent) {
+            self.ts_recent = Some((ts.tsval, now));
+        }
+    }
+
+    /// The segment acceptability test of RFC 9293 section 3.10.7.4, with
+    /// its allowance for ACKs at RCV.NXT when the window is zero.
+    fn acceptable(&self, seq: Seq, len: usize) -> bool {
+        let nxt = self.rcv_nxt();
+        let wnd = self.recv.window().min(u64::from(u32::MAX / 2)) as u32;
+        let in_window = |s: Seq| nxt.le(s) && s.lt(nxt + wnd);
+        match (len, wnd) {
+            (_, 0) => seq == nxt,
+            (0, _) => in_window(seq),
+            _ => in_window(seq) || in_window(seq + (len as u32 - 1)),
+        }
+    }
+
+    /// RFC 5961 section 7: challenge ACKs, at most a configured number per
+    /// second.
+    fn challenge_ack(&mut self, now: Instant) {
+        let (start, count) = &mut self.challenge_window;
+        if now.saturating_since(*start) >= Duration::from_secs(1) {
+            *start = now;
+            *count = 0;
+        }
+        if *count < self.config.challenge_ack_limit {
+            *count += 1;
+            self.send_ack = true;
+            self.stats.challenge_acks += 1;
+        }
+    }
+
+    /// The ACK field (RFC 9293 section 3.10.7.4 fifth check, RFC 5961
+    /// section 5.2). Returns false when the segment is to be dropped.
+    fn process_ack(&mut self, now: Instant, seq: Seq, ack: Seq, seg: &TcpRepr<'_>) -> bool {
+        let una = self.una_seqpos();
+        let nxt = self.nxt_seqpos();
+        let advance = ack.diff(self.seq_of(una));
+        if advance > (nxt - una) as i64 || advance < -(self.max_snd_wnd as i64) {
+            self.stats.unacceptable += 1;
+            self.send_ack = true;
+            return false;
+        }
+        if advance < 0 {
+            return true;
+        }
+        let mut window_changed = false;
+        if self.snd_wl1.lt(seq) || (self.snd_wl1 == seq && self.snd_wl2.le(ack)) {
+            let wnd = self.peer_window(seg);
+            window_changed = wnd != self.snd_wnd;
+            self.snd_wnd = wnd;
+            self.max_snd_wnd = self.max_snd_wnd.max(wnd);
+            self.snd_wl1 = seq;
+            self.snd_wl2 = ack;
+            if window_changed {
+                self.persist_probes = 0;
+                self.timers.cancel(TimerKind::Persist);
+            }
+        }
+        if self.opts.sack {
+            self.apply_sack(seg);
+        }
+        let ack_pos = una + advance as u64;
+        if advance > 0 {
+            self.on_new_ack(now, ack_pos, seg);
+        } else if !self.flight.is_empty()
+            && seg.payload.is_empty()
+            && seg.control.len() == 0
+            && !window_changed
+        {
+            self.on_dup_ack();
+        }
+        if self.opts.sack && self.flight.mark_lost_by_sack() && self.recover.is_none() {
+            self.enter_recovery();
+        }
+        true
+    }
+
+    /// Marks segments the peer reports in SACK blocks (RFC 2018 section 5;
+    /// blocks outside SND.UNA..SND.NXT are ignored).
+    fn apply_sack(&mut self, seg: &TcpRepr<'_>) {
+        let una = self.una_seqpos();
+        let anchor = self.seq_of(una);
+        let nxt = self.nxt_seqpos() as i64 - una as i64;
+        for (left, right) in seg.sack_ranges.iter().flatten() {
+            let start = Seq(*left).diff(anchor);
+            let end = Seq(*right).diff(anchor);
+            if 0 < start && start < end && end <= nxt {
+                self.flight.apply_sack(una + start as u64..una + end as u64);
+            }
+        }
+    }
+
+    /// New data acknowledged up to `ack_pos`.
+    fn on_new_ack(&mut self, now: Instant, ack_pos: u64, seg: &TcpRepr<'_>) {
+        let acked = self.flight.acknowledge(ack_pos);
+        let data_end = self.send.end();
+        self.send.release(ack_pos.min(data_end));
+        if self.fin_sent && ack_pos > data_end {
+            self.fin_acked = true;
+        }
+        if let Some(sent_at) = acked.rtt_from {
+            self.rtt.sample(now.saturating_since(sent_at));
+        } else {
+            self.sample_timestamp_echo(now, seg);
+        }
+        self.retries = 0;
+        let acked_octets = acked.octets.min(u64::from(u32::MAX)) as u32;
+        match self.recover {
+            Some(recover) if ack_pos >= recover => {
+                self.cc.exit_recovery(self.flight_size());
+                self.recover = None;
+            }
+            Some(_) => {
+                // NewReno resends the next hole at once; with SACK the
+                // scoreboard decides, unless that hole was never resent.
+                if !self.opts.sack {
+                    self.cc.partial_ack(acked_octets);
+                }
+                self.flight.mark_first_lost(!self.opts.sack);
+            }
+            None => self.cc.on_ack(acked_octets),
+        }
+        self.dupacks = 0;
+        if self.flight.is_empty() {
+            self.timers.cancel(TimerKind::Retransmit);
+        } else {
+            self.timers.set(TimerKind::Retransmit, now + self.rtt.rto());
+        }
+        if self.fin_acked {
+            match self.state {
+                State::FinWait1 => self.state = State::FinWait2,
+                State::Closing => self.enter_time_wait(now),
+                State::LastAck => self.terminate(Some(Event::Closed)),
+                _ => {}
+            }
+        }
+    }
+
+    /// An RTT sample from the echoed timestamp (RFC 7323 section 4), which
+    /// stays valid when the acknowledged segment was resent.
+    fn sample_timestamp_echo(&mut self, now: Instant, seg: &TcpRepr<'_>) {
+        let Some(echo) = seg
+            .timestamp
+            .filter(|ts| self.opts.timestamps && ts.tsecr != 0)
+        else {
+            return;
+        };
+        let ticks = self.timestamp_now(now).wrapping_sub(echo.tsecr);
+        self.rtt.sample(Duration(
+            u64::from(ticks) * self.config.timestamp_tick.micros(),
+        ));
+    }
+
+    /// A duplicate ACK (RFC 5681 section 3.2).
+    fn on_dup_ack(&mut self) {
+        self.dupacks += 1;
+        if self.recover.is_some() {
+            if !self.opts.sack {
+                self.cc.inflate();
+            }
+        } else if self.dupacks as usize >= DUP_THRESH {
+            self.enter_recovery();
+        }
+    }
+
+    /// Fast retransmit and the start of fast recovery.
+    fn enter_recovery(&mut self) {
+        self.recover = Some(self.nxt_seqpos());
+        self.rescued = false;
+        self.cc.enter_recovery(self.flight_size(), self.opts.sack);
+        self.flight.mark_first_lost(false);
+        self.stats.fast_recoveries += 1;
+    }
+
+    /// Segment text and FIN (RFC 9293 section 3.10.7.4, seventh and eighth
+    /// steps), with the ACK policy of RFC 5681 section 4.2.
+    fn process_text<C: Consumer + ?Sized>(
+        &mut self,
+        now: Instant,
+        seq: Seq,
+        payload: &[u8],
+        fin: bool,
+        consumer: &mut C,
+    ) {
+        let left = self.recv.next_position();
+        let offset = seq.diff(self.rcv_nxt());
+        let skip = offset.min(0).unsigned_abs() as usize;
+        let data = payload.get(skip..).unwrap_or_default();
+        let pos = left.saturating_add_signed(offset.max(0));
+        let had_fin = self.recv.fin_received();
+        let arrival = self.recv.receive(pos, data, fin, consumer);
+        self.stats.duplicate_octets +=
+            payload.len() as u64 - arrival.new - arrival.declined_dropped;
+        self.stats.declined_dropped += arrival.declined_dropped;
+        let filled_gap = arrival.advanced && self.recv.left_edge() > pos + data.len() as u64;
+        if !data.is_empty() && !arrival.advanced {
+            self.dup_acks_owed = (self.dup_acks_owed + 1).min(MAX_DUP_ACKS_OWED);
+        } else if arrival.out_of_order || filled_gap || arrival.new < payload.len() as u64 || fin {
+            self.send_ack = true;
+        } else {
+            self.unacked_segments += 1;
+            if self.unacked_segments >= 2 {
+                self.send_ack = true;
+            } else {
+                self.timers
+                    .set_if_idle(TimerKind::DelayedAck, now + self.config.ack_delay);
+            }
+        }
+        if !had_fin && self.recv.fin_received() {
+            self.on_peer_fin(now);
+        }
+    }
+
+    /// The peer's FIN arrived in order.
+    fn on_peer_fin(&mut self, now: Instant) {
+        self.events.push_back(Event::PeerClosed);
+        self.send_ack = true;
+        match self.state {
+            State::Established => self.state = State::CloseWait,
+            State::FinWait1 => self.state = State::Closing,
+            State::FinWait2 => self.enter_time_wait(now),
+            _ => {}
+        }
+    }
+
+    /// Both FINs are acknowledged: TIME-WAIT for 2 MSL.
+    pub(super) fn enter_time_wait(&mut self, now: Instant) {
+        self.state = State::TimeWait;
+        self.timers.clear();
+        self.timers
+            .set(TimerKind::TimeWait, now + self.config.time_wait);
+        self.half_open = None;
+        self.events.push_back(Event::Closed);
+    }
+}

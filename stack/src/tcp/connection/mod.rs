@@ -1,0 +1,633 @@
+//! One TCP connection, sans-IO: the RFC 9293 state machine (section 3.3.2)
+//! with its send and receive halves, options negotiated on the SYN (MSS,
+//! RFC 7323 window scale and timestamps, RFC 2018 SACK-permitted), and the
+//! calls a dataplane drives it with.
+//!
+//! - [`Connection::on_segment`] takes a parsed segment (see
+//!   [`super::segment::parse`]) and hands new data to a [`Consumer`].
+//! - [`Connection::poll_transmit`] gives the next segment to send, until
+//!   `None`; call it after every input and timer.
+//! - [`Connection::poll_at`] is the next deadline; at or after it call
+//!   [`Connection::on_timer`].
+//! - [`Connection::poll_event`] reports establishment, the peer's FIN,
+//!   resets, time-outs and a clean close.
+//!
+//! `input.rs` processes arriving segments (RFC 9293 section 3.10.7, RFC
+//! 5961, RFC 7323 PAWS, RFC 5681/6582/6675 loss detection), `output.rs`
+//! builds segments (RFC 5044 A.1 segmentation, Nagle, SACK options) and
+//! `timers.rs` handles expiries.
+
+mod input;
+mod output;
+mod timers;
+
+use super::config::Config;
+use super::congestion::NewReno;
+use super::flight::Flight;
+use super::recv::{Consumer, Receiver, WindowPolicy};
+use super::rtt::RttEstimator;
+use super::send_queue::{QueueFull, SendQueue};
+use super::seq::Seq;
+use super::time::{Duration, Instant};
+use super::timer::Timers;
+use smoltcp::wire::{Ipv4Address, TcpRepr};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// An IPv4 address and a port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Endpoint {
+    /// The address.
+    pub addr: Ipv4Address,
+    /// The port.
+    pub port: u16,
+}
+
+impl Endpoint {
+    /// The endpoint `addr:port`.
+    pub const fn new(addr: Ipv4Address, port: u16) -> Self {
+        Endpoint { addr, port }
+    }
+}
+
+/// Connection states (RFC 9293 section 3.3.2); LISTEN is the
+/// [`super::listener::Listener`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// No connection (never opened, reset, timed out, or past TIME-WAIT).
+    Closed,
+    /// Our SYN is out, waiting for the peer's.
+    SynSent,
+    /// Both SYNs seen, ours not yet acknowledged.
+    SynReceived,
+    /// Data flows both ways.
+    Established,
+    /// We closed; our FIN is not yet acknowledged.
+    FinWait1,
+    /// We closed and our FIN is acknowledged; the peer may still send.
+    FinWait2,
+    /// The peer closed; we may still send.
+    CloseWait,
+    /// Both closed at once; our FIN is not yet acknowledged.
+    Closing,
+    /// The peer closed, then we did; our FIN is not yet acknowledged.
+    LastAck,
+    /// Both closed; waiting 2 MSL for stray segments.
+    TimeWait,
+}
+
+/// Something the application or dataplane should know about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// The three-way handshake completed.
+    Established,
+    /// The peer's FIN arrived: all its data has arrived.
+    PeerClosed,
+    /// The peer reset the connection.
+    Reset,
+    /// Retransmissions or keep-alive probes went unanswered.
+    TimedOut,
+    /// Both directions closed cleanly (TIME-WAIT or CLOSED follows).
+    Closed,
+}
+
+/// Counters of one connection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Segments emitted.
+    pub segments_sent: u64,
+    /// Segments given to `on_segment`.
+    pub segments_received: u64,
+    /// Segments resent (timeout, fast retransmit, SACK recovery).
+    pub retransmissions: u64,
+    /// Retransmission timer expiries.
+    pub timeouts: u64,
+    /// Fast recovery episodes entered.
+    pub fast_recoveries: u64,
+    /// Records split across segments (RFC 5044 A.1 exceptions).
+    pub records_split: u64,
+    /// Data segments that started inside a record: after a split, or when
+    /// the peer acknowledged part of a segment.
+    pub unaligned_segments: u64,
+    /// Challenge ACKs sent (RFC 5961).
+    pub challenge_acks: u64,
+    /// Segments failing the sequence or ACK checks.
+    pub unacceptable: u64,
+    /// Segments rejected by PAWS (RFC 7323 section 5).
+    pub paws_rejected: u64,
+    /// Received octets that were not new (or beyond the window).
+    pub duplicate_octets: u64,
+    /// Octets the consumer declined and the reassembly buffer could not
+    /// hold; they count as not received.
+    pub declined_dropped: u64,
+    /// Zero-window probes sent.
+    pub window_probes: u64,
+    /// Keep-alive probes sent.
+    pub keepalive_probes: u64,
+}
+
+/// Why a record or data could not be queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendError {
+    /// The connection no longer sends (closed, or close() was called).
+    Closed,
+    /// Not enough room in the send queue.
+    Full,
+}
+
+impl From<QueueFull> for SendError {
+    fn from(_: QueueFull) -> Self {
+        SendError::Full
+    }
+}
+
+/// Options both SYNs agreed on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Negotiated {
+    peer_mss: u16,
+    /// Window scaling in use: shifts for the peer's windows and ours.
+    scaling: bool,
+    snd_scale: u8,
+    rcv_scale: u8,
+    sack: bool,
+    timestamps: bool,
+}
+
+/// RFC 9293 section 3.7.1: the MSS to assume without the option.
+const DEFAULT_PEER_MSS: u16 = 536;
+/// The smallest MSS the engine works with, whatever the peer says.
+const MIN_MSS: u16 = 64;
+/// Octets a timestamp option takes in every segment (with padding).
+const TIMESTAMP_OPTION_LEN: usize = 12;
+
+impl Negotiated {
+    /// What our SYN offers, before the peer answers.
+    fn offer(config: &Config) -> Self {
+        Negotiated {
+            peer_mss: DEFAULT_PEER_MSS,
+            scaling: true,
+            snd_scale: 0,
+            rcv_scale: config.window_scale.min(14),
+            sack: config.sack,
+            timestamps: config.timestamps,
+        }
+    }
+
+    /// What is in use once the peer's SYN arrived.
+    fn agree(config: &Config, syn: &TcpRepr<'_>) -> Self {
+        let scaling = syn.window_scale.is_some();
+        Negotiated {
+            peer_mss: syn.max_seg_size.unwrap_or(DEFAULT_PEER_MSS).max(MIN_MSS),
+            scaling,
+            snd_scale: if scaling {
+                syn.window_scale.unwrap_or(0).min(14)
+            } else {
+                0
+            },
+            rcv_scale: if scaling {
+                config.window_scale.min(14)
+            } else {
+                0
+            },
+            sack: config.sack && syn.sack_permitted,
+            timestamps: config.timestamps && syn.timestamp.is_some(),
+        }
+    }
+}
+
+/// Releases a listener's half-open slot when the handshake ends either way.
+#[derive(Debug)]
+pub(crate) struct HalfOpenSlot(Arc<AtomicUsize>);
+
+impl HalfOpenSlot {
+    /// Takes a slot from `count`.
+    pub(crate) fn take(count: &Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::AcqRel);
+        HalfOpenSlot(Arc::clone(count))
+    }
+}
+
+impl Drop for HalfOpenSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// One TCP connection.
+#[derive(Debug)]
+pub struct Connection {
+    config: Config,
+    local: Endpoint,
+    remote: Endpoint,
+    state: State,
+    opts: Negotiated,
+    local_mss: u16,
+    nagle: bool,
+
+    iss: Seq,
+    syn_acked: bool,
+    syn_transmissions: u32,
+    syn_sent_at: Instant,
+    send: SendQueue,
+    flight: Flight,
+    /// Position of the next new data octet (SND.NXT without the FIN).
+    snd_nxt: u64,
+    fin_queued: bool,
+    fin_sent: bool,
+    fin_acked: bool,
+    snd_wnd: u64,
+    max_snd_wnd: u64,
+    snd_wl1: Seq,
+    snd_wl2: Seq,
+    cc: NewReno,
+    rtt: RttEstimator,
+    /// RFC 6582 `recover`, while in fast recovery.
+    recover: Option<u64>,
+    /// The RFC 6675 rescue retransmission of this recovery went out.
+    rescued: bool,
+    dupacks: u32,
+    retries: u32,
+    /// The peer's window stayed below the next record: split it.
+    force_split: bool,
+    persist_probes: u32,
+
+    irs: Seq,
+    recv: Receiver,
+    ts_recent: Option<(u32, Instant)>,
+    last_ack_sent: Seq,
+    unacked_segments: u32,
+
+    send_syn: bool,
+    send_ack: bool,
+    /// Duplicate ACKs owed for out-of-order segments, one each (RFC 5681
+    /// section 4.2), even when the caller polls once for several.
+    dup_acks_owed: u32,
+    send_probe: bool,
+    pending_rst: Option<(Seq, Option<Seq>)>,
+
+    timers: Timers,
+    keepalive_sent: u32,
+    last_heard: Instant,
+    challenge_window: (Instant, u32),
+    events: VecDeque<Event>,
+    half_open: Option<HalfOpenSlot>,
+    stats: Stats,
+}
+
+impl Connection {
+    fn new(config: Config, local: Endpoint, remote: Endpoint, iss: Seq, now: Instant) -> Self {
+        let opts = Negotiated::offer(&config);
+        let local_mss = config.mss.max(MIN_MSS);
+        let smss = u32::from(local_mss.min(opts.peer_mss));
+        Connection {
+            send: SendQueue::new(config.send_buffer),
+            recv: Receiver::new(config.recv_buffer, config.max_ooo_ranges),
+            cc: NewReno::new(smss, config.initial_window),
+            rtt: RttEstimator::new(config.rto_initial, config.rto_min, config.rto_max),
+            nagle: config.nagle,
+            local,
+            remote,
+            state: State::Closed,
+            opts,
+            local_mss,
+            iss,
+            syn_acked: false,
+            syn_transmissions: 0,
+            syn_sent_at: now,
+            flight: Flight::default(),
+            snd_nxt: 0,
+            fin_queued: false,
+            fin_sent: false,
+            fin_acked: false,
+            snd_wnd: 0,
+            max_snd_wnd: 0,
+            snd_wl1: Seq(0),
+            snd_wl2: iss,
+            recover: None,
+            rescued: false,
+            dupacks: 0,
+            retries: 0,
+            force_split: false,
+            persist_probes: 0,
+            irs: Seq(0),
+            ts_recent: None,
+            last_ack_sent: Seq(0),
+            unacked_segments: 0,
+            send_syn: false,
+            send_ack: false,
+            dup_acks_owed: 0,
+            send_probe: false,
+            pending_rst: None,
+            timers: Timers::default(),
+            keepalive_sent: 0,
+            last_heard: now,
+            challenge_window: (now, 0),
+            events: VecDeque::new(),
+            half_open: None,
+            stats: Stats::default(),
+            config,
+        }
+    }
+
+    /// Active open: a connection in SYN-SENT whose SYN carries `isn`
+    /// (chosen by the caller, e.g. with [`super::isn::IsnGenerator`]).
+    pub fn connect(
+        config: Config,
+        local: Endpoint,
+        remote: Endpoint,
+        isn: Seq,
+        now: Instant,
+    ) -> Self {
+        let mut conn = Connection::new(config, local, remote, isn, now);
+        conn.state = State::SynSent;
+        conn.send_syn = true;
+        conn
+    }
+
+    /// Passive open: a connection in SYN-RECEIVED answering `syn`, a SYN
+    /// the caller received from `remote` for `local`.
+    pub fn accept(
+        config: Config,
+        local: Endpoint,
+        remote: Endpoint,
+        isn: Seq,
+        now: Instant,
+        syn: &TcpRepr<'_>,
+    ) -> Self {
+        let mut conn = Connection::new(config, local, remote, isn, now);
+        conn.accept_syn(now, syn);
+        conn.state = State::SynReceived;
+        conn.send_syn = true;
+        conn
+    }
+
+    pub(crate) fn hold_half_open_slot(&mut self, slot: HalfOpenSlot) {
+        self.half_open = Some(slot);
+    }
+
+    /// The local endpoint.
+    pub fn local(&self) -> Endpoint {
+        self.local
+    }
+
+    /// The remote endpoint.
+    pub fn remote(&self) -> Endpoint {
+        self.remote
+    }
+
+    /// The current state.
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The next event, oldest first.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// The effective send MSS (RFC 1122 section 4.2.2.6, RFC 5044 A.1):
+    /// the smaller of our MSS and the peer's, less the timestamp option.
+    /// MPA sizes its FPDUs (MULPDU) from it.
+    pub fn emss(&self) -> usize {
+        let mss = usize::from(self.local_mss.min(self.opts.peer_mss));
+        let options = if self.opts.timestamps {
+            TIMESTAMP_OPTION_LEN
+        } else {
+            0
+        };
+        mss - options
+    }
+
+    /// Lowers our MSS after a path MTU change (never above the configured
+    /// one). Records queued for the larger EMSS are then split, counted in
+    /// [`Stats::records_split`].
+    pub fn set_mss(&mut self, mss: u16) {
+        self.local_mss = mss.clamp(MIN_MSS, self.config.mss.max(MIN_MSS));
+        self.cc.set_smss(self.emss() as u32);
+    }
+
+    /// Turns Nagle's algorithm on or off (off is TCP_NODELAY, RFC 5044
+    /// A.2).
+    pub fn set_nagle(&mut self, on: bool) {
+        self.nagle = on;
+    }
+
+    /// Sets who decides the advertised receive window.
+    pub fn set_window_policy(&mut self, policy: WindowPolicy) {
+        self.recv.set_policy(policy);
+        self.window_may_have_opened();
+    }
+
+    /// The smoothed RTT, once measured.
+    pub fn srtt(&self) -> Option<Duration> {
+        self.rtt.srtt()
+    }
+
+    /// The current retransmission timeout.
+    pub fn rto(&self) -> Duration {
+        self.rtt.rto()
+    }
+
+    /// The congestion window in octets.
+    pub fn cwnd(&self) -> u32 {
+        self.cc.cwnd()
+    }
+
+    /// The slow start threshold in octets.
+    pub fn ssthresh(&self) -> u32 {
+        self.cc.ssthresh()
+    }
+
+    fn accepts_data(&self) -> bool {
+        !self.fin_queued
+            && matches!(
+                self.state,
+                State::SynSent | State::SynReceived | State::Established | State::CloseWait
+            )
+    }
+
+    /// Room in the send queue.
+    pub fn send_capacity(&self) -> usize {
+        if self.accepts_data() {
+            self.send.free()
+        } else {
+            0
+        }
+    }
+
+    /// Octets queued and not yet acknowledged.
+    pub fn send_queue_len(&self) -> usize {
+        (self.send.end() - self.send.head()) as usize
+    }
+
+    /// Queues byte-stream data (cut into segments anywhere); returns the
+    /// octets taken.
+    pub fn send(&mut self, data: &[u8]) -> usize {
+        if self.accepts_data() {
+            self.send.push_bytes(data)
+        } else {
+            0
+        }
+    }
+
+    /// Queues one record (an MPA FPDU): it starts a segment and is never
+    /// split, except in the RFC 5044 A.1 cases.
+    pub fn send_record(&mut self, record: &[u8]) -> Result<(), SendError> {
+        if !self.accepts_data() {
+            return Err(SendError::Closed);
+        }
+        Ok(self.send.push_record(record)?)
+    }
+
+    /// The oldest in-order data held in the reassembly buffer (data the
+    /// consumer declined), with its stream position.
+    pub fn received(&self) -> Option<(u64, &[u8])> {
+        self.recv.readable()
+    }
+
+    /// Octets of in-order data held and not yet read.
+    pub fn received_len(&self) -> usize {
+        self.recv.ready()
+    }
+
+    /// Frees held data below stream position `pos` (read by the caller).
+    pub fn release_received(&mut self, pos: u64) {
+        self.recv.release(pos);
+        self.window_may_have_opened();
+    }
+
+    /// Copies in-order held data into `buf` and frees it; returns the
+    /// octets copied.
+    pub fn recv(&mut self, buf: &mut [u8]) -> usize {
+        let mut copied = 0;
+        while let Some((pos, data)) = self.recv.readable() {
+            let n = data.len().min(buf.len() - copied);
+            if n == 0 {
+                break;
+            }
+            buf[copied..copied + n].copy_from_slice(&data[..n]);
+            copied += n;
+            self.recv.release(pos + n as u64);
+        }
+        self.window_may_have_opened();
+        copied
+    }
+
+    /// Whether the peer's FIN arrived (no more data will come).
+    pub fn peer_closed(&self) -> bool {
+        self.recv.fin_received()
+    }
+
+    /// Closes our direction: a FIN follows the queued data.
+    pub fn close(&mut self) {
+        match self.state {
+            State::SynSent => self.state = State::Closed,
+            State::SynReceived => self.fin_queued = true,
+            State::Established => {
+                self.fin_queued = true;
+                self.state = State::FinWait1;
+            }
+            State::CloseWait => {
+                self.fin_queued = true;
+                self.state = State::LastAck;
+            }
+            _ => {}
+        }
+    }
+
+    /// Resets the connection (RFC 9293 ABORT): a RST goes out if the peer
+    /// knows of us, and the connection is closed.
+    pub fn abort(&mut self) {
+        if !matches!(self.state, State::Closed | State::SynSent | State::TimeWait) {
+            self.pending_rst = Some((self.seq_of(self.nxt_seqpos()), None));
+        }
+        self.terminate(None);
+    }
+
+    /// Hands `seg`, received for this connection, to the engine; new data
+    /// goes to `consumer`.
+    pub fn on_segment<C: Consumer + ?Sized>(
+        &mut self,
+        now: Instant,
+        seg: &TcpRepr<'_>,
+        consumer: &mut C,
+    ) {
+        if seg.dst_port != self.local.port || seg.src_port != self.remote.port {
+            return;
+        }
+        self.stats.segments_received += 1;
+        match self.state {
+            State::Closed => {}
+            State::SynSent => self.on_syn_sent(now, seg, consumer),
+            _ => self.on_synchronized(now, seg, consumer),
+        }
+    }
+
+    /// The next deadline at which [`Connection::on_timer`] has work.
+    pub fn poll_at(&self) -> Option<Instant> {
+        self.timers.next()
+    }
+
+    /// Whether the connection is gone and may be dropped from the table.
+    pub fn is_closed(&self) -> bool {
+        self.state == State::Closed && self.pending_rst.is_none()
+    }
+
+    /// The sequence number of sender stream position `pos`.
+    fn seq_of(&self, pos: u64) -> Seq {
+        self.iss + 1 + pos as u32
+    }
+
+    /// SND.UNA as a stream position (the FIN counts one).
+    fn una_seqpos(&self) -> u64 {
+        self.send.head() + u64::from(self.fin_acked)
+    }
+
+    /// SND.NXT as a stream position (the FIN counts one).
+    fn nxt_seqpos(&self) -> u64 {
+        self.snd_nxt + u64::from(self.fin_sent)
+    }
+
+    /// FlightSize of RFC 5681.
+    fn flight_size(&self) -> u32 {
+        (self.nxt_seqpos() - self.una_seqpos()).min(u64::from(u32::MAX)) as u32
+    }
+
+    /// RCV.NXT.
+    fn rcv_nxt(&self) -> Seq {
+        self.irs + 1 + self.recv.next_position() as u32
+    }
+
+    /// A window update is due when the window opened by at least two
+    /// segments or half the buffer (RFC 9293 section 3.8.6.2.2).
+    fn window_may_have_opened(&mut self) {
+        if !matches!(
+            self.state,
+            State::Established | State::FinWait1 | State::FinWait2
+        ) {
+            return;
+        }
+        let step = (2 * self.emss() as u64).min(self.config.recv_buffer as u64 / 2);
+        if self.recv.window_opens_by(step.max(1)) {
+            self.send_ack = true;
+        }
+    }
+
+    /// Ends the connection, reporting `event` if any.
+    fn terminate(&mut self, event: Option<Event>) {
+        self.state = State::Closed;
+        self.timers.clear();
+        self.half_open = None;
+        self.send_ack = false;
+        self.dup_acks_owed = 0;
+        self.send_syn = false;
+        self.send_probe = false;
+        self.events.extend(event);
+    }
+}

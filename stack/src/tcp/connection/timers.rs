@@ -1,0 +1,102 @@
+//! Timer expiries: retransmission (RFC 6298 section 5 with RFC 5681's
+//! loss window and RFC 9293 section 3.8.3's give-up threshold), delayed
+//! ACK, persist (zero-window probes and the RFC 5044 A.1 window exception),
+//! keep-alive (RFC 9293 section 3.8.4) and the end of TIME-WAIT.
+
+use super::{Connection, Event, State};
+use crate::tcp::time::{Duration, Instant};
+use crate::tcp::timer::TimerKind;
+
+impl Connection {
+    /// Handles every timer due at `now`; then call
+    /// [`Connection::poll_transmit`].
+    pub fn on_timer(&mut self, now: Instant) {
+        while let Some(kind) = self.timers.take_expired(now) {
+            match kind {
+                TimerKind::Retransmit => self.on_retransmit_timeout(now),
+                TimerKind::DelayedAck => self.send_ack = true,
+                TimerKind::Persist => self.on_persist_timeout(now),
+                TimerKind::KeepAlive => self.on_keep_alive_timeout(now),
+                TimerKind::TimeWait => self.terminate(None),
+            }
+        }
+    }
+
+    fn on_retransmit_timeout(&mut self, now: Instant) {
+        match self.state {
+            State::SynSent | State::SynReceived => {
+                if self.syn_transmissions > self.config.max_syn_retransmits {
+                    self.terminate(Some(Event::TimedOut));
+                } else {
+                    self.rtt.back_off();
+                    self.send_syn = true;
+                }
+            }
+            State::Closed | State::TimeWait => {}
+            _ if self.flight.is_empty() => {}
+            _ => {
+                self.retries += 1;
+                if self.retries > self.config.max_retransmits {
+                    self.terminate(Some(Event::TimedOut));
+                    return;
+                }
+                self.stats.timeouts += 1;
+                self.cc.on_timeout(self.flight_size());
+                self.flight.mark_all_lost();
+                self.recover = None;
+                self.dupacks = 0;
+                self.rtt.back_off();
+                self.timers.set(TimerKind::Retransmit, now + self.rtt.rto());
+            }
+        }
+    }
+
+    /// Nothing is in flight and the window is closed, or below the next
+    /// record: probe a zero window, split the record otherwise.
+    fn on_persist_timeout(&mut self, now: Instant) {
+        if !self.flight.is_empty() || self.snd_nxt >= self.send.end() {
+            return;
+        }
+        if self.snd_wnd == 0 {
+            self.send_probe = true;
+            self.stats.window_probes += 1;
+            self.persist_probes += 1;
+            let interval = self.persist_interval();
+            self.timers.set(TimerKind::Persist, now + interval);
+        } else {
+            self.force_split = true;
+        }
+    }
+
+    /// The RTO doubled for each unanswered probe, up to the maximum.
+    pub(super) fn persist_interval(&self) -> Duration {
+        let mut interval = self.rtt.rto();
+        for _ in 0..self.persist_probes.min(16) {
+            interval = interval.doubled();
+        }
+        interval.min(self.config.rto_max)
+    }
+
+    fn on_keep_alive_timeout(&mut self, now: Instant) {
+        let Some(keep_alive) = self.config.keep_alive else {
+            return;
+        };
+        if !matches!(self.state, State::Established | State::CloseWait) {
+            return;
+        }
+        let quiet_since = self.last_heard + keep_alive.idle;
+        if self.keepalive_sent == 0 && now < quiet_since {
+            self.timers.set(TimerKind::KeepAlive, quiet_since);
+            return;
+        }
+        if self.keepalive_sent >= keep_alive.probes {
+            self.terminate(Some(Event::TimedOut));
+            return;
+        }
+        self.keepalive_sent += 1;
+        self.stats.keepalive_probes += 1;
+        self.send_probe = true;
+        self.timers
+            .set(TimerKind::KeepAlive, now + keep_alive.interval);
+    }
+}

@@ -1,0 +1,369 @@
+//! Segments in flight: their original boundaries, kept so retransmissions
+//! resend the same segments (RFC 5044 A.1), and the SACK scoreboard of
+//! RFC 6675 (sections 2-5: IsLost, the pipe, the next segment to resend).
+//!
+//! Positions are the sender's stream positions; a FIN occupies the
+//! position just after the last data octet.
+
+use super::time::Instant;
+use core::ops::Range;
+use std::collections::VecDeque;
+
+/// RFC 6675's DupThresh.
+pub const DUP_THRESH: usize = 3;
+
+/// One segment as it was sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sent {
+    /// First data position.
+    pub start: u64,
+    /// End of the data (exclusive).
+    pub end: u64,
+    /// The segment carries the FIN after its data.
+    pub fin: bool,
+    /// When it was last sent.
+    pub sent_at: Instant,
+    /// How often it was sent.
+    pub transmissions: u32,
+    /// The receiver reported it in a SACK block.
+    pub sacked: bool,
+    /// Deemed lost and not resent since.
+    pub lost: bool,
+}
+
+impl Sent {
+    /// The end in sequence space, the FIN included.
+    pub fn seq_end(&self) -> u64 {
+        self.end + u64::from(self.fin)
+    }
+
+    /// Sequence space the segment occupies.
+    pub fn seq_len(&self) -> u64 {
+        self.seq_end() - self.start
+    }
+}
+
+/// Which RFC 6675 NextSeg rule picked a segment to resend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NextSeg {
+    /// Rule 3: unsacked below the highest sacked segment.
+    BelowSack,
+    /// Rule 4: the rescue retransmission, once per recovery.
+    Rescue,
+}
+
+/// What a cumulative ACK took out of the flight.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Acked {
+    /// Sequence space acknowledged.
+    pub octets: u64,
+    /// The send time of the newest fully acknowledged segment, when no
+    /// segment this ACK covers was ever resent or deemed lost (Karn's
+    /// rule: the ACK may answer a retransmission).
+    pub rtt_from: Option<Instant>,
+}
+
+/// A segment's share of the running totals.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Tally {
+    pipe: u64,
+    lost: usize,
+    sacked: usize,
+}
+
+impl Tally {
+    fn of(sent: &Sent) -> Tally {
+        Tally {
+            pipe: if sent.sacked || sent.lost {
+                0
+            } else {
+                sent.seq_len()
+            },
+            lost: usize::from(sent.lost),
+            sacked: usize::from(sent.sacked),
+        }
+    }
+
+    fn add(&mut self, other: Tally) {
+        self.pipe += other.pipe;
+        self.lost += other.lost;
+        self.sacked += other.sacked;
+    }
+
+    fn sub(&mut self, other: Tally) {
+        self.pipe -= other.pipe;
+        self.lost -= other.lost;
+        self.sacked -= other.sacked;
+    }
+}
+
+/// The ordered list of segments sent and not yet acknowledged, with the
+/// pipe and the counts of lost and sacked segments kept up to date so that
+/// the common questions cost nothing per packet.
+#[derive(Debug, Clone, Default)]
+pub struct Flight {
+    segments: VecDeque<Sent>,
+    totals: Tally,
+}
+
+impl Flight {
+    /// Nothing in flight.
+    pub fn is_empty(&self) -> bool {
+        self.segments.is_empty()
+    }
+
+    /// Records a newly sent segment.
+    pub fn push(&mut self, sent: Sent) {
+        self.totals.add(Tally::of(&sent));
+        self.segments.push_back(sent);
+    }
+
+    /// Changes the segment at `index` with `change`, keeping the totals.
+    fn update(&mut self, index: usize, change: impl FnOnce(&mut Sent)) {
+        let Some(sent) = self.segments.get_mut(index) else {
+            return;
+        };
+        let before = Tally::of(sent);
+        change(sent);
+        let after = Tally::of(sent);
+        self.totals.sub(before);
+        self.totals.add(after);
+    }
+
+    /// Removes what `ack` (a sequence position) covers; a segment
+    /// acknowledged in part keeps its unacknowledged tail.
+    pub fn acknowledge(&mut self, ack: u64) -> Acked {
+        let mut acked = Acked::default();
+        let mut ambiguous = false;
+        while let Some(front) = self.segments.front() {
+            if front.seq_end() <= ack {
+                acked.octets += front.seq_len();
+                ambiguous |= front.transmissions > 1 || front.lost;
+                acked.rtt_from = Some(front.sent_at);
+                self.totals.sub(Tally::of(front));
+                self.segments.pop_front();
+            } else {
+                if ack > front.start {
+                    let cut = ack.min(front.end);
+                    acked.octets += cut - front.start;
+                    self.update(0, |sent| sent.start = cut);
+                }
+                break;
+            }
+        }
+        if ambiguous {
+            acked.rtt_from = None;
+        }
+        acked
+    }
+
+    /// Marks segments wholly inside a SACK block; returns whether any was
+    /// newly marked.
+    pub fn apply_sack(&mut self, block: Range<u64>) -> bool {
+        let mut marked = false;
+        let first = self
+            .segments
+            .partition_point(|s| s.seq_end() <= block.start);
+        for index in first..self.segments.len() {
+            let sent = &self.segments[index];
+            if sent.start >= block.end {
+                break;
+            }
+            if !sent.sacked && sent.start >= block.start && sent.seq_end() <= block.end {
+                self.update(index, |sent| {
+                    sent.sacked = true;
+                    sent.lost = false;
+                });
+                marked = true;
+            }
+        }
+        marked
+    }
+
+    /// RFC 6675 IsLost for every segment: marks as lost each unsacked
+    /// segment with at least DupThresh sacked segments after it that has
+    /// not been resent since it was deemed lost. Returns whether the oldest
+    /// segment is now lost.
+    pub fn mark_lost_by_sack(&mut self) -> bool {
+        if self.totals.sacked >= DUP_THRESH {
+            let mut sacked_after = 0;
+            for index in (0..self.segments.len()).rev() {
+                let sent = &self.segments[index];
+                if sent.sacked {
+                    sacked_after += 1;
+                } else if sacked_after >= DUP_THRESH && sent.transmissions == 1 && !sent.lost {
+                    self.update(index, |sent| sent.lost = true);
+                }
+            }
+        }
+        self.segments.front().is_some_and(|s| s.lost)
+    }
+
+    /// Marks the oldest segment lost (fast retransmit, NewReno partial
+    /// ACK), unless it was already resent and `again` is false; returns
+    /// whether it did.
+    pub fn mark_first_lost(&mut self, again: bool) -> bool {
+        match self.segments.front() {
+            Some(front) if !front.sacked && (again || front.transmissions == 1) => {
+                self.update(0, |sent| sent.lost = true);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// RFC 6675 NextSeg rules 3 and 4, for when nothing is deemed lost and
+    /// no new data may go: the oldest segment sent once below the highest
+    /// sacked one, or else, if `rescue` allows, the newest unsacked segment
+    /// when it was sent only once (the tail a loss left without SACKs
+    /// above it). Marks it lost and says which rule chose it.
+    pub fn mark_next_unsacked(&mut self, rescue: bool) -> Option<NextSeg> {
+        if self.totals.lost > 0 || self.totals.sacked == 0 {
+            return None;
+        }
+        let highest_sacked = self.segments.iter().rposition(|s| s.sacked);
+        let below = highest_sacked.and_then(|highest| {
+            self.segments
+                .iter()
+                .take(highest)
+                .position(|s| !s.sacked && s.transmissions == 1)
+        });
+        let (index, rule) = match below {
+            Some(index) => (index, NextSeg::BelowSack),
+            None if rescue => {
+                let newest = self.segments.iter().rposition(|s| !s.sacked)?;
+                if self.segments[newest].transmissions > 1 {
+                    return None;
+                }
+                (newest, NextSeg::Rescue)
+            }
+            None => return None,
+        };
+        self.update(index, |sent| sent.lost = true);
+        Some(rule)
+    }
+
+    /// The retransmission timer expired: everything is to be resent and
+    /// SACK information is discarded (RFC 6675 section 5.1, RFC 2018
+    /// section 8 allows the receiver to renege).
+    pub fn mark_all_lost(&mut self) {
+        for sent in self.segments.iter_mut() {
+            sent.sacked = false;
+            sent.lost = true;
+        }
+        self.totals = Tally {
+            pipe: 0,
+            lost: self.segments.len(),
+            sacked: 0,
+        };
+    }
+
+    /// RFC 6675's pipe: sequence space believed to be in the network.
+    pub fn pipe(&self) -> u64 {
+        debug_assert_eq!(
+            self.totals.pipe,
+            self.segments.iter().map(|s| Tally::of(s).pipe).sum::<u64>()
+        );
+        self.totals.pipe
+    }
+
+    /// The oldest segment deemed lost (RFC 6675 NextSeg rule 1).
+    pub fn first_lost(&self) -> Option<usize> {
+        if self.totals.lost == 0 {
+            return None;
+        }
+        self.segments.iter().position(|s| s.lost)
+    }
+
+    /// The segment at `index`.
+    pub fn get(&self, index: usize) -> Option<&Sent> {
+        self.segments.get(index)
+    }
+
+    /// Cuts the segment at `index` in two at data position `at`, both
+    /// halves keeping its flags; used when the EMSS shrank below it.
+    pub fn split(&mut self, index: usize, at: u64) {
+        let Some(sent) = self.segments.get(index) else {
+            return;
+        };
+        if at <= sent.start || at >= sent.end {
+            return;
+        }
+        let mut tail = sent.clone();
+        tail.start = at;
+        self.update(index, |sent| {
+            sent.end = at;
+            sent.fin = false;
+        });
+        self.totals.add(Tally::of(&tail));
+        self.segments.insert(index + 1, tail);
+    }
+
+    /// Records the retransmission of the segment at `index`.
+    pub fn resent(&mut self, index: usize, now: Instant) {
+        self.update(index, |sent| {
+            sent.lost = false;
+            sent.transmissions += 1;
+            sent.sent_at = now;
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sent(start: u64, end: u64) -> Sent {
+        Sent {
+            start,
+            end,
+            fin: false,
+            sent_at: Instant(start),
+            transmissions: 1,
+            sacked: false,
+            lost: false,
+        }
+    }
+
+    #[test]
+    fn ack_sack_loss_and_pipe() {
+        let mut flight = Flight::default();
+        for i in 0..6 {
+            flight.push(sent(i * 100, i * 100 + 100));
+        }
+        assert_eq!(flight.pipe(), 600);
+        assert!(flight.apply_sack(200..500));
+        assert!(flight.mark_lost_by_sack());
+        assert_eq!(flight.first_lost(), Some(0));
+        assert_eq!(flight.get(1).map(|s| s.lost), Some(true));
+        assert_eq!(flight.pipe(), 100);
+        flight.resent(0, Instant(1000));
+        let acked = flight.acknowledge(150);
+        assert_eq!(acked.octets, 150);
+        assert_eq!(acked.rtt_from, None);
+        assert_eq!(flight.get(0).map(|s| s.start), Some(150));
+        flight.split(0, 175);
+        assert_eq!(flight.get(1).map(|s| (s.start, s.end)), Some((175, 200)));
+        // Rule 3 finds nothing while a segment is lost.
+        assert_eq!(flight.mark_next_unsacked(true), None);
+    }
+
+    #[test]
+    fn rules_three_and_four_pick_unsacked_segments() {
+        let mut flight = Flight::default();
+        for i in 0..5 {
+            flight.push(sent(i * 100, i * 100 + 100));
+        }
+        flight.apply_sack(100..200);
+        assert_eq!(flight.mark_next_unsacked(false), Some(NextSeg::BelowSack));
+        assert_eq!(flight.first_lost(), Some(0));
+        flight.resent(0, Instant(9));
+        assert_eq!(
+            flight.mark_next_unsacked(false),
+            None,
+            "nothing below the SACK"
+        );
+        assert_eq!(flight.mark_next_unsacked(true), Some(NextSeg::Rescue));
+        assert_eq!(flight.first_lost(), Some(4));
+    }
+}

@@ -1,0 +1,113 @@
+//! The bounded reassembly buffer (RFC 5044 A.5.2): octets the consumer
+//! declined to place, in order or not, held by stream position until the
+//! application reads them.
+//!
+//! It is a ring covering positions `[base, base + capacity)`; `base` never
+//! passes the receiver's left edge nor the oldest octet held, so whatever
+//! the window lets in has a slot.
+
+use super::ranges::RangeSet;
+
+/// Declined octets by stream position.
+#[derive(Debug)]
+pub struct Reassembly {
+    ring: Box<[u8]>,
+    base: u64,
+    held: RangeSet,
+}
+
+impl Reassembly {
+    /// An empty buffer of `capacity` octets holding at most `max_ranges`
+    /// separate runs.
+    pub fn new(capacity: usize, max_ranges: usize) -> Self {
+        Reassembly {
+            ring: vec![0; capacity.max(1)].into_boxed_slice(),
+            base: 0,
+            held: RangeSet::new(max_ranges),
+        }
+    }
+
+    /// Octets the buffer can hold.
+    pub fn capacity(&self) -> usize {
+        self.ring.len()
+    }
+
+    /// The first position the buffer cannot hold.
+    pub fn limit(&self) -> u64 {
+        self.base + self.ring.len() as u64
+    }
+
+    /// Stores `data` at `pos` (at or after the left edge); returns how many
+    /// leading octets fit.
+    pub fn store(&mut self, pos: u64, data: &[u8]) -> usize {
+        if pos < self.base {
+            return 0;
+        }
+        let fits = (self.limit().saturating_sub(pos) as usize).min(data.len());
+        if fits == 0 || !self.held.insert(pos..pos + fits as u64) {
+            return 0;
+        }
+        let cap = self.ring.len();
+        let at = (pos % cap as u64) as usize;
+        let first = fits.min(cap - at);
+        self.ring[at..at + first].copy_from_slice(&data[..first]);
+        self.ring[..fits - first].copy_from_slice(&data[first..fits]);
+        fits
+    }
+
+    /// The oldest run of held octets below `left_edge`, as one contiguous
+    /// slice (a run that wraps the ring comes in two calls).
+    pub fn readable(&self, left_edge: u64) -> Option<(u64, &[u8])> {
+        let run = self.held.first()?;
+        if run.start >= left_edge {
+            return None;
+        }
+        let cap = self.ring.len();
+        let at = (run.start % cap as u64) as usize;
+        let len = ((run.end.min(left_edge) - run.start) as usize).min(cap - at);
+        Some((run.start, &self.ring[at..at + len]))
+    }
+
+    /// Forgets everything held below `pos` and moves the ring forward.
+    pub fn release(&mut self, pos: u64, left_edge: u64) {
+        self.held.remove_below(pos.min(left_edge));
+        self.settle(left_edge);
+    }
+
+    /// Moves `base` up to the oldest held octet or the left edge.
+    pub fn settle(&mut self, left_edge: u64) {
+        let oldest = self
+            .held
+            .first()
+            .map_or(left_edge, |r| r.start.min(left_edge));
+        self.base = self.base.max(oldest);
+    }
+
+    /// Octets held below `left_edge`, ready to read.
+    pub fn ready(&self, left_edge: u64) -> usize {
+        self.held
+            .iter()
+            .take_while(|r| r.start < left_edge)
+            .map(|r| (r.end.min(left_edge) - r.start) as usize)
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn holds_out_of_order_and_reads_in_order() {
+        let mut buf = Reassembly::new(8, 4);
+        assert_eq!(buf.store(4, &[4, 5, 6]), 3);
+        assert_eq!(buf.readable(0), None);
+        assert_eq!(buf.store(0, &[0, 1, 2, 3]), 4);
+        assert_eq!(buf.readable(7), Some((0, &[0, 1, 2, 3, 4, 5, 6][..])));
+        buf.release(5, 7);
+        assert_eq!(buf.ready(7), 2);
+        // Positions up to 13 fit now; the ring wraps.
+        assert_eq!(buf.store(7, &[7, 8, 9, 10, 11, 12, 13, 14]), 6);
+        assert_eq!(buf.readable(13), Some((5, &[5, 6, 7][..])));
+    }
+}

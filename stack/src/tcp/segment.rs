@@ -1,0 +1,181 @@
+//! Segments in and out: parsing a received TCP header with
+//! `smoltcp::wire` (RFC 9293 section 3.1, options of RFC 7323 and RFC
+//! 2018), the outgoing [`Segment`] whose payload borrows the send queue,
+//! its emission with the IPv4 pseudo-header checksum, and the reset that
+//! answers a segment for no connection (RFC 9293 section 3.10.7.1).
+
+use super::seq::Seq;
+use smoltcp::phy::ChecksumCapabilities;
+use smoltcp::wire::{IpAddress, Ipv4Address, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber};
+
+/// Why a received TCP segment was refused before reaching any connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParseError {
+    /// Too short, a bad data offset, a bad option, zero ports, or flags
+    /// that cannot go together (SYN with FIN or RST).
+    Malformed,
+    /// The checksum over the IPv4 pseudo-header and segment is wrong.
+    Checksum,
+}
+
+/// Parses and checksums a TCP segment carried between IPv4 `src` and
+/// `dst`. Never panics, whatever `bytes` hold.
+pub fn parse(src: Ipv4Address, dst: Ipv4Address, bytes: &[u8]) -> Result<TcpRepr<'_>, ParseError> {
+    let packet = TcpPacket::new_checked(bytes).map_err(|_| ParseError::Malformed)?;
+    let (src, dst) = (IpAddress::Ipv4(src), IpAddress::Ipv4(dst));
+    if !packet.verify_checksum(&src, &dst) {
+        return Err(ParseError::Checksum);
+    }
+    TcpRepr::parse(&packet, &src, &dst, &ChecksumCapabilities::ignored())
+        .map_err(|_| ParseError::Malformed)
+}
+
+/// The payload of an outgoing segment: up to two slices of the send
+/// queue's ring, so a dataplane can copy or reference them without an
+/// intermediate buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Payload<'a> {
+    /// The first part.
+    pub first: &'a [u8],
+    /// The part after the ring wrapped, often empty.
+    pub second: &'a [u8],
+}
+
+impl Payload<'_> {
+    /// Octets in the payload.
+    pub fn len(&self) -> usize {
+        self.first.len() + self.second.len()
+    }
+
+    /// No octet at all.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Copies the payload into the front of `out`, which must be at least
+    /// [`Payload::len`] octets.
+    pub fn copy_to(&self, out: &mut [u8]) {
+        let (head, tail) = out.split_at_mut(self.first.len());
+        head.copy_from_slice(self.first);
+        tail[..self.second.len()].copy_from_slice(self.second);
+    }
+
+    /// The payload gathered into a vector (tests and slow paths).
+    pub fn to_vec(&self) -> Vec<u8> {
+        [self.first, self.second].concat()
+    }
+}
+
+/// A segment the engine wants sent: addresses, the TCP header as a
+/// `TcpRepr` (its `payload` field is empty) and the payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment<'a> {
+    /// Source IPv4 address.
+    pub src: Ipv4Address,
+    /// Destination IPv4 address.
+    pub dst: Ipv4Address,
+    /// Header fields and options.
+    pub header: TcpRepr<'static>,
+    /// The data, borrowed from the send queue.
+    pub payload: Payload<'a>,
+}
+
+/// The buffer given to [`Segment::emit`] is shorter than the segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BufferTooSmall {
+    /// Octets the segment needs.
+    pub needed: usize,
+}
+
+impl Segment<'_> {
+    /// Octets of TCP header plus payload.
+    pub fn len(&self) -> usize {
+        self.header.header_len() + self.payload.len()
+    }
+
+    /// Never true: a segment has at least a header.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The sequence number of the first octet (or of the SYN/FIN).
+    pub fn seq(&self) -> Seq {
+        self.header.seq_number.into()
+    }
+
+    /// Writes the TCP header, the payload and the checksum over the IPv4
+    /// pseudo-header into the front of `buf`; returns the octets written.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize, BufferTooSmall> {
+        let len = self.len();
+        let out = buf.get_mut(..len).ok_or(BufferTooSmall { needed: len })?;
+        let header_len = self.header.header_len();
+        self.payload.copy_to(&mut out[header_len..]);
+        let mut packet = TcpPacket::new_unchecked(&mut *out);
+        let (src, dst) = (IpAddress::Ipv4(self.src), IpAddress::Ipv4(self.dst));
+        self.header
+            .emit(&mut packet, &src, &dst, &ChecksumCapabilities::ignored());
+        packet.fill_checksum(&src, &dst);
+        Ok(len)
+    }
+
+    /// The segment as a vector of octets (tests and slow paths).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut bytes = vec![0; self.len()];
+        // The buffer has exactly the segment's length.
+        let _ = self.emit(&mut bytes);
+        bytes
+    }
+}
+
+/// A header with no options and no payload, the base of every segment the
+/// engine builds.
+pub(crate) fn bare_header(
+    src_port: u16,
+    dst_port: u16,
+    control: TcpControl,
+    seq: Seq,
+    ack: Option<Seq>,
+    window_len: u16,
+) -> TcpRepr<'static> {
+    TcpRepr {
+        src_port,
+        dst_port,
+        control,
+        seq_number: seq.into(),
+        ack_number: ack.map(TcpSeqNumber::from),
+        window_len,
+        window_scale: None,
+        max_seg_size: None,
+        sack_permitted: false,
+        sack_ranges: [None; 3],
+        timestamp: None,
+        payload: &[],
+    }
+}
+
+/// The reset that answers `seg`, received from `src` for `dst` where no
+/// connection exists (RFC 9293 section 3.10.7.1): none for a reset,
+/// `<SEQ=SEG.ACK><CTL=RST>` for a segment with ACK, otherwise
+/// `<SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>`.
+pub fn reset_reply(
+    src: Ipv4Address,
+    dst: Ipv4Address,
+    seg: &TcpRepr<'_>,
+) -> Option<Segment<'static>> {
+    if seg.control == TcpControl::Rst {
+        return None;
+    }
+    let (seq, ack) = match seg.ack_number {
+        Some(ack) => (Seq::from(ack), None),
+        None => (
+            Seq(0),
+            Some(Seq::from(seg.seq_number) + seg.segment_len() as u32),
+        ),
+    };
+    Some(Segment {
+        src: dst,
+        dst: src,
+        header: bare_header(seg.dst_port, seg.src_port, TcpControl::Rst, seq, ack, 0),
+        payload: Payload::default(),
+    })
+}

@@ -1,0 +1,282 @@
+//! The send queue: a ring of octets not yet acknowledged, divided into
+//! records (MPA FPDUs) and byte-stream runs, and the rule that cuts
+//! segments only at record boundaries (RFC 5044 A.1).
+//!
+//! A record is never split unless it is longer than the EMSS, or the caller
+//! forces it because the peer's window stayed below the record; the cut
+//! reports a split so it can be counted. Byte-stream runs (the MPA startup
+//! phase, plain TCP use) can be cut anywhere.
+
+use super::segment::Payload;
+use core::ops::Range;
+use std::collections::VecDeque;
+
+/// A run of queued octets ending at `end`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Chunk {
+    end: u64,
+    record: bool,
+}
+
+/// A record could not be queued: not enough room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueFull;
+
+/// Where the next segment ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cut {
+    /// Octets in the segment.
+    pub len: u64,
+    /// The segment ends inside a record (an RFC 5044 A.1 exception).
+    pub splits_record: bool,
+}
+
+/// Why a record may be split.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SplitPermit {
+    /// Only when the record is longer than the EMSS.
+    EmssOnly,
+    /// Also when it is longer than the room left (the peer's window stayed
+    /// below it).
+    Window,
+}
+
+/// Queued octets from the oldest unacknowledged one to the last queued.
+#[derive(Debug)]
+pub struct SendQueue {
+    ring: Box<[u8]>,
+    head: u64,
+    tail: u64,
+    chunks: VecDeque<Chunk>,
+    /// Where the oldest chunk began, possibly before `head`.
+    front_start: u64,
+}
+
+impl SendQueue {
+    /// An empty queue of `capacity` octets, starting at position 0.
+    pub fn new(capacity: usize) -> Self {
+        SendQueue {
+            ring: vec![0; capacity.max(1)].into_boxed_slice(),
+            head: 0,
+            tail: 0,
+            chunks: VecDeque::new(),
+            front_start: 0,
+        }
+    }
+
+    /// Position of the oldest queued octet.
+    pub fn head(&self) -> u64 {
+        self.head
+    }
+
+    /// Position after the last queued octet.
+    pub fn end(&self) -> u64 {
+        self.tail
+    }
+
+    /// Room for more octets.
+    pub fn free(&self) -> usize {
+        self.ring.len() - (self.tail - self.head) as usize
+    }
+
+    fn write(&mut self, data: &[u8]) {
+        let cap = self.ring.len();
+        let mut at = (self.tail % cap as u64) as usize;
+        for piece in data.chunks(cap) {
+            let first = piece.len().min(cap - at);
+            self.ring[at..at + first].copy_from_slice(&piece[..first]);
+            self.ring[..piece.len() - first].copy_from_slice(&piece[first..]);
+            at = (at + piece.len()) % cap;
+        }
+        self.tail += data.len() as u64;
+    }
+
+    /// Queues a whole record, or nothing.
+    pub fn push_record(&mut self, record: &[u8]) -> Result<(), QueueFull> {
+        if record.len() > self.free() {
+            return Err(QueueFull);
+        }
+        if record.is_empty() {
+            return Ok(());
+        }
+        self.write(record);
+        self.chunks.push_back(Chunk {
+            end: self.tail,
+            record: true,
+        });
+        Ok(())
+    }
+
+    /// Queues as many octets of `data` as fit, as byte stream; returns how
+    /// many.
+    pub fn push_bytes(&mut self, data: &[u8]) -> usize {
+        let taken = data.len().min(self.free());
+        if taken == 0 {
+            return 0;
+        }
+        self.write(&data[..taken]);
+        match self.chunks.back_mut() {
+            Some(last) if !last.record => last.end = self.tail,
+            _ => self.chunks.push_back(Chunk {
+                end: self.tail,
+                record: false,
+            }),
+        }
+        taken
+    }
+
+    /// Drops everything before `pos` (acknowledged).
+    pub fn release(&mut self, pos: u64) {
+        self.head = pos.clamp(self.head, self.tail);
+        while let Some(front) = self.chunks.front().filter(|c| c.end <= self.head) {
+            self.front_start = front.end;
+            self.chunks.pop_front();
+        }
+    }
+
+    /// The queued octets in `range`, which must lie in the queue.
+    pub fn payload(&self, range: Range<u64>) -> Payload<'_> {
+        let cap = self.ring.len();
+        let start = range.start.clamp(self.head, self.tail);
+        let len = (range.end.clamp(start, self.tail) - start) as usize;
+        let at = (start % cap as u64) as usize;
+        let first = len.min(cap - at);
+        Payload {
+            first: &self.ring[at..at + first],
+            second: &self.ring[..len - first],
+        }
+    }
+
+    /// Whether a segment may start at `pos` without splitting a record.
+    pub fn is_boundary(&self, pos: u64) -> bool {
+        let i = self.chunks.partition_point(|c| c.end <= pos);
+        match self.chunks.get(i) {
+            Some(chunk) if chunk.record => {
+                let start = i
+                    .checked_sub(1)
+                    .map_or(self.front_start, |p| self.chunks[p].end);
+                start == pos
+            }
+            _ => true,
+        }
+    }
+
+    /// The segment to cut at `start` with at most `room` octets, packing
+    /// whole records. A record longer than `emss` is split at `room`; one
+    /// longer than `room` only is split when `permit` says so and otherwise
+    /// waits (`None`).
+    pub fn cut(&self, start: u64, room: u64, emss: u64, permit: SplitPermit) -> Option<Cut> {
+        if room == 0 || start >= self.tail {
+            return None;
+        }
+        let mut len = 0;
+        let first = self.chunks.partition_point(|c| c.end <= start);
+        for chunk in self.chunks.iter().skip(first) {
+            let avail = chunk.end - (start + len);
+            if avail <= room - len {
+                len += avail;
+                continue;
+            }
+            if !chunk.record {
+                return Some(Cut {
+                    len: room,
+                    splits_record: false,
+                });
+            }
+            if len > 0 {
+                break;
+            }
+            let may_split = avail > emss || permit == SplitPermit::Window;
+            return may_split.then_some(Cut {
+                len: room,
+                splits_record: true,
+            });
+        }
+        Some(Cut {
+            len,
+            splits_record: false,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packs_whole_records_and_splits_only_when_allowed() {
+        let mut q = SendQueue::new(64);
+        q.push_record(&[1; 10]).unwrap();
+        q.push_record(&[2; 10]).unwrap();
+        q.push_record(&[3; 30]).unwrap();
+        let cut = q.cut(0, 25, 25, SplitPermit::EmssOnly).unwrap();
+        assert_eq!(
+            cut,
+            Cut {
+                len: 20,
+                splits_record: false
+            }
+        );
+        // 30 octets with an EMSS of 25: must split.
+        let cut = q.cut(20, 25, 25, SplitPermit::EmssOnly).unwrap();
+        assert!(cut.splits_record);
+        // Fits the EMSS but not the window: waits unless permitted.
+        assert_eq!(q.cut(20, 10, 40, SplitPermit::EmssOnly), None);
+        assert_eq!(
+            q.cut(20, 10, 40, SplitPermit::Window).map(|c| c.len),
+            Some(10)
+        );
+        assert!(q.is_boundary(10) && !q.is_boundary(15));
+        assert_eq!(q.push_record(&[4; 20]), Err(QueueFull));
+    }
+
+    #[test]
+    fn byte_stream_then_records() {
+        let mut q = SendQueue::new(1024);
+        assert_eq!(q.push_bytes(&[0; 100]), 100);
+        q.push_record(&[1; 50]).unwrap();
+        q.push_record(&[2; 50]).unwrap();
+        // The startup bytes go alone; the records then pack.
+        let cut = q.cut(0, 120, 120, SplitPermit::EmssOnly).unwrap();
+        assert_eq!(
+            cut,
+            Cut {
+                len: 100,
+                splits_record: false
+            }
+        );
+        let cut = q.cut(100, 120, 120, SplitPermit::EmssOnly).unwrap();
+        assert_eq!(
+            cut,
+            Cut {
+                len: 100,
+                splits_record: false
+            }
+        );
+        // Stream octets may be cut anywhere.
+        assert_eq!(
+            q.cut(0, 30, 120, SplitPermit::EmssOnly).map(|c| c.len),
+            Some(30)
+        );
+        assert!(q.is_boundary(30) && q.is_boundary(100) && !q.is_boundary(120));
+    }
+
+    #[test]
+    fn ring_wraps_into_two_slices() {
+        let mut q = SendQueue::new(16);
+        assert_eq!(q.push_bytes(&[7; 12]), 12);
+        q.release(10);
+        assert_eq!(q.push_bytes(&(0..10).collect::<Vec<u8>>()), 10);
+        let payload = q.payload(10..22);
+        assert_eq!(payload.first.len(), 6);
+        assert_eq!(payload.to_vec(), [7, 7, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+        let cut = q.cut(10, 5, 5, SplitPermit::EmssOnly).unwrap();
+        assert_eq!(
+            cut,
+            Cut {
+                len: 5,
+                splits_record: false
+            }
+        );
+    }
+}

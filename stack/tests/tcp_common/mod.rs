@@ -1,0 +1,228 @@
+//! Shared helpers of the `tcp_*` engine tests: two connections wired back
+//! to back, a recording consumer and segment builders.
+//!
+//! Each test file uses a different subset of these helpers.
+
+#![allow(dead_code)]
+
+use smoltcp::wire::{Ipv4Address, TcpControl, TcpRepr, TcpSeqNumber};
+use uwarp_stack::tcp::{
+    parse, Config, Connection, Consumer, Disposition, Duration, Endpoint, Event, Instant,
+    IsnGenerator, ListenOutcome, Listener, Payload, Segment, Seq,
+};
+
+pub const A: Endpoint = Endpoint::new(Ipv4Address::new(10, 0, 0, 1), 1000);
+pub const B: Endpoint = Endpoint::new(Ipv4Address::new(10, 0, 0, 2), 2000);
+pub const A_ISN: Seq = Seq(0xFFFF_FF00);
+
+/// A consumer recording every hand-off; it consumes when `consume` says so.
+#[derive(Debug, Default)]
+pub struct Recorder {
+    pub offered: Vec<(u64, Vec<u8>, bool)>,
+    pub left_edges: Vec<u64>,
+    pub consume: bool,
+}
+
+impl Consumer for Recorder {
+    fn on_data(&mut self, pos: u64, data: &[u8], in_order: bool) -> Disposition {
+        self.offered.push((pos, data.to_vec(), in_order));
+        if self.consume {
+            Disposition::Consumed
+        } else {
+            Disposition::Keep
+        }
+    }
+
+    fn on_left_edge(&mut self, left_edge: u64) {
+        self.left_edges.push(left_edge);
+    }
+}
+
+/// A segment's bytes as one side sent them.
+#[derive(Debug, Clone)]
+pub struct Wire {
+    pub from_a: bool,
+    pub bytes: Vec<u8>,
+}
+
+impl Wire {
+    pub fn repr(&self) -> TcpRepr<'_> {
+        let (src, dst) = if self.from_a { (A, B) } else { (B, A) };
+        parse(src.addr, dst.addr, &self.bytes).expect("the engine emits valid segments")
+    }
+
+    pub fn payload_len(&self) -> usize {
+        self.repr().payload.len()
+    }
+}
+
+/// Everything `conn` wants to send now.
+pub fn drain(conn: &mut Connection, now: Instant) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    while let Some(segment) = conn.poll_transmit(now) {
+        out.push(segment.to_bytes());
+    }
+    out
+}
+
+/// The default settings with a short TIME-WAIT.
+pub fn config() -> Config {
+    Config {
+        time_wait: Duration::from_millis(100),
+        ..Config::default()
+    }
+}
+
+/// The test settings with Nagle off (TCP_NODELAY).
+pub fn no_nagle() -> Config {
+    Config {
+        nagle: false,
+        ..config()
+    }
+}
+
+/// Two connections and the time.
+pub struct Pair {
+    pub now: Instant,
+    pub a: Connection,
+    pub b: Connection,
+    pub a_rx: Recorder,
+    pub b_rx: Recorder,
+    /// Every segment that crossed, in order.
+    pub log: Vec<Wire>,
+}
+
+impl Pair {
+    /// A connects to a listener at B; the handshake completes.
+    pub fn connected(a_config: Config, b_config: Config) -> Pair {
+        let now = Instant(1_000);
+        let mut a = Connection::connect(a_config, A, B, A_ISN, now);
+        let syn = drain(&mut a, now).remove(0);
+        let mut listener = Listener::new(B, b_config, IsnGenerator::new([1; 16]), 8);
+        let repr = parse(A.addr, B.addr, &syn).expect("valid SYN");
+        let ListenOutcome::Accepted(b) = listener.on_segment(now, A.addr, B.addr, &repr) else {
+            panic!("listener refused the SYN");
+        };
+        let mut pair = Pair {
+            now,
+            a,
+            b: *b,
+            a_rx: Recorder::default(),
+            b_rx: Recorder::default(),
+            log: vec![Wire {
+                from_a: true,
+                bytes: syn,
+            }],
+        };
+        pair.exchange();
+        assert_eq!(pair.a.poll_event(), Some(Event::Established));
+        assert_eq!(pair.b.poll_event(), Some(Event::Established));
+        pair
+    }
+
+    pub fn deliver(&mut self, wire: &Wire) {
+        let now = self.now;
+        let repr = wire.repr();
+        if wire.from_a {
+            self.b.on_segment(now, &repr, &mut self.b_rx);
+        } else {
+            self.a.on_segment(now, &repr, &mut self.a_rx);
+        }
+    }
+
+    /// What A (or B) sends now, logged, not delivered.
+    pub fn take(&mut self, from_a: bool) -> Vec<Wire> {
+        let now = self.now;
+        let conn = if from_a { &mut self.a } else { &mut self.b };
+        let wires: Vec<Wire> = drain(conn, now)
+            .into_iter()
+            .map(|bytes| Wire { from_a, bytes })
+            .collect();
+        self.log.extend(wires.iter().cloned());
+        wires
+    }
+
+    /// Delivers segments both ways until neither side has anything to send.
+    pub fn exchange(&mut self) {
+        for _ in 0..10_000 {
+            let mut moved = false;
+            for from_a in [true, false] {
+                for wire in self.take(from_a) {
+                    moved = true;
+                    self.deliver(&wire);
+                }
+            }
+            if !moved {
+                return;
+            }
+        }
+        panic!("the exchange never settled");
+    }
+
+    /// Moves time forward and runs both sides' timers.
+    pub fn advance(&mut self, by: Duration) {
+        self.now = self.now + by;
+        let now = self.now;
+        self.a.on_timer(now);
+        self.b.on_timer(now);
+    }
+
+    /// Runs timers and exchanges until both sides are idle or `limit`
+    /// passes.
+    pub fn settle(&mut self, limit: Duration) {
+        let end = self.now + limit;
+        loop {
+            self.exchange();
+            let next = [self.a.poll_at(), self.b.poll_at()]
+                .into_iter()
+                .flatten()
+                .min();
+            match next {
+                Some(at) if at <= end => {
+                    self.now = self.now.max(at);
+                    let now = self.now;
+                    self.a.on_timer(now);
+                    self.b.on_timer(now);
+                }
+                _ => return,
+            }
+        }
+    }
+
+    pub fn events(conn: &mut Connection) -> Vec<Event> {
+        std::iter::from_fn(|| conn.poll_event()).collect()
+    }
+}
+
+/// A segment from B to A built by hand (an attacker or a test peer).
+pub fn forged(control: TcpControl, seq: Seq, ack: Option<Seq>, payload: &[u8]) -> Vec<u8> {
+    let header = TcpRepr {
+        src_port: B.port,
+        dst_port: A.port,
+        control,
+        seq_number: TcpSeqNumber::from(seq),
+        ack_number: ack.map(TcpSeqNumber::from),
+        window_len: 65535,
+        window_scale: None,
+        max_seg_size: None,
+        sack_permitted: false,
+        sack_ranges: [None; 3],
+        timestamp: None,
+        payload: &[],
+    };
+    Segment {
+        src: B.addr,
+        dst: A.addr,
+        header,
+        payload: Payload {
+            first: payload,
+            second: &[],
+        },
+    }
+    .to_bytes()
+}
+
+/// The octets `0..len` of a test stream.
+pub fn stream(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 7 + i / 251) as u8).collect()
+}
