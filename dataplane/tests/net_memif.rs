@@ -13,10 +13,8 @@ mod common;
 use std::process::{Child, Command as Process, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{address, script, NoFlows, Pinger};
-use smoltcp::wire::Ipv4Address;
-use uwarp_dataplane::net::InterfaceConfig;
-use uwarp_dataplane::runtime::{assemble, port_config, Stepper};
+use common::{ping_cores, script};
+use uwarp_dataplane::runtime::{port_config, Stepper};
 use uwarp_dataplane::{Device, Eal, EalConfig, Port};
 
 const PINGS: u16 = 200;
@@ -93,17 +91,14 @@ fn side(role: &str, vdev: &str) {
         std::thread::sleep(Duration::from_millis(100));
     }
     let queues = port.take_queues().expect("queues");
-    let mac = port.mac_address().expect("MAC");
-    let config = InterfaceConfig::new(address(mac, [10, 80, 0, ours]));
-    let pinger = Pinger::new(Ipv4Address::new(10, 80, 0, theirs), PINGS);
-    let (control, dataplanes) = assemble(
-        config,
+    let (control, dataplanes) = ping_cores(
+        &port,
         queues,
-        std::slice::from_ref(&pool),
-        pinger,
-        vec![NoFlows],
-    )
-    .expect("cores");
+        &pool,
+        [10, 80, 0, ours],
+        [10, 80, 0, theirs],
+        PINGS,
+    );
     let mut cores = Stepper::new(control, dataplanes);
     // Both directions done: our pings answered and theirs answered by us;
     // then a second more so the peer's last replies get through.

@@ -3,10 +3,11 @@
 use std::time::Instant;
 
 use smoltcp::phy::ChecksumCapabilities;
-use smoltcp::wire::{IpProtocol, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber};
+use smoltcp::wire::{IpProtocol, TcpControl, TcpPacket};
 use uwarp_dataplane::net::{write_headers, FourTuple, InterfaceAddress, Ipv4Header, TcpMeta};
 use uwarp_dataplane::runtime::{FlowHandler, TxBatch};
 use uwarp_dataplane::Mbuf;
+use uwarp_stack::tcp::{bare_header, Seq};
 
 /// Sends each segment of its flow back out, counting them.
 #[derive(Debug, Default)]
@@ -29,20 +30,15 @@ impl FlowHandler for Forwarder {
 /// with valid IPv4 and TCP checksums, so that it classifies as a segment
 /// of the flow wherever it goes round.
 pub fn segment_frame(address: &InterfaceAddress, tuple: &FourTuple) -> Vec<u8> {
-    let tcp = TcpRepr {
-        src_port: tuple.remote_port,
-        dst_port: tuple.local_port,
-        control: TcpControl::None,
-        seq_number: TcpSeqNumber(1),
-        ack_number: Some(TcpSeqNumber(1)),
-        window_len: 65535,
-        window_scale: None,
-        max_seg_size: None,
-        sack_permitted: false,
-        sack_ranges: [None; 3],
-        timestamp: None,
-        payload: b"uwarp",
-    };
+    let mut tcp = bare_header(
+        tuple.remote_port,
+        tuple.local_port,
+        TcpControl::None,
+        Seq(1),
+        Some(Seq(1)),
+        65535,
+    );
+    tcp.payload = b"uwarp";
     let header = Ipv4Header {
         src_mac: address.mac,
         dst_mac: address.mac,

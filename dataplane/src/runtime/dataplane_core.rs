@@ -12,11 +12,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::mbuf::Mbuf;
-use crate::net::{classify, Classified, FourTuple, InterfaceAddress, NetCounters, TcpMeta};
+use crate::net::{classify, Classified, InterfaceAddress, NetCounters, RxChecksum, TcpMeta};
 use crate::queue::RxQueue;
 use crate::runtime::flow_table::FlowTable;
 use crate::runtime::link::{Command, CoreLink};
-use crate::runtime::rx_checksums;
 use crate::runtime::tx_batch::{TxBatch, BURST};
 
 /// How many receive bursts [`DataplaneCore::shutdown`] drains at most.
@@ -169,11 +168,6 @@ impl<H: FlowHandler> DataplaneCore<H> {
         }
     }
 
-    /// Whether this core owns `tuple`.
-    pub fn owns(&self, tuple: &FourTuple) -> bool {
-        self.flows.contains(tuple)
-    }
-
     /// The flows this core owns.
     pub fn flows(&self) -> &FlowTable<H::Flow> {
         &self.flows
@@ -222,4 +216,35 @@ impl<H: FlowHandler> DataplaneCore<H> {
 fn classify_mbuf(mbuf: &Mbuf, address: &InterfaceAddress) -> Classified {
     let (ip, tcp) = rx_checksums(mbuf);
     classify(mbuf.data(), address, ip, tcp)
+}
+
+/// What the device says about a received frame's IPv4 and TCP checksums
+/// (`RTE_MBUF_F_RX_*_CKSUM_*`); `Unknown` makes `net::classify` check them
+/// in software. `NONE` means the device verified the data's integrity
+/// though the field is not filled in, so it counts as good.
+fn rx_checksums(mbuf: &Mbuf) -> (RxChecksum, RxChecksum) {
+    use dpdk_sys as d;
+    let flags = mbuf.ol_flags();
+    let ip = [
+        d::RTE_MBUF_F_RX_IP_CKSUM_MASK,
+        d::RTE_MBUF_F_RX_IP_CKSUM_GOOD,
+        d::RTE_MBUF_F_RX_IP_CKSUM_NONE,
+        d::RTE_MBUF_F_RX_IP_CKSUM_BAD,
+    ];
+    let tcp = [
+        d::RTE_MBUF_F_RX_L4_CKSUM_MASK,
+        d::RTE_MBUF_F_RX_L4_CKSUM_GOOD,
+        d::RTE_MBUF_F_RX_L4_CKSUM_NONE,
+        d::RTE_MBUF_F_RX_L4_CKSUM_BAD,
+    ];
+    (verdict(flags, ip), verdict(flags, tcp))
+}
+
+/// One checksum's verdict from `flags`, given its `[mask, good, none, bad]`.
+fn verdict(flags: u64, [mask, good, none, bad]: [u64; 4]) -> RxChecksum {
+    match flags & mask {
+        f if f == good || f == none => RxChecksum::Good,
+        f if f == bad => RxChecksum::Bad,
+        _ => RxChecksum::Unknown,
+    }
 }

@@ -50,11 +50,6 @@ impl<F> FlowTable<F> {
         self.flows.get_mut(tuple)
     }
 
-    /// Whether the table holds `tuple`.
-    pub fn contains(&self, tuple: &FourTuple) -> bool {
-        self.flows.contains_key(tuple)
-    }
-
     /// Number of flows.
     pub fn len(&self) -> usize {
         self.flows.len()
@@ -63,11 +58,6 @@ impl<F> FlowTable<F> {
     /// Whether the table is empty.
     pub fn is_empty(&self) -> bool {
         self.flows.is_empty()
-    }
-
-    /// Every flow, in no particular order.
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&FourTuple, &mut F)> {
-        self.flows.iter_mut()
     }
 
     /// Removes every flow.
@@ -100,7 +90,7 @@ mod tests {
         assert_eq!(table.get_mut(&tuple(1)).map(|f| *f), Some("a"));
         assert_eq!(table.len(), 2);
         assert_eq!(table.remove(&tuple(1)), Some("a"));
-        assert!(!table.contains(&tuple(1)));
+        assert!(table.get_mut(&tuple(1)).is_none());
         assert!(table.get_mut(&tuple(3)).is_none());
         assert_eq!(table.drain().count(), 1);
         assert!(table.is_empty());

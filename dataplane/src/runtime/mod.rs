@@ -38,9 +38,8 @@ pub use tx_batch::{TxBatch, TxCounters};
 use crate::device::Device;
 use crate::eal::Eal;
 use crate::error::{Error, Result};
-use crate::mbuf::Mbuf;
 use crate::mempool::Mempool;
-use crate::net::{Interface, InterfaceConfig, RxChecksum};
+use crate::net::{Interface, InterfaceConfig};
 use crate::port::{Capabilities, Port, PortConfig, Queues};
 
 /// Drivers that need as many transmit queues as receive queues: DPDK
@@ -144,28 +143,4 @@ where
     };
     let control = ControlCore::new(Interface::new(config), control_tx, links, control);
     Ok((control, cores_out))
-}
-
-/// What the device says about a received frame's IPv4 and TCP checksums
-/// (`RTE_MBUF_F_RX_*_CKSUM_*`); `Unknown` makes `net::classify` check them
-/// in software. `NONE` means the device verified the data's integrity
-/// though the field is not filled in, so it counts as good.
-pub(crate) fn rx_checksums(mbuf: &Mbuf) -> (RxChecksum, RxChecksum) {
-    use dpdk_sys as d;
-    let flags = mbuf.ol_flags();
-    let ip = match flags & d::RTE_MBUF_F_RX_IP_CKSUM_MASK {
-        f if f == d::RTE_MBUF_F_RX_IP_CKSUM_GOOD || f == d::RTE_MBUF_F_RX_IP_CKSUM_NONE => {
-            RxChecksum::Good
-        }
-        f if f == d::RTE_MBUF_F_RX_IP_CKSUM_BAD => RxChecksum::Bad,
-        _ => RxChecksum::Unknown,
-    };
-    let tcp = match flags & d::RTE_MBUF_F_RX_L4_CKSUM_MASK {
-        f if f == d::RTE_MBUF_F_RX_L4_CKSUM_GOOD || f == d::RTE_MBUF_F_RX_L4_CKSUM_NONE => {
-            RxChecksum::Good
-        }
-        f if f == d::RTE_MBUF_F_RX_L4_CKSUM_BAD => RxChecksum::Bad,
-        _ => RxChecksum::Unknown,
-    };
-    (ip, tcp)
 }

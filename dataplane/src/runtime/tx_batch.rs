@@ -50,11 +50,6 @@ impl TxBatch {
         }
     }
 
-    /// The pool frames are allocated from.
-    pub fn pool(&self) -> &Arc<Mempool> {
-        &self.pool
-    }
-
     /// Queues a ready mbuf; flushes when a burst is full. Returns false
     /// (and drops the mbuf) when the backlog is full.
     pub fn push(&mut self, mbuf: Mbuf) -> bool {
@@ -81,11 +76,6 @@ impl TxBatch {
         }
         self.counters.sent += sent as u64;
         sent
-    }
-
-    /// Frames still waiting for the device.
-    pub fn pending(&self) -> usize {
-        self.pending.len()
     }
 
     /// Drops every frame still waiting (at shutdown), returning how many.

@@ -14,8 +14,11 @@ use smoltcp::wire::{
     Ipv4Packet, Ipv4Repr, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber,
 };
 use uwarp_dataplane::net::{EchoReply, InterfaceAddress, Resolution, TcpMeta};
-use uwarp_dataplane::runtime::{ControlContext, ControlHandler, FlowHandler, FlowTable, TxBatch};
+use uwarp_dataplane::runtime::{
+    assemble, ControlContext, ControlCore, ControlHandler, DataplaneCore, FlowHandler, TxBatch,
+};
 use uwarp_dataplane::{Mbuf, Mempool, MempoolConfig};
+use uwarp_dataplane::{Port, Queues};
 
 /// A control core handler that pings `target` `count` times, one request
 /// in flight at a time (resent after a second), and records the replies.
@@ -26,7 +29,6 @@ pub struct Pinger {
     pub next_seq: u16,
     pub last_sent: Option<Instant>,
     pub replies: Vec<EchoReply>,
-    pub resolved_at: Option<Instant>,
     /// How many pings were answered, readable while the core runs.
     pub answered: Arc<AtomicU16>,
 }
@@ -103,7 +105,6 @@ impl ControlHandler for Pinger {
             ctx.tx,
         );
         if let Resolution::Known(_) = sent {
-            self.resolved_at.get_or_insert(now);
             self.last_sent = Some(now);
         }
     }
@@ -140,8 +141,6 @@ impl FlowHandler for Recorder {
         let segment = data[meta.tcp_offset..meta.tcp_offset + meta.tcp_len].to_vec();
         self.segments.push((*flow, segment));
     }
-
-    fn poll(&mut self, _: Instant, _: &mut FlowTable<u32>, _: &mut TxBatch) {}
 }
 
 pub fn pool(eal: &uwarp_dataplane::Eal, name: &str, capacity: u32) -> Arc<Mempool> {
@@ -257,6 +256,29 @@ pub fn ping_summary(output: &str) -> Option<(u32, u32)> {
     Some((numbers.next()??, numbers.next()??))
 }
 
+/// The cores of a ping test on `port`: uwarp at `ours` pinging `theirs`
+/// `count` times, one dataplane core without flows.
+pub fn ping_cores(
+    port: &Port,
+    queues: Queues,
+    pool: &Arc<Mempool>,
+    ours: [u8; 4],
+    theirs: [u8; 4],
+    count: u16,
+) -> (ControlCore<Pinger>, Vec<DataplaneCore<NoFlows>>) {
+    let mac = port.mac_address().expect("MAC");
+    let config = uwarp_dataplane::net::InterfaceConfig::new(address(mac, ours));
+    let pinger = Pinger::new(Ipv4Address::from(theirs), count);
+    assemble(
+        config,
+        queues,
+        std::slice::from_ref(pool),
+        pinger,
+        vec![NoFlows],
+    )
+    .expect("cores")
+}
+
 /// The kernel's end of a ping test: its address, the interface uwarp is
 /// reached through, and the command prefix that runs a program there
 /// (empty for the host, `ip netns exec NS` for a namespace).
@@ -291,23 +313,13 @@ pub fn ping_both_ways(
     uwarp_ip: [u8; 4],
     kernel: &KernelSide<'_>,
 ) {
-    use uwarp_dataplane::net::InterfaceConfig;
-    use uwarp_dataplane::runtime::{assemble, start_port, Placement, Runtime};
+    use uwarp_dataplane::runtime::{start_port, Placement, Runtime};
 
     let pool = pool(eal, "ping", 4095);
     let (port, queues) = start_port(eal, device, 1, &pool).expect("port");
     let mac = port.mac_address().expect("MAC");
-    let config = InterfaceConfig::new(address(mac, uwarp_ip));
-    let pinger = Pinger::new(Ipv4Address::from(kernel.ip), 100);
-    let answered = pinger.answered.clone();
-    let (control, dataplanes) = assemble(
-        config,
-        queues,
-        std::slice::from_ref(&pool),
-        pinger,
-        vec![NoFlows],
-    )
-    .expect("cores");
+    let (control, dataplanes) = ping_cores(&port, queues, &pool, uwarp_ip, kernel.ip, 100);
+    let answered = control.handler().answered.clone();
     let runtime = Runtime::spawn(eal, control, dataplanes, &Placement::Unpinned).expect("spawn");
 
     // uwarp first: it resolves the kernel's MAC by ARP and pings it.

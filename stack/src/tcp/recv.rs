@@ -262,28 +262,7 @@ impl Receiver {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[derive(Default)]
-    struct Recorder {
-        offered: Vec<(u64, Vec<u8>, bool)>,
-        edges: Vec<u64>,
-        consume: bool,
-    }
-
-    impl Consumer for Recorder {
-        fn on_data(&mut self, pos: u64, data: &[u8], in_order: bool) -> Disposition {
-            self.offered.push((pos, data.to_vec(), in_order));
-            if self.consume {
-                Disposition::Consumed
-            } else {
-                Disposition::Keep
-            }
-        }
-
-        fn on_left_edge(&mut self, left_edge: u64) {
-            self.edges.push(left_edge);
-        }
-    }
+    use crate::tcp::sim::Recorder;
 
     #[test]
     fn offers_only_new_octets_and_advances() {
@@ -305,7 +284,7 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec![(10, 10, false), (0, 10, true), (20, 10, true)]
         );
-        assert_eq!(c.edges, vec![30]);
+        assert_eq!(c.left_edges, vec![30]);
         assert!(rx.fin_received());
         assert_eq!(rx.receive(0, &[0; 30], true, &mut c).new, 0);
     }

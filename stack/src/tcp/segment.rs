@@ -128,8 +128,8 @@ impl Segment<'_> {
 }
 
 /// A header with no options and no payload, the base of every segment the
-/// engine builds.
-pub(crate) fn bare_header(
+/// engine builds (and of segments tests and tools forge).
+pub fn bare_header(
     src_port: u16,
     dst_port: u16,
     control: TcpControl,

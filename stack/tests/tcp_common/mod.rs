@@ -5,38 +5,17 @@
 
 #![allow(dead_code)]
 
-use smoltcp::wire::{Ipv4Address, TcpControl, TcpRepr, TcpSeqNumber};
+use smoltcp::wire::{Ipv4Address, TcpControl, TcpRepr};
 use uwarp_stack::tcp::{
-    parse, Config, Connection, Consumer, Disposition, Duration, Endpoint, Event, Instant,
-    IsnGenerator, ListenOutcome, Listener, Payload, Segment, Seq,
+    bare_header, parse, Config, Connection, Duration, Endpoint, Event, Instant, IsnGenerator,
+    ListenOutcome, Listener, Payload, Segment, Seq,
 };
 
 pub const A: Endpoint = Endpoint::new(Ipv4Address::new(10, 0, 0, 1), 1000);
 pub const B: Endpoint = Endpoint::new(Ipv4Address::new(10, 0, 0, 2), 2000);
 pub const A_ISN: Seq = Seq(0xFFFF_FF00);
 
-/// A consumer recording every hand-off; it consumes when `consume` says so.
-#[derive(Debug, Default)]
-pub struct Recorder {
-    pub offered: Vec<(u64, Vec<u8>, bool)>,
-    pub left_edges: Vec<u64>,
-    pub consume: bool,
-}
-
-impl Consumer for Recorder {
-    fn on_data(&mut self, pos: u64, data: &[u8], in_order: bool) -> Disposition {
-        self.offered.push((pos, data.to_vec(), in_order));
-        if self.consume {
-            Disposition::Consumed
-        } else {
-            Disposition::Keep
-        }
-    }
-
-    fn on_left_edge(&mut self, left_edge: u64) {
-        self.left_edges.push(left_edge);
-    }
-}
+pub use uwarp_stack::tcp::sim::Recorder;
 
 /// A segment's bytes as one side sent them.
 #[derive(Debug, Clone)]
@@ -196,20 +175,7 @@ impl Pair {
 
 /// A segment from B to A built by hand (an attacker or a test peer).
 pub fn forged(control: TcpControl, seq: Seq, ack: Option<Seq>, payload: &[u8]) -> Vec<u8> {
-    let header = TcpRepr {
-        src_port: B.port,
-        dst_port: A.port,
-        control,
-        seq_number: TcpSeqNumber::from(seq),
-        ack_number: ack.map(TcpSeqNumber::from),
-        window_len: 65535,
-        window_scale: None,
-        max_seg_size: None,
-        sack_permitted: false,
-        sack_ranges: [None; 3],
-        timestamp: None,
-        payload: &[],
-    };
+    let header = bare_header(B.port, A.port, control, seq, ack, 65535);
     Segment {
         src: B.addr,
         dst: A.addr,

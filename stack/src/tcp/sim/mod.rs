@@ -15,12 +15,14 @@
 
 mod app;
 mod link;
+mod recorder;
 mod rng;
 mod scenario;
 mod world;
 
 pub use app::pattern;
 pub use link::LinkConfig;
+pub use recorder::Recorder;
 pub use rng::SimRng;
 pub use scenario::Scenario;
 

@@ -11,10 +11,10 @@ use crate::tcp::connection::{Connection, Endpoint, Event, State};
 use crate::tcp::isn::IsnGenerator;
 use crate::tcp::listener::{ListenOutcome, Listener};
 use crate::tcp::recv::WindowPolicy;
-use crate::tcp::segment::{parse, Segment};
+use crate::tcp::segment::{bare_header, parse, Segment};
 use crate::tcp::seq::Seq;
 use crate::tcp::time::{Duration, Instant};
-use smoltcp::wire::{Ipv4Address, TcpControl, TcpRepr};
+use smoltcp::wire::{Ipv4Address, TcpControl};
 
 /// The longest a run may take in virtual time.
 const TIME_LIMIT: Duration = Duration::from_secs(900);
@@ -259,20 +259,8 @@ impl World {
             None => Seq(self.rng.next_u64() as u32),
         };
         let payload = vec![0xEE; self.rng.between(0, 64) as usize];
-        let header = TcpRepr {
-            src_port,
-            dst_port,
-            control,
-            seq_number: seq.into(),
-            ack_number: Some(ack.into()),
-            window_len: self.rng.next_u64() as u16,
-            window_scale: None,
-            max_seg_size: None,
-            sack_permitted: false,
-            sack_ranges: [None; 3],
-            timestamp: None,
-            payload: &[],
-        };
+        let window = self.rng.next_u64() as u16;
+        let header = bare_header(src_port, dst_port, control, seq, Some(ack), window);
         let bytes = self.links[1 - to].build(header, &payload);
         self.deliver(to, &bytes)
     }
