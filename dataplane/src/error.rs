@@ -29,6 +29,11 @@ pub enum Error {
     Unsupported(String),
     /// The mempool had no free mbuf.
     NoMbufs,
+    /// The link stayed down for as long as the caller waited.
+    LinkDown {
+        /// How long the caller waited.
+        waited: std::time::Duration,
+    },
 }
 
 impl Error {
@@ -72,6 +77,7 @@ impl fmt::Display for Error {
             Error::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
             Error::Unsupported(what) => write!(f, "unsupported: {what}"),
             Error::NoMbufs => f.write_str("the mempool has no free mbuf"),
+            Error::LinkDown { waited } => write!(f, "the link stayed down for {waited:?}"),
         }
     }
 }

@@ -11,6 +11,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::device::Device;
 use crate::eal::Eal;
@@ -331,6 +332,31 @@ impl Port {
         }
         self.shared.started.store(false, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Starts the port and waits until its link is up, stopping and
+    /// starting it again whenever the start fails or the link stays down
+    /// for `attempt`; gives up after `total`. A net_memif client needs
+    /// this: it connects only when started, fails to start while its
+    /// server does not listen yet, and does not retry a handshake its
+    /// server refused (as one that listens but is not yet started does).
+    pub fn start_until_link_up(&mut self, attempt: Duration, total: Duration) -> Result<()> {
+        let deadline = Instant::now() + total;
+        while Instant::now() < deadline {
+            if self.start().is_ok() {
+                let give_up = Instant::now() + attempt;
+                while Instant::now() < give_up {
+                    if self.link()?.up {
+                        return Ok(());
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                self.stop()?;
+            } else {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        Err(Error::LinkDown { waited: total })
     }
 
     /// Whether [`start`](Self::start) succeeded and no

@@ -81,15 +81,11 @@ fn side(role: &str, vdev: &str) {
     let config = port_config(&device.capabilities().expect("capabilities"), 1);
     let mut port =
         Port::configure(eal, device, &config, std::slice::from_ref(&pool)).expect("configure");
-    // A memif client cannot start before its server listens: retry.
-    let started = Instant::now();
-    while let Err(e) = port.start() {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "{role}: start: {e}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    // A memif client cannot start before its server listens, and a server
+    // may refuse it until its own port is started: retry until the link
+    // is up.
+    port.start_until_link_up(Duration::from_secs(2), Duration::from_secs(15))
+        .unwrap_or_else(|e| panic!("{role}: start: {e}"));
     let queues = port.take_queues().expect("queues");
     let (control, dataplanes) = ping_cores(
         &port,
