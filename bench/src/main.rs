@@ -171,7 +171,7 @@ fn loopback(args: &LoopbackArgs) -> Result<(), String> {
 
 fn pollloop(args: &PollLoopArgs) -> Result<(), String> {
     if let Some(socket) = &args.far_side {
-        return pollloop::run_far_side(socket, args.seconds, args.cpu);
+        return pollloop::run_far_side(socket, args.seconds, args.cpu, args.frames);
     }
     let config = PollLoopConfig {
         link: match args.link {

@@ -13,8 +13,11 @@
 //!   32 frames circling (testpmd: `--vdev net_ring0 --tx-first`).
 //! - `memif`: two processes over net_memif, each running uwarp's loop
 //!   (the far one is this binary started again with `--far-side`), 32
-//!   frames bouncing between them; the reference is two testpmds, the near
-//!   one with `--tx-first`. Each process's loop is pinned to its own CPU.
+//!   frames bouncing between them; the reference is two testpmds. Each
+//!   process's loop is pinned to its own CPU. The memif client (the far
+//!   side) puts the frames in flight, in both runs: it is the last to see
+//!   the link come up, and frames the server sends as soon as it sees the
+//!   link can be lost while the client is still setting up its rings.
 
 mod forwarder;
 pub mod testpmd;
@@ -174,12 +177,17 @@ fn memif(
             .args(["pollloop", "--link", "memif", "--far-side", &socket])
             .args(["--seconds", &(config.seconds + 3).to_string()])
             .args(["--cpu", &far_cpu.to_string()])
+            .args(["--frames", &config.frames.to_string()])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
             .map_err(|e| format!("cannot start the far side: {e}"))?,
     );
-    let uwarp = near.run(eal, config);
+    let near_config = PollLoopConfig {
+        frames: 0,
+        ..config.clone()
+    };
+    let uwarp = near.run(eal, &near_config);
     drop(far);
     let _ = std::fs::remove_file(&socket);
     let uwarp = uwarp?;
@@ -187,14 +195,14 @@ fn memif(
     let near = Testpmd::start(&TestpmdConfig {
         lcores: &testpmd_lcores(config.cpu, far_cpu),
         vdevs: &[server],
-        tx_first: true,
+        tx_first: false,
         file_prefix: &format!("{prefix}-near"),
     })?;
-    std::thread::sleep(Duration::from_millis(300));
+    near.wait_started(Duration::from_secs(20))?;
     let far = Testpmd::start(&TestpmdConfig {
         lcores: &testpmd_lcores(far_cpu, config.cpu),
         vdevs: &[memif_vdev("client", &socket)],
-        tx_first: false,
+        tx_first: true,
         file_prefix: &format!("{prefix}-far"),
     })?;
     let reference = median(near.rates(2, config.seconds as usize));
@@ -204,9 +212,9 @@ fn memif(
     Ok((uwarp, reference?))
 }
 
-/// The far side of the memif run: forwards for `seconds` what the near
-/// side sends, on `cpu`, then exits.
-pub fn run_far_side(socket: &str, seconds: u64, cpu: usize) -> Result<(), String> {
+/// The far side of the memif run: puts `frames` frames in flight and
+/// forwards what comes back for `seconds`, on `cpu`, then exits.
+pub fn run_far_side(socket: &str, seconds: u64, cpu: usize, frames: usize) -> Result<(), String> {
     let prefix = format!("uwarp-perf-{}", std::process::id());
     let eal =
         Eal::init(&EalConfig::virtual_devices([memif_vdev("client", socket)]).file_prefix(&prefix))
@@ -215,7 +223,7 @@ pub fn run_far_side(socket: &str, seconds: u64, cpu: usize) -> Result<(), String
     let config = PollLoopConfig {
         link: Link::Memif,
         seconds,
-        frames: 0,
+        frames,
         cpu,
     };
     ForwardLoop::start(eal, device)?.run(eal, &config).map(drop)

@@ -17,6 +17,7 @@ pub const START_REPORTS: usize = 15;
 pub struct Testpmd {
     child: Child,
     rates: mpsc::Receiver<u64>,
+    started: mpsc::Receiver<()>,
 }
 
 /// What testpmd is started with.
@@ -62,8 +63,13 @@ impl Testpmd {
             .map_err(|e| format!("cannot run {TESTPMD} (install Debian's dpdk-dev): {e}"))?;
         let stdout = child.stdout.take().expect("piped");
         let (tx, rates) = mpsc::channel();
+        let (started_tx, started) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                // testpmd prints a port's MAC address once the port started.
+                if line.starts_with("Port 0: ") {
+                    let _ = started_tx.send(());
+                }
                 if let Some(pps) = parse_rx_pps(&line) {
                     if tx.send(pps).is_err() {
                         break;
@@ -71,7 +77,19 @@ impl Testpmd {
                 }
             }
         });
-        Ok(Testpmd { child, rates })
+        Ok(Testpmd {
+            child,
+            rates,
+            started,
+        })
+    }
+
+    /// Waits until testpmd's port has started (a memif server refuses a
+    /// client's handshake before that, and the client does not retry).
+    pub fn wait_started(&self, timeout: Duration) -> Result<(), String> {
+        self.started
+            .recv_timeout(timeout)
+            .map_err(|_| format!("{TESTPMD}'s port did not start within {timeout:?}"))
     }
 
     /// The receive rates (packets/s) testpmd prints for its port, one
