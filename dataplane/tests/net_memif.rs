@@ -6,7 +6,10 @@
 //! with the client first. Each process steps its cores from one thread,
 //! pings the other 200 times and answers the other's pings; both must
 //! finish with every ping answered both ways and every mbuf back in its
-//! pool.
+//! pool. The server publishes its socket only once its port has started
+//! (a memif server accepts clients from the moment it is probed, and a
+//! client that connects before the server's port starts gets a link that
+//! carries nothing); the client retries until it finds it.
 
 mod common;
 
@@ -73,7 +76,18 @@ fn main() {
 
 /// One process: `role` at 10.80.0.1 (server) or .2 (client) on `vdev`.
 fn side(role: &str, vdev: &str) {
-    let (ours, theirs) = if role == "server" { (1, 2) } else { (2, 1) };
+    let server = role == "server";
+    let (ours, theirs) = if server { (1, 2) } else { (2, 1) };
+    // A memif server listens from the moment it is probed, before its port
+    // is configured and started, and a client that connects in between
+    // gets a link that carries nothing. The server therefore listens under
+    // a private name and publishes the socket once its port has started.
+    let private = format!("{SOCKET}.{}", std::process::id());
+    let vdev = if server {
+        vdev.replace(SOCKET, &private)
+    } else {
+        vdev.to_owned()
+    };
     let config = EalConfig::virtual_devices([vdev]).file_prefix(&format!("uwarp-memif-{role}"));
     let eal = Eal::init(&config).expect("EAL with net_memif");
     let pool = common::pool(eal, role, 4095);
@@ -81,11 +95,14 @@ fn side(role: &str, vdev: &str) {
     let config = port_config(&device.capabilities().expect("capabilities"), 1);
     let mut port =
         Port::configure(eal, device, &config, std::slice::from_ref(&pool)).expect("configure");
-    // A memif client cannot start before its server listens, and a server
-    // may refuse it until its own port is started: retry until the link
-    // is up.
-    port.start_until_link_up(Duration::from_secs(2), Duration::from_secs(15))
-        .unwrap_or_else(|e| panic!("{role}: start: {e}"));
+    if server {
+        port.start().expect("start the server");
+        std::fs::rename(&private, SOCKET).expect("publish the server's socket");
+    } else {
+        // The client cannot start before the server's socket is there.
+        port.start_until_link_up(Duration::from_secs(2), Duration::from_secs(15))
+            .unwrap_or_else(|e| panic!("{role}: start: {e}"));
+    }
     let queues = port.take_queues().expect("queues");
     let (control, dataplanes) = ping_cores(
         &port,
