@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::mbuf::Mbuf;
-use crate::net::{classify, Classified, InterfaceAddress, NetCounters, RxChecksum, TcpMeta};
+use crate::net::{
+    classify, Classified, FourTuple, InterfaceAddress, NetCounters, RxChecksum, TcpMeta,
+};
 use crate::queue::RxQueue;
 use crate::runtime::flow_table::FlowTable;
 use crate::runtime::link::{Command, CoreLink};
@@ -36,6 +38,18 @@ pub trait FlowHandler: Send {
         packet: Mbuf,
         tx: &mut TxBatch,
     );
+
+    /// A flow the control core handed over was just added to this core's
+    /// table (its first chance to transmit, e.g. data queued during
+    /// set-up).
+    fn on_flow_added(
+        &mut self,
+        _now: Instant,
+        _tuple: &FourTuple,
+        _flow: &mut Self::Flow,
+        _tx: &mut TxBatch,
+    ) {
+    }
 
     /// Called once per poll after the receive burst: timers and transmit
     /// work of the flows.
@@ -120,7 +134,9 @@ impl<H: FlowHandler> DataplaneCore<H> {
             match command {
                 Command::AddFlow(tuple, flow) => {
                     // A duplicate tuple keeps the flow already there.
-                    let _ = self.flows.insert(tuple, flow);
+                    if let Ok(flow) = self.flows.insert(tuple, flow) {
+                        self.handler.on_flow_added(now, &tuple, flow, &mut self.tx);
+                    }
                 }
                 Command::RemoveFlow(tuple) => {
                     self.flows.remove(&tuple);

@@ -29,14 +29,12 @@ impl<F> FlowTable<F> {
         Self::default()
     }
 
-    /// Adds a flow; gives `flow` back if the tuple is already taken.
-    pub fn insert(&mut self, tuple: FourTuple, flow: F) -> Result<(), F> {
+    /// Adds a flow and returns it in place; gives `flow` back if the
+    /// tuple is already taken.
+    pub fn insert(&mut self, tuple: FourTuple, flow: F) -> Result<&mut F, F> {
         match self.flows.entry(tuple) {
             Entry::Occupied(_) => Err(flow),
-            Entry::Vacant(slot) => {
-                slot.insert(flow);
-                Ok(())
-            }
+            Entry::Vacant(slot) => Ok(slot.insert(flow)),
         }
     }
 
@@ -85,7 +83,7 @@ mod tests {
     fn insert_lookup_remove() {
         let mut table = FlowTable::new();
         assert!(table.insert(tuple(1), "a").is_ok());
-        assert_eq!(table.insert(tuple(1), "b"), Err("b"));
+        assert!(matches!(table.insert(tuple(1), "b"), Err("b")));
         assert!(table.insert(tuple(2), "c").is_ok());
         assert_eq!(table.get_mut(&tuple(1)).map(|f| *f), Some("a"));
         assert_eq!(table.len(), 2);
