@@ -7,6 +7,10 @@
 //! one hash lookup, passes everything else to the control core, lets the
 //! handler run its timers and transmit work, and flushes the transmit
 //! queue. Nothing here locks, and after warm-up nothing allocates.
+//!
+//! The port's [`ImpairSwitch`] (off unless set) impairs the received burst
+//! before classification and the frames sent; frames it holds back count
+//! as work, so a stepped runtime keeps polling until they are released.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -17,6 +21,7 @@ use crate::net::{
 };
 use crate::queue::RxQueue;
 use crate::runtime::flow_table::FlowTable;
+use crate::runtime::impair::{copy_mbuf, Direction, ImpairCounters, ImpairSwitch, Stage};
 use crate::runtime::link::{Command, CoreLink};
 use crate::runtime::tx_batch::{TxBatch, BURST};
 
@@ -59,7 +64,8 @@ pub trait FlowHandler: Send {
 /// What one dataplane core has seen.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DataplaneCounters {
-    /// Frames received.
+    /// Frames received (those the receive impairment let through, when
+    /// it is on).
     pub rx_frames: u64,
     /// Segments handed to owned flows.
     pub to_flows: u64,
@@ -82,18 +88,26 @@ pub struct DataplaneCore<H: FlowHandler> {
     flows: FlowTable<H::Flow>,
     handler: H,
     burst: Vec<Mbuf>,
+    rx_impair: Stage<Mbuf>,
     counters: DataplaneCounters,
 }
 
 impl<H: FlowHandler> DataplaneCore<H> {
-    /// A core polling `rx` and sending on `tx` for the interface `address`.
+    /// A core polling `rx` and sending on `tx` for the interface `address`,
+    /// with an impairment switch of its own (off); [`assemble`] gives the
+    /// cores of a port one switch instead.
+    ///
+    /// [`assemble`]: crate::runtime::assemble
     pub fn new(
         rx: RxQueue,
-        tx: TxBatch,
+        mut tx: TxBatch,
         address: InterfaceAddress,
         link: Arc<CoreLink<H::Flow>>,
         handler: H,
     ) -> Self {
+        let switch = Arc::new(ImpairSwitch::default());
+        tx.set_impairment(Arc::clone(&switch));
+        let rx_impair = Stage::new(switch, Direction::Rx, rx.queue_id());
         DataplaneCore {
             rx,
             tx,
@@ -102,16 +116,42 @@ impl<H: FlowHandler> DataplaneCore<H> {
             flows: FlowTable::new(),
             handler,
             burst: Vec::with_capacity(BURST),
+            rx_impair,
             counters: DataplaneCounters::default(),
         }
     }
 
+    /// Impairs what this core receives and sends as `switch` says (its
+    /// random streams drawn from the seed, the queues' ids and the
+    /// direction).
+    pub fn set_impairment(&mut self, switch: Arc<ImpairSwitch>) {
+        self.tx.set_impairment(Arc::clone(&switch));
+        self.rx_impair.attach(switch);
+    }
+
+    /// The switch of this core's impairment, to change it at run time
+    /// from any thread.
+    pub fn impairment(&self) -> &Arc<ImpairSwitch> {
+        self.rx_impair.switch()
+    }
+
+    /// What the impairment did so far: (receive side, transmit side).
+    pub fn impair_counters(&self) -> (ImpairCounters, ImpairCounters) {
+        (
+            *self.rx_impair.impairer.counters(),
+            *self.tx.impair_counters(),
+        )
+    }
+
     /// One round: commands, a receive burst, the handler's work, a flush.
-    /// Returns the number of frames and commands handled (0 when idle).
+    /// Returns the number of frames and commands handled plus the frames
+    /// the impairment holds back (0 when idle).
     pub fn poll(&mut self, now: Instant) -> usize {
+        self.tx.set_now(now);
         let mut work = self.apply_commands(now);
         self.rx.rx_burst(&mut self.burst, BURST as u16);
         work += self.burst.len();
+        self.impair_rx(now);
         let mut burst = std::mem::take(&mut self.burst);
         for mbuf in burst.drain(..) {
             self.counters.rx_frames += 1;
@@ -124,7 +164,18 @@ impl<H: FlowHandler> DataplaneCore<H> {
             self.tx.push(frame);
         }
         self.tx.flush();
-        work
+        work + self.rx_impair.impairer.held() + self.tx.impair_held()
+    }
+
+    /// The receive impairment of the burst, and the release of what it
+    /// held whose time came.
+    fn impair_rx(&mut self, now: Instant) {
+        self.rx_impair.refresh();
+        let impairer = &mut self.rx_impair.impairer;
+        if impairer.is_engaged() {
+            let pool = self.tx.pool();
+            impairer.apply(now, &mut self.burst, 0, |m| copy_mbuf(pool, m));
+        }
     }
 
     fn apply_commands(&mut self, now: Instant) -> usize {
@@ -206,11 +257,11 @@ impl<H: FlowHandler> DataplaneCore<H> {
 
     /// Stops cleanly: sends what the device will still take, then frees
     /// every mbuf this core holds (queued frames, commands, received
-    /// frames) and forgets its flows. Returns how many mbufs were dropped
-    /// unsent.
+    /// frames, frames the impairment holds back) and forgets its flows.
+    /// Returns how many mbufs were dropped unsent.
     pub fn shutdown(&mut self) -> usize {
         self.tx.flush();
-        let mut dropped = self.tx.discard_pending();
+        let mut dropped = self.tx.discard_pending() + self.rx_impair.impairer.discard();
         while let Some(command) = self.link.commands.pop() {
             dropped += usize::from(matches!(command, Command::Packet(_)));
         }

@@ -9,6 +9,8 @@
 //!   and SYNs to the connection set-up handler, hand-over commands.
 //! - [`control_tx`]: the control core's own transmit queue, or dataplane
 //!   core 0's when the device has none to spare.
+//! - [`impair`]: seeded loss, reordering, duplication and delay of what a
+//!   port receives and sends, off unless switched on.
 //! - [`runner`]: pinned threads ([`Runtime`]) or one stepping thread
 //!   ([`Stepper`]), and clean shutdown.
 //!
@@ -16,11 +18,14 @@
 //! polls receive queue `i` and sends on transmit queue `i`; the control
 //! core sends on one more transmit queue of its own when the device has
 //! it ([`start_port`] asks for it), through dataplane core 0 otherwise.
+//! All the cores of a port share one [`ImpairSwitch`], reachable through
+//! [`DataplaneCore::impairment`].
 
 pub mod control_core;
 pub mod control_tx;
 pub mod dataplane_core;
 pub mod flow_table;
+pub mod impair;
 pub mod link;
 pub mod runner;
 pub mod tx_batch;
@@ -31,6 +36,7 @@ pub use control_core::{ControlContext, ControlCore, ControlCounters, ControlHand
 pub use control_tx::ControlTx;
 pub use dataplane_core::{DataplaneCore, DataplaneCounters, FlowHandler};
 pub use flow_table::FlowTable;
+pub use impair::{ImpairConfig, ImpairCounters, ImpairSwitch, Impairer, Impairment};
 pub use link::{Command, CoreLink};
 pub use runner::{Placement, Runtime, Stepper, Stopped};
 pub use tx_batch::{TxBatch, TxCounters};
@@ -117,6 +123,7 @@ where
     }
     let pool = |i: usize| Arc::clone(&pools[i.min(pools.len() - 1)]);
     let address = config.address;
+    let switch = Arc::new(ImpairSwitch::default());
     let mut tx = queues.tx.into_iter();
     let mut links = Vec::with_capacity(cores);
     let mut cores_out = Vec::with_capacity(cores);
@@ -124,17 +131,17 @@ where
         let link = Arc::new(CoreLink::default());
         let txq = tx.next().expect("length checked above");
         let batch = TxBatch::new(txq, pool(i));
-        cores_out.push(DataplaneCore::new(
-            rx,
-            batch,
-            address,
-            Arc::clone(&link),
-            handler,
-        ));
+        let mut core = DataplaneCore::new(rx, batch, address, Arc::clone(&link), handler);
+        core.set_impairment(Arc::clone(&switch));
+        cores_out.push(core);
         links.push(link);
     }
     let control_tx = match tx.next() {
-        Some(queue) => ControlTx::Queue(TxBatch::new(queue, pool(cores))),
+        Some(queue) => {
+            let mut batch = TxBatch::new(queue, pool(cores));
+            batch.set_impairment(switch);
+            ControlTx::Queue(batch)
+        }
         None => ControlTx::ViaCore {
             pool: pool(cores),
             link: Arc::clone(&links[0]),

@@ -5,13 +5,18 @@
 //! flushes at the end of its poll; what the device does not take stays
 //! queued, in order, for the next flush, up to a bound past which new
 //! frames are dropped and counted (TCP retransmits; ARP and ICMP retry).
+//!
+//! On their way to the device, frames go through the transmit side of the
+//! port's [`ImpairSwitch`] (off unless set), applied once to each frame.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::mbuf::Mbuf;
 use crate::mempool::Mempool;
 use crate::net::FrameSink;
 use crate::queue::TxQueue;
+use crate::runtime::impair::{copy_mbuf, Direction, ImpairCounters, ImpairSwitch, Stage};
 
 /// Packets per `tx_burst`.
 pub const BURST: usize = 32;
@@ -36,18 +41,63 @@ pub struct TxBatch {
     queue: TxQueue,
     pool: Arc<Mempool>,
     pending: Vec<Mbuf>,
+    /// How many frames at the front of `pending` went through the
+    /// impairment already.
+    impaired: usize,
+    /// Boxed: only its `is_engaged` flag is read on the fast path, and a
+    /// batch stays small.
+    impair: Box<Stage<Mbuf>>,
+    /// Whether the impairment's switch was checked since the last flush.
+    impair_checked: bool,
+    /// The time of the owning core's poll; the clock's when no core
+    /// tells it (the control core's own queue).
+    now: Option<Instant>,
     counters: TxCounters,
 }
 
 impl TxBatch {
     /// Sends on `queue`, allocating frames from `pool`.
+    ///
+    /// Not impaired until [`set_impairment`](Self::set_impairment) gives
+    /// it a switch.
     pub fn new(queue: TxQueue, pool: Arc<Mempool>) -> Self {
+        let impair = Box::new(Stage::new(Arc::default(), Direction::Tx, queue.queue_id()));
         TxBatch {
             queue,
             pool,
             pending: Vec::with_capacity(BURST),
+            impaired: 0,
+            impair,
+            impair_checked: false,
+            now: None,
             counters: TxCounters::default(),
         }
+    }
+
+    /// Impairs the frames it sends as the transmit side of `switch` says,
+    /// drawing from its own random stream (from the queue's id).
+    pub fn set_impairment(&mut self, switch: Arc<ImpairSwitch>) {
+        self.impair.attach(switch);
+    }
+
+    /// What the transmit impairment did so far.
+    pub fn impair_counters(&self) -> &ImpairCounters {
+        self.impair.impairer.counters()
+    }
+
+    /// Frames the transmit impairment holds back.
+    pub(crate) fn impair_held(&self) -> usize {
+        self.impair.impairer.held()
+    }
+
+    /// The time of the owning core's current poll, for the impairment.
+    pub(crate) fn set_now(&mut self, now: Instant) {
+        self.now = Some(now);
+    }
+
+    /// The pool frames are allocated from.
+    pub(crate) fn pool(&self) -> &Mempool {
+        &self.pool
     }
 
     /// Queues a ready mbuf; flushes when a burst is full. Returns false
@@ -59,13 +109,36 @@ impl TxBatch {
         }
         self.pending.push(mbuf);
         if self.pending.len() >= BURST {
-            self.flush();
+            self.send();
         }
         true
     }
 
-    /// Hands what is queued to the device; returns how many it took.
+    /// Hands what is queued (and what the impairment releases) to the
+    /// device; returns how many frames it took.
     pub fn flush(&mut self) -> usize {
+        let sent = self.send();
+        self.impair_checked = false;
+        sent
+    }
+
+    /// Impairs the frames not impaired yet and hands what is queued to the
+    /// device; returns how many it took. The first send after a flush
+    /// takes up a change of the impairment, so the switch is read once
+    /// per poll of the core that owns the batch.
+    fn send(&mut self) -> usize {
+        if !self.impair_checked {
+            self.impair_checked = true;
+            self.impair.refresh();
+        }
+        let impairer = &mut self.impair.impairer;
+        if impairer.is_engaged() {
+            let now = self.now.unwrap_or_else(Instant::now);
+            let pool = &self.pool;
+            impairer.apply(now, &mut self.pending, self.impaired, |m| {
+                copy_mbuf(pool, m)
+            });
+        }
         let mut sent = 0;
         while !self.pending.is_empty() {
             let n = self.queue.tx_burst(&mut self.pending);
@@ -74,14 +147,17 @@ impl TxBatch {
             }
             sent += n;
         }
+        self.impaired = self.pending.len();
         self.counters.sent += sent as u64;
         sent
     }
 
-    /// Drops every frame still waiting (at shutdown), returning how many.
+    /// Drops every frame still waiting (at shutdown), those the
+    /// impairment holds included, returning how many.
     pub fn discard_pending(&mut self) -> usize {
-        let n = self.pending.len();
+        let n = self.pending.len() + self.impair.impairer.discard();
         self.pending.clear();
+        self.impaired = 0;
         n
     }
 

@@ -424,3 +424,18 @@ pub fn echo_request(
     );
     buf
 }
+
+/// The sequence number of `frame` if it is an ICMP echo reply.
+pub fn echo_reply_seq(frame: &[u8]) -> Option<u16> {
+    use smoltcp::wire::{Icmpv4Packet, Icmpv4Repr};
+    let eth = EthernetFrame::new_checked(frame).ok()?;
+    if eth.ethertype() != EthernetProtocol::Ipv4 {
+        return None;
+    }
+    let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
+    let icmp = Icmpv4Packet::new_checked(ip.payload()).ok()?;
+    match Icmpv4Repr::parse(&icmp, &Default::default()).ok()? {
+        Icmpv4Repr::EchoReply { seq_no, .. } => Some(seq_no),
+        _ => None,
+    }
+}
