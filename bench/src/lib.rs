@@ -4,3 +4,4 @@ pub mod capture;
 pub mod decode;
 pub mod perf;
 pub mod pollloop;
+pub mod tcp;

@@ -16,6 +16,9 @@ use uwarp_bench::capture::read_capture;
 use uwarp_bench::decode::{decode_streams, CrcMode, DecodeOptions};
 use uwarp_bench::perf::{self, Op, Workload};
 use uwarp_bench::pollloop::{self, Link, PollLoopConfig};
+use uwarp_bench::tcp::{self, Open, Role, TcpRun};
+use uwarp_control::dpdk::End;
+use uwarp_dataplane::runtime::Impairment;
 use uwarp_stack::wire::terminate::LayoutHint;
 
 /// uwarp's perf and diagnostics tool.
@@ -36,6 +39,67 @@ enum Command {
     /// Measure the bare DPDK poll loop (receive, classify, transmit) in
     /// packets per second, beside dpdk-testpmd's io forwarding.
     Pollloop(PollLoopArgs),
+    /// Move data over uwarp's TCP on DPDK against any TCP peer (like
+    /// iperf): sink, source or echo, listening or connecting.
+    Tcp(TcpArgs),
+}
+
+#[derive(clap::Args)]
+struct TcpArgs {
+    /// What each connection does.
+    #[arg(long, value_enum)]
+    role: RoleArg,
+    /// Accept connections on this port.
+    #[arg(long, conflicts_with = "connect", required_unless_present = "connect")]
+    listen: Option<u16>,
+    /// Connect to this peer (IPv4:PORT).
+    #[arg(long)]
+    connect: Option<std::net::SocketAddrV4>,
+    /// Octets a source sends.
+    #[arg(long, default_value_t = 1 << 30)]
+    bytes: u64,
+    /// Connections to serve or open, one after another.
+    #[arg(long, default_value_t = 1)]
+    connections: usize,
+    /// EAL arguments, e.g. "--vdev net_tap0,iface=uw0" (DPDK runs with
+    /// --no-huge -m 256 --no-pci unless these say otherwise).
+    #[arg(long, allow_hyphen_values = true)]
+    eal: String,
+    /// The DPDK port's name (default: the first --vdev's).
+    #[arg(long)]
+    device: Option<String>,
+    /// uwarp's address, ADDRESS/PREFIX.
+    #[arg(long)]
+    ip: String,
+    /// uwarp's MAC address (default: the port's).
+    #[arg(long)]
+    mac: Option<String>,
+    /// The default gateway.
+    #[arg(long)]
+    gateway: Option<std::net::Ipv4Addr>,
+    /// Turn Nagle's algorithm off.
+    #[arg(long)]
+    no_nagle: bool,
+    /// Seconds to wait for each connection to end.
+    #[arg(long, default_value_t = 600)]
+    timeout: u64,
+    /// Impair what the port receives, e.g.
+    /// "loss=0.01,reorder=0.01,dup=0.001,delay=100us,seed=7" (off by default).
+    #[arg(long, default_value = "off")]
+    impair_rx: String,
+    /// Impair what the port sends (same syntax as --impair-rx).
+    #[arg(long, default_value = "off")]
+    impair_tx: String,
+    /// One JSON object per connection instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum RoleArg {
+    Sink,
+    Source,
+    Echo,
 }
 
 #[derive(clap::Args)]
@@ -134,6 +198,7 @@ fn main() -> ExitCode {
         Command::Decode(args) => decode(&args),
         Command::Loopback(args) => loopback(&args),
         Command::Pollloop(args) => pollloop(&args),
+        Command::Tcp(args) => tcp(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -167,6 +232,85 @@ fn loopback(args: &LoopbackArgs) -> Result<(), String> {
         print!("{}", report.to_text());
     }
     Ok(())
+}
+
+fn tcp(args: &TcpArgs) -> Result<(), String> {
+    let (ip, prefix_len) = args
+        .ip
+        .split_once('/')
+        .and_then(|(ip, len)| Some((ip.parse().ok()?, len.parse::<u8>().ok()?)))
+        .filter(|&(_, len)| len <= 32)
+        .ok_or_else(|| {
+            format!(
+                "--ip {}: expected ADDRESS/PREFIX, e.g. 10.0.0.2/24",
+                args.ip
+            )
+        })?;
+    let mac = match &args.mac {
+        Some(text) => Some(smoltcp::wire::EthernetAddress::from_bytes(&parse_mac(
+            text,
+        )?)),
+        None => None,
+    };
+    let run = TcpRun {
+        role: match args.role {
+            RoleArg::Sink => Role::Sink,
+            RoleArg::Source => Role::Source,
+            RoleArg::Echo => Role::Echo,
+        },
+        open: match (args.listen, args.connect) {
+            (Some(port), _) => Open::Listen(port),
+            (None, Some(peer)) => Open::Connect(peer),
+            (None, None) => return Err("give --listen PORT or --connect IP:PORT".into()),
+        },
+        bytes: args.bytes,
+        connections: args.connections,
+        eal: args.eal.split_whitespace().map(str::to_owned).collect(),
+        device: args.device.clone(),
+        ip: std::net::Ipv4Addr::into(ip),
+        prefix_len,
+        mac,
+        gateway: args.gateway,
+        nagle: !args.no_nagle,
+        timeout: std::time::Duration::from_secs(args.timeout),
+        impairment: Impairment {
+            rx: args
+                .impair_rx
+                .parse()
+                .map_err(|e| format!("--impair-rx: {e}"))?,
+            tx: args
+                .impair_tx
+                .parse()
+                .map_err(|e| format!("--impair-tx: {e}"))?,
+        },
+    };
+    let outcome = tcp::run(&run)?;
+    for report in &outcome.reports {
+        if args.json {
+            println!("{}", report.to_json());
+        } else {
+            print!("{}", report.to_text());
+        }
+    }
+    match outcome.reports.iter().find(|r| r.end != End::Closed) {
+        Some(report) => Err(format!(
+            "a connection did not close cleanly: it ended {}",
+            report.to_json()["end"]
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Six colon-separated hex octets.
+fn parse_mac(text: &str) -> Result<[u8; 6], String> {
+    let octets: Vec<u8> = text
+        .split(':')
+        .map(|part| u8::from_str_radix(part, 16))
+        .collect::<Result<_, _>>()
+        .map_err(|_| format!("--mac {text}: expected six hex octets like 02:00:00:00:00:01"))?;
+    octets
+        .try_into()
+        .map_err(|_| format!("--mac {text}: expected six hex octets like 02:00:00:00:00:01"))
 }
 
 fn pollloop(args: &PollLoopArgs) -> Result<(), String> {

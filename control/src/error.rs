@@ -29,6 +29,8 @@ pub enum Error {
     Timeout,
     /// The device's threads are gone.
     DeviceClosed,
+    /// DPDK refused (EAL, port, queue or mempool set-up).
+    Dpdk(uwarp_dataplane::Error),
 }
 
 impl fmt::Display for Error {
@@ -48,6 +50,7 @@ impl fmt::Display for Error {
             Self::WrongState(what) => write!(f, "wrong state: {what}"),
             Self::Timeout => write!(f, "timed out"),
             Self::DeviceClosed => write!(f, "the device is closed"),
+            Self::Dpdk(err) => write!(f, "DPDK: {err}"),
         }
     }
 }
@@ -69,5 +72,11 @@ impl From<StartupError> for Error {
 impl From<MemError> for Error {
     fn from(err: MemError) -> Self {
         Self::Mem(err)
+    }
+}
+
+impl From<uwarp_dataplane::Error> for Error {
+    fn from(err: uwarp_dataplane::Error) -> Self {
+        Self::Dpdk(err)
     }
 }

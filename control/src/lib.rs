@@ -55,6 +55,7 @@
 mod cm;
 mod cq;
 mod device;
+pub mod dpdk;
 mod error;
 mod pd;
 mod qp;

@@ -72,7 +72,7 @@ impl InterfaceAddress {
 }
 
 /// A TCP connection as seen from this host.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct FourTuple {
     /// Our address (the segment's destination on receive).
     pub local_ip: Ipv4Address,

@@ -51,9 +51,18 @@ pub struct ControlContext<'a, F> {
     /// The control core's way to the wire.
     pub tx: &'a mut ControlTx<F>,
     links: &'a [Arc<CoreLink<F>>],
+    arrived_on: Option<usize>,
 }
 
 impl<F> ControlContext<'_, F> {
+    /// The dataplane core whose receive queue the frame being handled
+    /// came in on (`None` outside [`ControlHandler::on_tcp`]): the core
+    /// that should own its flow, since the device steers the flow's later
+    /// packets to the same queue.
+    pub fn arrived_on(&self) -> Option<usize> {
+        self.arrived_on
+    }
+
     /// Number of dataplane cores.
     pub fn dataplanes(&self) -> usize {
         self.links.len()
@@ -121,7 +130,7 @@ impl<C: ControlHandler> ControlCore<C> {
                     break;
                 };
                 work += 1;
-                self.receive(now, frame);
+                self.receive(now, index, frame);
             }
         }
         self.iface.poll(now, &mut self.tx);
@@ -129,13 +138,14 @@ impl<C: ControlHandler> ControlCore<C> {
             iface: &mut self.iface,
             tx: &mut self.tx,
             links: &self.links,
+            arrived_on: None,
         };
         self.handler.poll(now, &mut ctx);
         self.tx.flush();
         work
     }
 
-    fn receive(&mut self, now: Instant, frame: Mbuf) {
+    fn receive(&mut self, now: Instant, core: usize, frame: Mbuf) {
         self.counters.frames += 1;
         // Every frame here passed a dataplane core's `classify`, which
         // verified its IPv4 and TCP checksums already.
@@ -150,6 +160,7 @@ impl<C: ControlHandler> ControlCore<C> {
                     iface: &mut self.iface,
                     tx: &mut self.tx,
                     links: &self.links,
+                    arrived_on: Some(core),
                 };
                 self.handler.on_tcp(now, &meta, frame, &mut ctx);
             }

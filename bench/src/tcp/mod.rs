@@ -1,0 +1,230 @@
+//! `uwarp-perf tcp`: uwarp's TCP over DPDK against any TCP peer, like
+//! iperf: a [`Role`] (sink, source or echo) on a connection uwarp opens
+//! (`--connect`) or accepts (`--listen`), with bytes, Gbit/s,
+//! retransmissions and SHA-256 digests of both directions printed, so the
+//! two ends of a transfer can be compared.
+
+pub mod roles;
+
+use std::net::SocketAddrV4;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use smoltcp::wire::{EthernetAddress, Ipv4Address};
+use uwarp_control::dpdk::{End, HostConfig, HostReport, TcpHost};
+use uwarp_dataplane::runtime::Impairment;
+use uwarp_dataplane::{Device, Eal, EalConfig};
+
+pub use roles::{pattern_block, Report, Role, RoleApp};
+
+/// Which side opens the connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Open {
+    /// Accept connections on this port.
+    Listen(u16),
+    /// Connect to this peer.
+    Connect(SocketAddrV4),
+}
+
+/// What `uwarp-perf tcp` runs.
+#[derive(Clone, Debug)]
+pub struct TcpRun {
+    /// The role of each connection.
+    pub role: Role,
+    /// Listen or connect.
+    pub open: Open,
+    /// Octets a source sends.
+    pub bytes: u64,
+    /// Connections to serve (listen) or open (connect), one after another.
+    pub connections: usize,
+    /// Extra EAL arguments (e.g. `--vdev net_tap0,iface=uw0`).
+    pub eal: Vec<String>,
+    /// The DPDK port's name; `None` takes the first `--vdev`'s.
+    pub device: Option<String>,
+    /// Our address.
+    pub ip: Ipv4Address,
+    /// Its prefix length.
+    pub prefix_len: u8,
+    /// Our MAC address (`None`: the port's).
+    pub mac: Option<EthernetAddress>,
+    /// The default gateway.
+    pub gateway: Option<Ipv4Address>,
+    /// Nagle's algorithm.
+    pub nagle: bool,
+    /// Give up on a connection after this long.
+    pub timeout: Duration,
+    /// The port's impairment stage (off by default).
+    pub impairment: Impairment,
+}
+
+/// Everything one run measured.
+#[derive(Clone, Debug)]
+pub struct TcpOutcome {
+    /// One report per connection, in the order they ended.
+    pub reports: Vec<Report>,
+    /// The host's counters.
+    pub host: HostReport,
+}
+
+/// The name of the port of the first `--vdev` among `eal`.
+fn first_vdev(eal: &[String]) -> Option<String> {
+    let mut args = eal.iter();
+    while let Some(arg) = args.next() {
+        let value = match arg.strip_prefix("--vdev") {
+            Some("") => args.next().map(String::as_str),
+            Some(rest) => rest.strip_prefix('='),
+            None => None,
+        };
+        if let Some(value) = value {
+            return value.split(',').next().map(str::to_owned);
+        }
+    }
+    None
+}
+
+/// Runs the transfer(s) and returns what they measured.
+pub fn run(config: &TcpRun) -> Result<TcpOutcome, String> {
+    if config.connections == 0 {
+        return Err("--connections must be at least 1".into());
+    }
+    let device_name = config
+        .device
+        .clone()
+        .or_else(|| first_vdev(&config.eal))
+        .ok_or("name the DPDK port with --device, or give a --vdev in --eal")?;
+    let prefix = format!("uwarp-perf-{}", std::process::id());
+    let mut eal_config = EalConfig::virtual_devices(Vec::<String>::new()).file_prefix(&prefix);
+    for arg in &config.eal {
+        eal_config = eal_config.arg(arg.clone());
+    }
+    let eal = Eal::init(&eal_config).map_err(|e| format!("the EAL did not start: {e}"))?;
+    let device = Device::by_name(eal, &device_name)
+        .map_err(|e| format!("no DPDK port {device_name}: {e}"))?;
+    let mut host_config = HostConfig::new(config.ip, config.prefix_len);
+    host_config.mac = config.mac;
+    host_config.gateway = config.gateway;
+    host_config.tcp.nagle = config.nagle;
+    host_config.impairment = config.impairment;
+    let host = TcpHost::start(eal, device, host_config).map_err(|e| e.to_string())?;
+    let (report_tx, reports) = crossbeam_channel::unbounded();
+    let block = Arc::new(pattern_block());
+    let app = {
+        let (role, bytes) = (config.role, config.bytes);
+        move || RoleApp::new(role, bytes, Arc::clone(&block), report_tx.clone())
+    };
+    let mut reports_out = Vec::with_capacity(config.connections);
+    let result = transfer(&host, config, app, &reports, &mut reports_out);
+    let host_report = host.shutdown();
+    result?;
+    Ok(TcpOutcome {
+        reports: reports_out,
+        host: host_report,
+    })
+}
+
+/// Listens or connects, then collects one report per connection.
+fn transfer(
+    host: &TcpHost<RoleApp>,
+    config: &TcpRun,
+    app: impl Fn() -> RoleApp + Clone + Send + 'static,
+    reports: &crossbeam_channel::Receiver<Report>,
+    out: &mut Vec<Report>,
+) -> Result<(), String> {
+    if let Open::Listen(port) = config.open {
+        let app = app.clone();
+        host.listen(port, move |_peer| app())
+            .map_err(|e| e.to_string())?;
+    }
+    for _ in 0..config.connections {
+        if let Open::Connect(peer) = config.open {
+            host.connect(peer, app()).map_err(|e| e.to_string())?;
+        }
+        let report = reports
+            .recv_timeout(config.timeout)
+            .map_err(|_| format!("no connection ended within {:?}", config.timeout))?;
+        out.push(report);
+    }
+    Ok(())
+}
+
+fn hex(digest: &[u8; 32]) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn end_name(end: End) -> &'static str {
+    match end {
+        End::Closed => "closed",
+        End::Reset => "reset",
+        End::TimedOut => "timed-out",
+        End::Unreachable => "unreachable",
+        End::Aborted => "aborted",
+    }
+}
+
+fn gbps(report: &Report) -> f64 {
+    let octets = report.sent.max(report.received) as f64;
+    if report.seconds > 0.0 {
+        octets * 8.0 / report.seconds / 1e9
+    } else {
+        0.0
+    }
+}
+
+impl Report {
+    /// The report as one JSON object.
+    pub fn to_json(&self) -> serde_json::Value {
+        json!({
+            "role": self.role.name(),
+            "end": end_name(self.end),
+            "bytes_sent": self.sent,
+            "bytes_received": self.received,
+            "seconds": self.seconds,
+            "gbps": gbps(self),
+            "segments_sent": self.stats.segments_sent,
+            "segments_received": self.stats.segments_received,
+            "retransmissions": self.stats.retransmissions,
+            "timeouts": self.stats.timeouts,
+            "fast_recoveries": self.stats.fast_recoveries,
+            "window_probes": self.stats.window_probes,
+            "sha256_sent": hex(&self.sent_sha256),
+            "sha256_received": hex(&self.received_sha256),
+        })
+    }
+
+    /// The report as text.
+    pub fn to_text(&self) -> String {
+        format!(
+            "{} {}: sent {} B, received {} B in {:.3} s ({:.3} Gbit/s), \
+             {} retransmissions\n  sha256 sent     {}\n  sha256 received {}\n",
+            self.role.name(),
+            end_name(self.end),
+            self.sent,
+            self.received,
+            self.seconds,
+            gbps(self),
+            self.stats.retransmissions,
+            hex(&self.sent_sha256),
+            hex(&self.received_sha256),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_port_name_comes_from_the_first_vdev() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            first_vdev(&args(&["--vdev", "net_tap0,iface=x", "--vdev=net_ring1"])),
+            Some("net_tap0".into())
+        );
+        assert_eq!(
+            first_vdev(&args(&["-l", "0", "--vdev=net_memif0,role=server"])),
+            Some("net_memif0".into())
+        );
+        assert_eq!(first_vdev(&args(&["--no-pci"])), None);
+    }
+}

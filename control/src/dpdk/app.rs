@@ -1,0 +1,43 @@
+//! [`TcpApp`]: what runs above one TCP connection on the DPDK runtime.
+//!
+//! The application of a connection runs where the connection runs: on the
+//! control core during the handshake, then on the dataplane core that owns
+//! the flow. It is the engine's [`Consumer`] (every acceptable segment's
+//! new data, in order or not, RFC 5044 A.3), it queues data and closes
+//! through the [`Connection`] itself, and it hears how the connection
+//! ended. MPA/DDP/RDMAP is such an application; so are the roles of
+//! `uwarp-perf tcp`.
+
+use uwarp_stack::tcp::{Connection, Consumer, Event, Instant, Stats};
+
+/// Why a connection ended, as told to its application.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    /// Both directions closed with FINs (RFC 9293 section 3.6).
+    Closed,
+    /// The peer reset the connection, or refused it (a RST to our SYN).
+    Reset,
+    /// Retransmissions or keep-alive probes went unanswered (RFC 9293
+    /// section 3.8.3), or the handshake did.
+    TimedOut,
+    /// The peer's address (or the gateway's) did not resolve (ARP).
+    Unreachable,
+    /// The connection closed without either side's FIN exchange
+    /// completing (the application aborted it).
+    Aborted,
+}
+
+/// The application above one connection.
+pub trait TcpApp: Consumer + Send + 'static {
+    /// An event of the engine (established, the peer's FIN, ...).
+    fn on_event(&mut self, _now: Instant, _event: Event, _conn: &mut Connection) {}
+
+    /// Called after every input, timer and hand-over of the connection:
+    /// queue data ([`Connection::send`], [`Connection::send_record`]),
+    /// read held data, close.
+    fn drive(&mut self, now: Instant, conn: &mut Connection);
+
+    /// The connection ended; called once. The flow stays in its table
+    /// through TIME-WAIT but the application is not called again.
+    fn on_end(&mut self, end: End, stats: &Stats);
+}

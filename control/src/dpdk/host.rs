@@ -1,0 +1,223 @@
+//! [`TcpHost`]: a TCP/IP host on one DPDK port, ready to listen and
+//! connect: the port started, a control core running [`TcpSetup`] and a
+//! dataplane core running [`TcpCore`], on threads of their own.
+
+use std::net::SocketAddrV4;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::Sender;
+use smoltcp::wire::{EthernetAddress, Ipv4Address};
+use uwarp_dataplane::net::{InterfaceAddress, InterfaceConfig, NetCounters};
+use uwarp_dataplane::runtime::{
+    assemble, port_config, DataplaneCounters, ImpairCounters, ImpairSwitch, Impairment, Placement,
+    Runtime, TxCounters,
+};
+use uwarp_dataplane::{Device, Eal, Mempool, MempoolConfig, Port};
+use uwarp_stack::tcp::{Config, Endpoint};
+
+use super::app::TcpApp;
+use super::clock::Clock;
+use super::core::{TcpCore, TcpCoreCounters};
+use super::setup::{Request, SetupCounters, TcpSetup};
+use crate::error::Error;
+
+/// How a [`TcpHost`] is set up.
+#[derive(Clone, Debug)]
+pub struct HostConfig {
+    /// Our IPv4 address.
+    pub ip: Ipv4Address,
+    /// The subnet prefix length of `ip`.
+    pub prefix_len: u8,
+    /// The default gateway, if any.
+    pub gateway: Option<Ipv4Address>,
+    /// Our MAC address; `None` takes the port's.
+    pub mac: Option<EthernetAddress>,
+    /// Settings of every connection.
+    pub tcp: Config,
+    /// Where the cores' threads run.
+    pub placement: Placement,
+    /// The mbuf pool.
+    pub mempool: MempoolConfig,
+    /// How long to wait for the link to come up at start (a net_memif
+    /// client's start fails until its server listens: it is retried).
+    pub link_wait: Duration,
+    /// The port's impairment stage at start (off by default; see
+    /// [`TcpHost::impairment`] to change it while running).
+    pub impairment: Impairment,
+}
+
+impl HostConfig {
+    /// A host at `ip`/`prefix_len` with the defaults: the port's MAC, no
+    /// gateway, default TCP settings, unpinned threads, up to 10 s for
+    /// the link.
+    pub fn new(ip: Ipv4Address, prefix_len: u8) -> Self {
+        HostConfig {
+            ip,
+            prefix_len,
+            gateway: None,
+            mac: None,
+            tcp: Config::default(),
+            placement: Placement::Unpinned,
+            mempool: MempoolConfig::default(),
+            link_wait: Duration::from_secs(10),
+            impairment: Impairment::default(),
+        }
+    }
+}
+
+/// What a host's cores counted, at shutdown.
+#[derive(Clone, Debug, Default)]
+pub struct HostReport {
+    /// The control core's TCP.
+    pub setup: SetupCounters,
+    /// Each dataplane core's TCP.
+    pub cores: Vec<TcpCoreCounters>,
+    /// Each dataplane core's receive path.
+    pub dataplanes: Vec<DataplaneCounters>,
+    /// Each dataplane core's transmit queue.
+    pub transmit: Vec<TxCounters>,
+    /// The interface (ARP, ICMP, drops seen by the control core).
+    pub net: NetCounters,
+    /// What each dataplane core's impairment stage did: (receive,
+    /// transmit).
+    pub impaired: Vec<(ImpairCounters, ImpairCounters)>,
+    /// Mbufs dropped unsent at shutdown.
+    pub dropped_at_shutdown: usize,
+}
+
+/// A TCP/IP host on one port.
+pub struct TcpHost<A: TcpApp> {
+    runtime: Runtime<TcpSetup<A>, TcpCore<A>>,
+    requests: Sender<Request<A>>,
+    address: InterfaceAddress,
+    impairment: Arc<ImpairSwitch>,
+    port: Port,
+    // Dropped after the port and the runtime, which hold its mbufs.
+    _pool: Arc<Mempool>,
+}
+
+impl<A: TcpApp> TcpHost<A> {
+    /// Starts `device` with one queue pair (one more transmit queue for
+    /// the control core when the device has it) and the cores.
+    pub fn start(eal: &'static Eal, device: Device, config: HostConfig) -> Result<Self, Error> {
+        let pool = Arc::new(Mempool::new(
+            eal,
+            &format!("tcp{}", device.port_id()),
+            &config.mempool,
+            None,
+        )?);
+        let port_settings = port_config(&device.capabilities()?, 1);
+        let mut port = Port::configure(eal, device, &port_settings, std::slice::from_ref(&pool))?;
+        port.start_until_link_up(config.link_wait, config.link_wait)?;
+        let queues = port
+            .take_queues()
+            .ok_or(Error::WrongState("the port's queues are taken"))?;
+        let mac = match config.mac {
+            Some(mac) => mac,
+            None => EthernetAddress(port.mac_address()?),
+        };
+        let address = InterfaceAddress {
+            mac,
+            ip: config.ip,
+            prefix_len: config.prefix_len,
+            gateway: config.gateway,
+        };
+        let clock = Clock::start();
+        let mut secret = [0u8; 16];
+        getrandom::fill(&mut secret)
+            .map_err(|_| Error::WrongState("no randomness for the ISN secret"))?;
+        let (requests, receiver) = crossbeam_channel::unbounded();
+        let setup = TcpSetup::new(clock, config.tcp.clone(), secret, receiver);
+        let (control, dataplanes) = assemble(
+            InterfaceConfig::new(address),
+            queues,
+            std::slice::from_ref(&pool),
+            setup,
+            vec![TcpCore::new(clock)],
+        )?;
+        let impairment = Arc::clone(dataplanes[0].impairment());
+        impairment.set(config.impairment);
+        let runtime = Runtime::spawn(eal, control, dataplanes, &config.placement)?;
+        Ok(TcpHost {
+            runtime,
+            requests,
+            address,
+            impairment,
+            port,
+            _pool: pool,
+        })
+    }
+
+    /// Our addresses.
+    pub fn address(&self) -> &InterfaceAddress {
+        &self.address
+    }
+
+    /// The port's impairment stage, to switch it while the host runs.
+    pub fn impairment(&self) -> &Arc<ImpairSwitch> {
+        &self.impairment
+    }
+
+    /// Listens on `port`: each connection accepted gets the application
+    /// `factory` makes for its peer.
+    pub fn listen(
+        &self,
+        port: u16,
+        factory: impl FnMut(Endpoint) -> A + Send + 'static,
+    ) -> Result<(), Error> {
+        let (done, answer) = crossbeam_channel::bounded(1);
+        self.requests
+            .send(Request::Listen {
+                port,
+                factory: Box::new(factory),
+                done,
+            })
+            .map_err(|_| Error::DeviceClosed)?;
+        answer
+            .recv_timeout(Duration::from_secs(5))
+            .map_err(|_| Error::DeviceClosed)?
+            .map_err(Error::InvalidArgument)
+    }
+
+    /// Opens a connection to `remote`, run by `app` (which hears how it
+    /// went: its events, or `End::Unreachable`/`Reset`/`TimedOut`).
+    pub fn connect(&self, remote: SocketAddrV4, app: A) -> Result<(), Error> {
+        let remote = Endpoint::new(*remote.ip(), remote.port());
+        self.requests
+            .send(Request::Connect { remote, app })
+            .map_err(|_| Error::DeviceClosed)
+    }
+
+    /// Stops the cores and the port; returns what they counted. Flows
+    /// still open are dropped without a FIN or RST.
+    pub fn shutdown(mut self) -> HostReport {
+        let stopped = self.runtime.shutdown();
+        let _ = self.port.stop();
+        HostReport {
+            setup: stopped.control.handler().counters().clone(),
+            cores: stopped
+                .dataplanes
+                .iter()
+                .map(|core| core.handler().counters().clone())
+                .collect(),
+            dataplanes: stopped
+                .dataplanes
+                .iter()
+                .map(|core| core.counters().clone())
+                .collect(),
+            transmit: stopped
+                .dataplanes
+                .iter()
+                .map(|core| core.tx().counters().clone())
+                .collect(),
+            impaired: stopped
+                .dataplanes
+                .iter()
+                .map(|core| core.impair_counters())
+                .collect(),
+            net: stopped.control.iface().counters().clone(),
+            dropped_at_shutdown: stopped.dropped_at_shutdown,
+        }
+    }
+}

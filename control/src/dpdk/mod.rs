@@ -1,0 +1,29 @@
+//! TCP over DPDK: the engine of `uwarp_stack::tcp` (RFC 9293 and the
+//! MPA-aware behaviour of RFC 5044 Appendix A) on the poll-mode runtime of
+//! `uwarp_dataplane`.
+//!
+//! - [`clock`]: engine time shared by every core.
+//! - [`route`]: the Ethernet/IPv4 headers of a connection's frames.
+//! - [`app`]: [`TcpApp`], what runs above a connection.
+//! - [`flow`]: a connection with its application and route.
+//! - [`setup`]: the control core's TCP: listeners, active opens, the
+//!   handshake, hand-over to a dataplane core.
+//! - [`core`]: a dataplane core's TCP.
+//! - [`host`]: all of it on one port, on threads.
+
+pub mod app;
+pub mod clock;
+pub mod core;
+mod deadlines;
+pub mod flow;
+pub mod host;
+pub mod route;
+pub mod setup;
+
+pub use app::{End, TcpApp};
+pub use clock::Clock;
+pub use core::{TcpCore, TcpCoreCounters};
+pub use flow::{FlowCounters, TcpFlow};
+pub use host::{HostConfig, HostReport, TcpHost};
+pub use route::Route;
+pub use setup::{AppFactory, SetupCounters, TcpSetup};

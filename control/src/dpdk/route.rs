@@ -1,0 +1,52 @@
+//! Where a connection's segments go: the Ethernet and IPv4 headers (RFC
+//! 894, RFC 791) in front of every TCP segment it sends, fixed when the
+//! connection is set up so the dataplane core needs no neighbour lookup.
+
+use smoltcp::wire::{EthernetAddress, IpProtocol, Ipv4Address};
+use uwarp_dataplane::net::ipv4::{HEADERS_LEN, MIN_FRAME_LEN};
+use uwarp_dataplane::net::{write_headers, FrameSink, Ipv4Header, DEFAULT_TTL};
+use uwarp_stack::tcp::Segment;
+
+/// The addressing of one connection's frames.
+#[derive(Clone, Copy, Debug)]
+pub struct Route {
+    header: Ipv4Header,
+}
+
+impl Route {
+    /// Frames from `src_mac`/`src` to `dst` through the next hop `dst_mac`.
+    pub fn new(
+        src_mac: EthernetAddress,
+        dst_mac: EthernetAddress,
+        src: Ipv4Address,
+        dst: Ipv4Address,
+    ) -> Self {
+        Route {
+            header: Ipv4Header {
+                src_mac,
+                dst_mac,
+                src,
+                dst,
+                protocol: IpProtocol::Tcp,
+                ttl: DEFAULT_TTL,
+                // DF is set on every datagram, so the identification field
+                // has no use (RFC 6864 section 4.1).
+                ident: 0,
+            },
+        }
+    }
+
+    /// Writes `segment` as one frame into `sink` (padded to the Ethernet
+    /// minimum); false when the sink had no room (TCP retransmits).
+    pub fn transmit(&self, segment: &Segment<'_>, sink: &mut dyn FrameSink) -> bool {
+        let tcp_len = segment.len();
+        let frame_len = (HEADERS_LEN + tcp_len).max(MIN_FRAME_LEN);
+        sink.send_frame(frame_len, &mut |frame| {
+            write_headers(frame, &self.header, tcp_len, false);
+            let end = HEADERS_LEN + tcp_len;
+            // The frame is exactly large enough for the segment.
+            let _ = segment.emit(&mut frame[HEADERS_LEN..end]);
+            frame[end..].fill(0);
+        })
+    }
+}

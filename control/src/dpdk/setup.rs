@@ -1,0 +1,444 @@
+//! [`TcpSetup`]: the control core's half of TCP (RFC 9293 section 3.5):
+//! listeners, active opens, the three-way handshake, and the hand-over of
+//! each synchronized connection to a dataplane core (the "generic path to
+//! optimized path" move of RFC 5044 Appendix A).
+//!
+//! Segments reach it when no dataplane core owns their 4-tuple: SYNs for a
+//! listener (a [`Listener`] bounds the half-open connections), segments of
+//! handshakes in progress, segments of a flow just handed over that raced
+//! the hand-over (forwarded to the new owner, never dropped), and strays,
+//! answered with a RST as RFC 9293 section 3.10.7.1 says. Applications ask
+//! for listeners and connections through a channel ([`TcpHost`] wraps
+//! it), served once per poll.
+//!
+//! [`TcpHost`]: super::TcpHost
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant as WallInstant};
+
+use crossbeam_channel::{Receiver, Sender};
+use smoltcp::wire::{EthernetAddress, EthernetFrame, Ipv4Address, TcpRepr};
+use uwarp_dataplane::net::{FourTuple, FrameSink, Resolution, TcpMeta};
+use uwarp_dataplane::runtime::{Command, ControlContext, ControlHandler};
+use uwarp_dataplane::Mbuf;
+use uwarp_stack::tcp::{
+    parse, reset_reply, Config, Connection, Endpoint, Instant, IsnGenerator, ListenOutcome,
+    Listener, Segment, Stats,
+};
+
+use super::app::{End, TcpApp};
+use super::clock::Clock;
+use super::deadlines::Deadlines;
+use super::flow::{FlowCounters, Status, TcpFlow};
+use super::route::Route;
+
+/// How long the control core keeps forwarding segments of a flow it
+/// handed over: long enough for every segment classified before the
+/// dataplane core applied the hand-over.
+const FORWARD_FOR: Duration = Duration::from_secs(2);
+
+/// How long an active open waits for ARP before it fails as unreachable.
+const RESOLVE_FOR: Duration = Duration::from_secs(3);
+
+/// How often the list of handed-over flows is swept.
+const SWEEP_EVERY: Duration = Duration::from_millis(100);
+
+/// Handshakes in progress per listener at most (SYNs beyond are dropped).
+const MAX_HALF_OPEN: usize = 1024;
+
+/// The first local port of active opens (RFC 6335's dynamic range).
+const EPHEMERAL_PORTS: std::ops::RangeInclusive<u16> = 49152..=65535;
+
+/// Creates the application of each connection a listener accepts, from
+/// the peer's endpoint.
+pub type AppFactory<A> = Box<dyn FnMut(Endpoint) -> A + Send>;
+
+/// An application's request to the control core.
+pub(crate) enum Request<A> {
+    /// Listen on a local port.
+    Listen {
+        port: u16,
+        factory: AppFactory<A>,
+        done: Sender<Result<(), &'static str>>,
+    },
+    /// Open a connection to `remote`, run by `app`.
+    Connect { remote: Endpoint, app: A },
+}
+
+/// What the control core's TCP has done.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SetupCounters {
+    /// Connections handed to dataplane cores.
+    pub handed_over: u64,
+    /// Segments forwarded to the core that had just taken their flow.
+    pub forwarded: u64,
+    /// Resets sent for segments of no connection.
+    pub resets_sent: u64,
+    /// SYNs dropped because a listener had too many handshakes.
+    pub syns_dropped: u64,
+    /// Segments the engine could not parse.
+    pub malformed: u64,
+    /// Handshakes that failed (reset, timed out, unreachable).
+    pub failed: u64,
+    /// Transmit counters of the handshakes.
+    pub tx: FlowCounters,
+}
+
+struct Listening<A> {
+    listener: Listener,
+    factory: AppFactory<A>,
+}
+
+struct Handshake<A> {
+    flow: TcpFlow<A>,
+    core: usize,
+}
+
+struct Resolving<A> {
+    remote: Endpoint,
+    app: A,
+    give_up: WallInstant,
+}
+
+/// The control core's TCP: the handler of `uwarp-dataplane`'s control core.
+pub struct TcpSetup<A> {
+    clock: Clock,
+    config: Config,
+    isn: IsnGenerator,
+    requests: Receiver<Request<A>>,
+    listeners: HashMap<u16, Listening<A>>,
+    handshakes: HashMap<FourTuple, Handshake<A>>,
+    deadlines: Deadlines,
+    due: Vec<FourTuple>,
+    resolving: Vec<Resolving<A>>,
+    /// Flows handed over, with their core, forwarded to until the instant.
+    handed: HashMap<FourTuple, (usize, WallInstant)>,
+    /// Hand-overs the core's full command ring refused, retried next poll.
+    waiting: Vec<(FourTuple, Handshake<A>)>,
+    next_sweep: WallInstant,
+    next_port: u16,
+    counters: SetupCounters,
+}
+
+impl<A: TcpApp> TcpSetup<A> {
+    /// Connection set-up with `config` for every connection, engine time
+    /// from `clock`, ISNs keyed by `isn_secret` (RFC 6528), requests from
+    /// `requests`.
+    pub(crate) fn new(
+        clock: Clock,
+        config: Config,
+        isn_secret: [u8; 16],
+        requests: Receiver<Request<A>>,
+    ) -> Self {
+        let span = EPHEMERAL_PORTS.end() - EPHEMERAL_PORTS.start() + 1;
+        let offset = u16::from_le_bytes([isn_secret[0], isn_secret[1]]) % span;
+        TcpSetup {
+            clock,
+            config,
+            isn: IsnGenerator::new(isn_secret),
+            requests,
+            listeners: HashMap::new(),
+            handshakes: HashMap::new(),
+            deadlines: Deadlines::default(),
+            due: Vec::new(),
+            resolving: Vec::new(),
+            handed: HashMap::new(),
+            waiting: Vec::new(),
+            next_sweep: WallInstant::now(),
+            next_port: EPHEMERAL_PORTS.start() + offset,
+            counters: SetupCounters::default(),
+        }
+    }
+
+    /// The counters so far.
+    pub fn counters(&self) -> &SetupCounters {
+        &self.counters
+    }
+
+    /// Handshakes in progress.
+    pub fn handshakes(&self) -> usize {
+        self.handshakes.len()
+    }
+
+    /// The counters of the listener on `port`, if there is one.
+    pub fn listener_stats(&self, port: u16) -> Option<uwarp_stack::tcp::ListenerStats> {
+        self.listeners.get(&port).map(|l| *l.listener.stats())
+    }
+
+    fn serve(&mut self, request: Request<A>, local_ip: Ipv4Address) {
+        match request {
+            Request::Listen {
+                port,
+                factory,
+                done,
+            } => {
+                let answer = if port == 0 {
+                    Err("port 0 cannot be listened on")
+                } else if self.listeners.contains_key(&port) {
+                    Err("the port already has a listener")
+                } else {
+                    let local = Endpoint::new(local_ip, port);
+                    let listener =
+                        Listener::new(local, self.config.clone(), self.isn.clone(), MAX_HALF_OPEN);
+                    self.listeners.insert(port, Listening { listener, factory });
+                    Ok(())
+                };
+                let _ = done.send(answer);
+            }
+            Request::Connect { remote, app } => self.resolving.push(Resolving {
+                remote,
+                app,
+                give_up: WallInstant::now() + RESOLVE_FOR,
+            }),
+        }
+    }
+
+    /// Active opens whose next hop resolved send their SYN.
+    fn resolve(&mut self, now: WallInstant, ctx: &mut ControlContext<'_, TcpFlow<A>>) {
+        let pending = std::mem::take(&mut self.resolving);
+        for entry in pending {
+            match ctx.iface.resolve(now, entry.remote.addr, ctx.tx) {
+                Resolution::Known(mac) => self.open(now, entry, mac, ctx),
+                Resolution::Pending if now < entry.give_up => self.resolving.push(entry),
+                Resolution::Pending | Resolution::Unreachable => {
+                    self.counters.failed += 1;
+                    let mut app = entry.app;
+                    app.on_end(End::Unreachable, &Stats::default());
+                }
+            }
+        }
+    }
+
+    fn open(
+        &mut self,
+        now: WallInstant,
+        entry: Resolving<A>,
+        mac: EthernetAddress,
+        ctx: &mut ControlContext<'_, TcpFlow<A>>,
+    ) {
+        let address = *ctx.iface.address();
+        let tuple = self.free_tuple(address.ip, entry.remote);
+        let local = Endpoint::new(address.ip, tuple.local_port);
+        let engine_now = self.clock.at(now);
+        let isn = self.isn.isn(engine_now, local, entry.remote);
+        let conn = Connection::connect(self.config.clone(), local, entry.remote, isn, engine_now);
+        let route = Route::new(address.mac, mac, address.ip, entry.remote.addr);
+        let flow = TcpFlow::new(Box::new(conn), entry.app, route);
+        // Without RSS every core's queue sees every flow; core 0 takes
+        // active opens.
+        self.handshakes.insert(tuple, Handshake { flow, core: 0 });
+        self.advance(engine_now, now, tuple, ctx);
+    }
+
+    /// A 4-tuple to `remote` no connection of this host uses.
+    fn free_tuple(&mut self, local_ip: Ipv4Address, remote: Endpoint) -> FourTuple {
+        loop {
+            let port = self.next_port;
+            self.next_port = if port == *EPHEMERAL_PORTS.end() {
+                *EPHEMERAL_PORTS.start()
+            } else {
+                port + 1
+            };
+            let tuple = FourTuple {
+                local_ip,
+                local_port: port,
+                remote_ip: remote.addr,
+                remote_port: remote.port,
+            };
+            if !self.handshakes.contains_key(&tuple) && !self.handed.contains_key(&tuple) {
+                return tuple;
+            }
+        }
+    }
+
+    /// Sends what the handshake `tuple` has to send; hands it over once
+    /// synchronized, forgets it once closed.
+    fn advance(
+        &mut self,
+        now: Instant,
+        wall: WallInstant,
+        tuple: FourTuple,
+        ctx: &mut ControlContext<'_, TcpFlow<A>>,
+    ) {
+        let Some(handshake) = self.handshakes.get_mut(&tuple) else {
+            return;
+        };
+        match handshake.flow.service(now, ctx.tx, &mut self.counters.tx) {
+            Status::Closed => {
+                self.counters.failed += 1;
+                self.handshakes.remove(&tuple);
+            }
+            Status::Open(_) if handshake.flow.is_synchronized() => {
+                let handshake = self.handshakes.remove(&tuple).expect("looked up above");
+                self.hand_over(wall, tuple, handshake, ctx);
+            }
+            Status::Open(at) => {
+                self.deadlines
+                    .schedule(tuple, at, &mut handshake.flow.scheduled);
+            }
+        }
+    }
+
+    fn hand_over(
+        &mut self,
+        wall: WallInstant,
+        tuple: FourTuple,
+        handshake: Handshake<A>,
+        ctx: &mut ControlContext<'_, TcpFlow<A>>,
+    ) {
+        let core = handshake.core;
+        match ctx.send_command(core, Command::AddFlow(tuple, handshake.flow)) {
+            Ok(()) => {
+                self.counters.handed_over += 1;
+                self.handed.insert(tuple, (core, wall + FORWARD_FOR));
+            }
+            Err(Command::AddFlow(_, flow)) => self.waiting.push((tuple, Handshake { flow, core })),
+            Err(_) => unreachable!("send_command gives back the command it was given"),
+        }
+    }
+
+    /// A segment for no listener and no connection.
+    fn refuse(
+        &mut self,
+        segment: &TcpRepr<'_>,
+        meta: &TcpMeta,
+        frame: &Mbuf,
+        ctx: &mut ControlContext<'_, TcpFlow<A>>,
+    ) {
+        if let Some(reset) = reset_reply(meta.tuple.remote_ip, meta.tuple.local_ip, segment) {
+            self.send_reset(&reset, meta, frame, ctx.tx);
+        }
+    }
+
+    /// Sends `reset` back to the sender of `frame`, at its link address.
+    fn send_reset(
+        &mut self,
+        reset: &Segment<'_>,
+        meta: &TcpMeta,
+        frame: &Mbuf,
+        tx: &mut dyn FrameSink,
+    ) {
+        let Some(address) = source_mac(frame) else {
+            return;
+        };
+        let route = Route::new(
+            address.1,
+            address.0,
+            meta.tuple.local_ip,
+            meta.tuple.remote_ip,
+        );
+        if route.transmit(reset, tx) {
+            self.counters.resets_sent += 1;
+        }
+    }
+
+    fn accept(
+        &mut self,
+        now: Instant,
+        wall: WallInstant,
+        meta: &TcpMeta,
+        segment: &TcpRepr<'_>,
+        frame: &Mbuf,
+        ctx: &mut ControlContext<'_, TcpFlow<A>>,
+    ) {
+        let tuple = meta.tuple;
+        let Some(listening) = self.listeners.get_mut(&tuple.local_port) else {
+            self.refuse(segment, meta, frame, ctx);
+            return;
+        };
+        match listening
+            .listener
+            .on_segment(now, tuple.remote_ip, tuple.local_ip, segment)
+        {
+            ListenOutcome::Accepted(conn) => {
+                let app = (listening.factory)(conn.remote());
+                let address = *ctx.iface.address();
+                // The peer resolved us before its SYN, so its address is
+                // normally cached; otherwise answer the link it came from.
+                let next_hop = match ctx.iface.resolve(wall, tuple.remote_ip, ctx.tx) {
+                    Resolution::Known(mac) => Some(mac),
+                    _ => source_mac(frame).map(|(_, source)| source),
+                };
+                let Some(mac) = next_hop else {
+                    return;
+                };
+                let route = Route::new(address.mac, mac, address.ip, tuple.remote_ip);
+                let core = ctx.arrived_on().unwrap_or(0);
+                let flow = TcpFlow::new(conn, app, route);
+                self.handshakes.insert(tuple, Handshake { flow, core });
+                self.advance(now, wall, tuple, ctx);
+            }
+            ListenOutcome::Reset(reset) => self.send_reset(&reset, meta, frame, ctx.tx),
+            ListenOutcome::Dropped => self.counters.syns_dropped += 1,
+            ListenOutcome::Ignored => {}
+        }
+    }
+}
+
+/// Our and the sender's link addresses in a received frame.
+fn source_mac(frame: &Mbuf) -> Option<(EthernetAddress, EthernetAddress)> {
+    let ethernet = EthernetFrame::new_checked(frame.data()).ok()?;
+    Some((ethernet.dst_addr(), ethernet.src_addr()))
+}
+
+impl<A: TcpApp> ControlHandler for TcpSetup<A> {
+    type Flow = TcpFlow<A>;
+
+    fn on_tcp(
+        &mut self,
+        wall: WallInstant,
+        meta: &TcpMeta,
+        frame: Mbuf,
+        ctx: &mut ControlContext<'_, TcpFlow<A>>,
+    ) {
+        let tuple = meta.tuple;
+        if let Some(&(core, _)) = self.handed.get(&tuple) {
+            // A full ring drops the segment: TCP retransmits it.
+            if ctx.send_command(core, Command::Packet(frame)).is_ok() {
+                self.counters.forwarded += 1;
+            }
+            return;
+        }
+        let now = self.clock.at(wall);
+        let tcp = &frame.data()[meta.tcp_offset..meta.tcp_offset + meta.tcp_len];
+        let Ok(segment) = parse(tuple.remote_ip, tuple.local_ip, tcp) else {
+            self.counters.malformed += 1;
+            return;
+        };
+        match self.handshakes.get_mut(&tuple) {
+            Some(handshake) => {
+                handshake.flow.on_segment(now, &segment);
+                self.advance(now, wall, tuple, ctx);
+            }
+            None => self.accept(now, wall, meta, &segment, &frame, ctx),
+        }
+    }
+
+    fn poll(&mut self, wall: WallInstant, ctx: &mut ControlContext<'_, TcpFlow<A>>) {
+        let local_ip = ctx.iface.address().ip;
+        while let Ok(request) = self.requests.try_recv() {
+            self.serve(request, local_ip);
+        }
+        if !self.resolving.is_empty() {
+            self.resolve(wall, ctx);
+        }
+        for (tuple, handshake) in std::mem::take(&mut self.waiting) {
+            self.hand_over(wall, tuple, handshake, ctx);
+        }
+        let now = self.clock.at(wall);
+        let mut due = std::mem::take(&mut self.due);
+        self.deadlines.expire(now, &mut due);
+        for tuple in due.drain(..) {
+            if let Some(handshake) = self.handshakes.get_mut(&tuple) {
+                handshake.flow.scheduled = None;
+                handshake.flow.on_timer(now);
+                self.advance(now, wall, tuple, ctx);
+            }
+        }
+        self.due = due;
+        if wall >= self.next_sweep {
+            self.next_sweep = wall + SWEEP_EVERY;
+            self.handed.retain(|_, (_, until)| *until > wall);
+        }
+    }
+}
