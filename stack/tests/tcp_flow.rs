@@ -1,12 +1,13 @@
 //! Flow and congestion control and the timers: the initial window (RFC
 //! 6928), NewReno fast recovery (RFC 5681, RFC 6582), SACK recovery (RFC
-//! 6675), RTO and its backoff (RFC 6298), delayed ACKs, Nagle, window
-//! scaling and timestamps (RFC 7323), zero-window probes and keep-alive.
+//! 6675), the restart window after idle (RFC 5681 section 4.1), RTO and
+//! its backoff (RFC 6298), delayed ACKs, Nagle, window scaling and
+//! timestamps (RFC 7323), zero-window probes and keep-alive.
 
 mod tcp_common;
 
 use tcp_common::*;
-use uwarp_stack::tcp::{Config, Duration, Event, KeepAlive, Seq, State};
+use uwarp_stack::tcp::{Config, CongestionControl, Duration, Event, KeepAlive, Seq, State};
 
 #[test]
 fn initial_window_is_ten_segments() {
@@ -16,6 +17,46 @@ fn initial_window_is_ten_segments() {
     let burst = pair.take(true);
     assert_eq!(burst.len(), 10);
     assert!(burst.iter().all(|w| w.payload_len() == 1448));
+}
+
+/// Octets A puts on the wire at once for `len` octets queued now; they
+/// are delivered.
+fn burst(pair: &mut Pair, len: usize) -> usize {
+    pair.a.send(&stream(len));
+    let wires = pair.take(true);
+    for wire in &wires {
+        pair.deliver(wire);
+    }
+    wires.iter().map(Wire::payload_len).sum()
+}
+
+#[test]
+fn an_idle_sender_restarts_from_the_initial_window() {
+    for congestion in [CongestionControl::NewReno, CongestionControl::Cubic] {
+        let cfg = Config {
+            congestion,
+            ..no_nagle()
+        };
+        let mut pair = Pair::connected(cfg, config());
+        pair.b_rx.consume = true;
+        // Everything acknowledged (the last ACK delayed by 1 ms).
+        let settle = Duration::from_millis(2);
+        pair.a.send(&stream(100_000));
+        pair.settle(settle);
+        let grown = pair.a.cwnd() as usize;
+        assert!(grown > 14480, "{congestion:?}: slow start grew {grown}");
+        // Idle for less than the RTO (5 ms): the whole window goes out.
+        pair.advance(Duration::from_millis(3));
+        assert_eq!(burst(&mut pair, 100_000), grown, "{congestion:?}");
+        pair.settle(settle);
+        let grown = pair.a.cwnd();
+        // Idle for longer: cwnd = min(cwnd, initial window) first.
+        pair.advance(Duration::from_millis(6));
+        assert_eq!(pair.a.cwnd(), grown, "{congestion:?}: only when sending");
+        assert_eq!(burst(&mut pair, 100_000), 14480, "{congestion:?}");
+        assert_eq!(pair.a.cwnd(), 14480, "{congestion:?}");
+        assert_eq!(pair.a.stats().timeouts, 0, "{congestion:?}");
+    }
 }
 
 /// Sends `segments` full segments from A and delivers all but `lost`;

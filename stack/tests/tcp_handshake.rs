@@ -1,7 +1,7 @@
 //! Opening and closing: active, passive and simultaneous open, lost SYNs,
 //! the listener's answers and its half-open bound, FIN both ways,
-//! simultaneous close, TIME-WAIT, resets and abort (RFC 9293 sections
-//! 3.5-3.6, 3.10.7).
+//! simultaneous close, TIME-WAIT, the FIN-WAIT-2 timeout, resets and abort
+//! (RFC 9293 sections 3.5-3.6, 3.10.7).
 
 mod tcp_common;
 
@@ -245,6 +245,65 @@ fn orderly_close_both_ways_with_time_wait() {
     assert_eq!(pair.take(true).len(), 1, "ACK of the repeated FIN");
     pair.advance(Duration::from_millis(100));
     assert!(pair.a.is_closed());
+}
+
+#[test]
+fn fin_wait_2_times_out_when_the_peer_stays_silent() {
+    assert_eq!(
+        Config::default().fin_wait2_timeout,
+        Some(Duration::from_secs(60))
+    );
+    let cfg = Config {
+        fin_wait2_timeout: Some(Duration::from_secs(2)),
+        ..config()
+    };
+    let mut pair = Pair::connected(cfg, config());
+    pair.a.close();
+    pair.exchange();
+    assert_eq!(pair.a.state(), State::FinWait2);
+    assert_eq!(pair.a.poll_at(), Some(pair.now + Duration::from_secs(2)));
+    // The peer still sends after a second: that pushes the deadline back.
+    pair.advance(Duration::from_secs(1));
+    pair.b.send(b"still here");
+    pair.settle(Duration::from_millis(10));
+    pair.advance(Duration::from_millis(1500));
+    assert_eq!(pair.a.state(), State::FinWait2);
+    // Then two silent seconds: a RST, and a time-out for the application.
+    pair.advance(Duration::from_millis(500));
+    assert_eq!(pair.a.state(), State::Closed);
+    assert_eq!(Pair::events(&mut pair.a), vec![Event::TimedOut]);
+    let rst = pair.take(true);
+    assert_eq!(rst.len(), 1);
+    assert_eq!(rst[0].repr().control, TcpControl::Rst);
+    assert!(pair.a.is_closed());
+    pair.deliver(&rst[0]);
+    assert_eq!(pair.b.state(), State::Closed);
+    assert_eq!(
+        Pair::events(&mut pair.b),
+        vec![Event::PeerClosed, Event::Reset]
+    );
+}
+
+#[test]
+fn fin_wait_2_without_a_timeout_waits_for_the_peer() {
+    let cfg = Config {
+        fin_wait2_timeout: None,
+        ..config()
+    };
+    let mut pair = Pair::connected(cfg, config());
+    pair.a.close();
+    pair.exchange();
+    assert_eq!(pair.a.state(), State::FinWait2);
+    assert_eq!(pair.a.poll_at(), None);
+    pair.advance(Duration::from_secs(3600));
+    assert_eq!(pair.a.state(), State::FinWait2);
+    pair.b.close();
+    pair.exchange();
+    assert_eq!(pair.a.state(), State::TimeWait);
+    assert_eq!(
+        Pair::events(&mut pair.a),
+        vec![Event::PeerClosed, Event::Closed]
+    );
 }
 
 #[test]

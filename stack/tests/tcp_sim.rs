@@ -1,11 +1,17 @@
 //! Seeded end-to-end runs of two TCP engines over the simulator's lossy,
-//! reordering, re-segmenting link (`uwarp_stack::tcp::sim`).
+//! reordering, re-segmenting link (`uwarp_stack::tcp::sim`), with NewReno
+//! (RFC 5681, RFC 6582) and with CUBIC (RFC 9438).
 //!
 //! `UWARP_SIM_SCENARIOS` sets how many seeds run in all (default 500 in
-//! debug builds, 5000 in release); `UWARP_SIM_SEED` replays one seed.
+//! debug builds, 5000 in release) with NewReno, and half as many more with
+//! CUBIC; `UWARP_SIM_SEED` replays one seed (CUBIC seeds start at
+//! `CUBIC_SEEDS`).
 
 use uwarp_stack::tcp::sim::{run, LinkConfig, Scenario};
-use uwarp_stack::tcp::Duration;
+use uwarp_stack::tcp::{CongestionControl, Duration};
+
+/// The first seed of the CUBIC runs, apart from the NewReno ones.
+const CUBIC_SEEDS: u64 = 1 << 32;
 
 /// Seeds per test; four tests share the default so they run in parallel.
 fn seeds_per_test() -> u64 {
@@ -17,23 +23,31 @@ fn seeds_per_test() -> u64 {
     total.div_ceil(4)
 }
 
-/// Runs the seeds of quarter `part` (or only `UWARP_SIM_SEED`) and fails
+/// Both sides run CUBIC.
+fn cubic(scenario: &mut Scenario) {
+    scenario.client.congestion = CongestionControl::Cubic;
+    scenario.server.congestion = CongestionControl::Cubic;
+}
+
+/// Runs the seeds of quarter `part` from `first` (or only `UWARP_SIM_SEED`
+/// if it is in that range), each scenario changed by `adjust`, and fails
 /// with every failing seed.
-fn run_part(part: u64) {
+fn run_part(first: u64, part: u64, adjust: fn(&mut Scenario)) {
     let count = seeds_per_test();
-    let seeds: Vec<u64> = match std::env::var("UWARP_SIM_SEED")
+    let replay: Option<u64> = std::env::var("UWARP_SIM_SEED")
         .ok()
-        .and_then(|v| v.parse().ok())
-    {
-        Some(seed) if part == 0 => vec![seed],
+        .and_then(|v| v.parse().ok());
+    let seeds: Vec<u64> = match replay {
+        Some(seed) if part == 0 && (seed >= CUBIC_SEEDS) == (first >= CUBIC_SEEDS) => vec![seed],
         Some(_) => Vec::new(),
-        None => (part * count..(part + 1) * count).collect(),
+        None => (first + part * count..first + (part + 1) * count).collect(),
     };
     let mut failures = Vec::new();
     let (mut segments, mut retransmissions, mut splits, mut misaligned) = (0, 0, 0, 0);
     let (mut injected, mut challenges) = (0, 0);
     for &seed in &seeds {
-        let scenario = Scenario::random(seed);
+        let mut scenario = Scenario::random(seed);
+        adjust(&mut scenario);
         match run(&scenario) {
             Ok(report) => {
                 segments += report.segments;
@@ -66,22 +80,55 @@ fn run_part(part: u64) {
 
 #[test]
 fn seeded_scenarios_part_0() {
-    run_part(0);
+    run_part(0, 0, |_| {});
 }
 
 #[test]
 fn seeded_scenarios_part_1() {
-    run_part(1);
+    run_part(0, 1, |_| {});
 }
 
 #[test]
 fn seeded_scenarios_part_2() {
-    run_part(2);
+    run_part(0, 2, |_| {});
 }
 
 #[test]
 fn seeded_scenarios_part_3() {
-    run_part(3);
+    run_part(0, 3, |_| {});
+}
+
+#[test]
+fn cubic_seeded_scenarios_part_0() {
+    run_part(CUBIC_SEEDS, 0, cubic);
+}
+
+#[test]
+fn cubic_seeded_scenarios_part_1() {
+    run_part(CUBIC_SEEDS, 1, cubic);
+}
+
+/// A megabyte from the client over a 4 ms RTT with 1 % loss,
+/// duplication and reordering: CUBIC goes through fast recovery again and
+/// again, and every octet arrives intact (`run` checks the streams).
+#[test]
+fn cubic_bulk_transfers_survive_loss_and_reordering() {
+    for seed in 0..8 {
+        let mut scenario = Scenario::random(CUBIC_SEEDS + seed);
+        cubic(&mut scenario);
+        scenario.link = LinkConfig {
+            delay: Duration::from_millis(2),
+            jitter: Duration::from_micros(200),
+            loss: 0.01,
+            duplicate: 0.005,
+            reorder: 0.02,
+            ..LinkConfig::default()
+        };
+        scenario.read_rate = None;
+        scenario.client_bytes = 1_000_000;
+        let report = run(&scenario).unwrap_or_else(|e| panic!("seed {seed}: {}", e.0));
+        assert!(report.client.fast_recoveries > 0, "seed {seed}: {report:?}");
+    }
 }
 
 #[test]

@@ -3,8 +3,11 @@
 //! Defaults suit a datacenter: a 5 ms minimum RTO instead of RFC 6298's
 //! 1 s (its section 2.4 allows a lower bound chosen by the operator), an
 //! initial window of ten segments (RFC 6928), SACK and timestamps offered
-//! (RFC 2018, RFC 7323) and Nagle on (RFC 896, RFC 5044 A.2).
+//! (RFC 2018, RFC 7323), Nagle on (RFC 896, RFC 5044 A.2), NewReno
+//! congestion control (RFC 5681, RFC 6582; CUBIC, RFC 9438, on request)
+//! and a FIN-WAIT-2 timeout of 60 s.
 
+use super::congestion::CongestionControl;
 use super::time::Duration;
 
 /// Keep-alive probing of an idle connection (RFC 9293 section 3.8.4).
@@ -57,10 +60,20 @@ pub struct Config {
     pub ack_delay: Duration,
     /// Time spent in TIME-WAIT (2 MSL, RFC 9293 section 3.4.2).
     pub time_wait: Duration,
+    /// How long a connection waits in FIN-WAIT-2 without hearing from the
+    /// peer, our FIN acknowledged, for the peer's FIN; `None` waits
+    /// forever, as RFC 9293 section 3.10.7.4 does. At the end the
+    /// connection sends a RST, closes and reports [`super::Event::TimedOut`]:
+    /// the peer never closed its half. Like Linux's `tcp_fin_timeout`,
+    /// 60 s by default.
+    pub fin_wait2_timeout: Option<Duration>,
     /// Keep-alive probing, off when `None`.
     pub keep_alive: Option<KeepAlive>,
     /// Initial congestion window in segments (RFC 6928).
     pub initial_window: u32,
+    /// The congestion control algorithm: NewReno (RFC 5681, RFC 6582) or
+    /// CUBIC (RFC 9438).
+    pub congestion: CongestionControl,
     /// Challenge ACKs sent per second at most (RFC 5961 section 7).
     pub challenge_ack_limit: u32,
     /// Separate out-of-order ranges the receiver keeps at most.
@@ -85,8 +98,10 @@ impl Default for Config {
             max_syn_retransmits: 6,
             ack_delay: Duration::from_millis(1),
             time_wait: Duration::from_secs(60),
+            fin_wait2_timeout: Some(Duration::from_secs(60)),
             keep_alive: None,
             initial_window: 10,
+            congestion: CongestionControl::NewReno,
             challenge_ack_limit: 100,
             max_ooo_ranges: 64,
         }

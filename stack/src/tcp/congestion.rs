@@ -1,34 +1,103 @@
-//! Congestion window arithmetic: slow start and congestion avoidance
-//! (RFC 5681 section 3.1, with appropriate byte counting, L = 1 SMSS, as
-//! RFC 5681 allows), fast recovery (RFC 5681 section 3.2 with NewReno's
-//! partial ACKs, RFC 6582 section 3.2) and the initial window (RFC 6928).
+//! Congestion window arithmetic: one [`Congestion`] state per connection,
+//! running the algorithm its [`CongestionControl`] selects.
 //!
-//! When SACK is in use the window is not inflated during recovery; the
-//! sender counts the pipe instead (RFC 6675 section 5).
+//! Both algorithms share:
+//!
+//! - slow start with appropriate byte counting, L = 1 SMSS (RFC 5681
+//!   section 3.1; CUBIC keeps it, RFC 9438 section 4.10);
+//! - fast recovery (RFC 5681 section 3.2 with NewReno's partial ACKs, RFC
+//!   6582 section 3.2), which CUBIC leaves unchanged (RFC 9438 section
+//!   4.2); with SACK the window is not inflated and the sender counts the
+//!   pipe instead (RFC 6675 section 5);
+//! - the loss window after a timeout (RFC 5681 section 3.1, RFC 9438
+//!   section 4.8), the initial window (RFC 6928) and the restart window
+//!   after an idle period (RFC 5681 section 4.1).
+//!
+//! They differ in the decrease factor (1/2 for NewReno, RFC 5681 equation
+//! 4; 0.7 for CUBIC, RFC 9438 section 4.6) and in congestion avoidance:
+//! NewReno adds one SMSS per window acknowledged (RFC 5681 section 3.1),
+//! CUBIC follows W_cubic(t) (RFC 9438 sections 4.2-4.5), never slower
+//! than Reno's estimate (section 4.3), with fast convergence (section
+//! 4.7).
 
-/// The congestion state of a NewReno sender, in octets.
+use super::time::{Duration, Instant};
+
+/// The congestion control algorithm of a connection
+/// ([`super::Config::congestion`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CongestionControl {
+    /// NewReno: the window halves on loss and grows by one segment per
+    /// round trip in congestion avoidance (RFC 5681 sections 3.1-3.2, RFC
+    /// 6582).
+    #[default]
+    NewReno,
+    /// CUBIC (RFC 9438): the window shrinks to 0.7 on loss and grows along
+    /// a cubic function of the time since the last congestion event,
+    /// never slower than Reno would (section 4.3).
+    Cubic,
+}
+
+/// C of RFC 9438 section 4.1.1, in segments per second cubed.
+const C: f64 = 0.4;
+/// β_cubic of RFC 9438 section 4.6, as the fraction `BETA_NUM / BETA_DEN`.
+const BETA_NUM: u64 = 7;
+const BETA_DEN: u64 = 10;
+const BETA: f64 = BETA_NUM as f64 / BETA_DEN as f64;
+/// α_cubic of RFC 9438 section 4.3: Reno's average window with β_cubic.
+const ALPHA: f64 = 3.0 * (1.0 - BETA) / (1.0 + BETA);
+/// The target stays below this multiple of cwnd (RFC 9438 section 4.2).
+const MAX_TARGET_GROWTH: f64 = 1.5;
+
+/// The initial window (RFC 6928 section 2): `segments` segments of
+/// `smss`, capped to 14600 octets but never below two segments, and at
+/// least one segment.
+fn initial_window(smss: u32, segments: u32) -> u32 {
+    segments
+        .saturating_mul(smss)
+        .min((2 * smss).max(14600))
+        .max(smss)
+}
+
+/// Seconds in `duration`, as CUBIC's formulas count time.
+fn seconds(duration: Duration) -> f64 {
+    duration.micros() as f64 / 1e6
+}
+
+/// The congestion state of a sender, in octets.
 #[derive(Debug, Clone)]
-pub struct NewReno {
+pub struct Congestion {
     cwnd: u32,
     ssthresh: u32,
     smss: u32,
-    /// Octets acknowledged in congestion avoidance and not yet turned into
-    /// window growth.
-    acked_in_avoidance: u32,
+    initial_segments: u32,
+    avoidance: Avoidance,
 }
 
-impl NewReno {
-    /// The state at the start of a connection: `initial_segments` segments
-    /// of `smss`, capped to 14600 octets as RFC 6928 section 2 asks but
-    /// never below two segments.
-    pub fn new(smss: u32, initial_segments: u32) -> Self {
+/// What differs between the algorithms: growth in congestion avoidance
+/// and the decrease factor.
+#[derive(Debug, Clone)]
+enum Avoidance {
+    /// NewReno, with the octets acknowledged in congestion avoidance and
+    /// not yet turned into window growth.
+    NewReno { acked: u32 },
+    /// CUBIC.
+    Cubic(Cubic),
+}
+
+impl Congestion {
+    /// The state at the start of a connection: the initial window of
+    /// `initial_segments` segments of `smss` (RFC 6928), no threshold.
+    pub fn new(algorithm: CongestionControl, smss: u32, initial_segments: u32) -> Self {
         let smss = smss.max(1);
-        let initial = (initial_segments.saturating_mul(smss)).min((2 * smss).max(14600));
-        NewReno {
-            cwnd: initial.max(smss),
+        Congestion {
+            cwnd: initial_window(smss, initial_segments),
             ssthresh: u32::MAX,
             smss,
-            acked_in_avoidance: 0,
+            initial_segments,
+            avoidance: match algorithm {
+                CongestionControl::NewReno => Avoidance::NewReno { acked: 0 },
+                CongestionControl::Cubic => Avoidance::Cubic(Cubic::default()),
+            },
         }
     }
 
@@ -48,30 +117,76 @@ impl NewReno {
         self.cwnd = self.cwnd.max(self.smss);
     }
 
-    /// New data was acknowledged outside recovery.
-    pub fn on_ack(&mut self, acked: u32) {
+    /// `acked` octets of new data were acknowledged at `now` outside
+    /// recovery. `srtt` is the smoothed RTT (zero before any sample);
+    /// `cwnd_limited` tells whether the ACK answers data sent while the
+    /// window was full (less than one SMSS of it free): CUBIC neither grows
+    /// nor lets its clock run while the sender is application- or
+    /// receiver-limited (RFC 9438 sections 4.2 and 5.8).
+    pub fn on_ack(&mut self, now: Instant, acked: u32, srtt: Duration, cwnd_limited: bool) {
         if self.cwnd < self.ssthresh {
             self.cwnd = self.cwnd.saturating_add(acked.min(self.smss));
-        } else {
-            self.acked_in_avoidance = self.acked_in_avoidance.saturating_add(acked);
-            if self.acked_in_avoidance >= self.cwnd {
-                self.acked_in_avoidance -= self.cwnd;
-                self.cwnd = self.cwnd.saturating_add(self.smss);
+            return;
+        }
+        match &mut self.avoidance {
+            Avoidance::NewReno { acked: pending } => {
+                *pending = pending.saturating_add(acked);
+                if *pending >= self.cwnd {
+                    *pending -= self.cwnd;
+                    self.cwnd = self.cwnd.saturating_add(self.smss);
+                }
+            }
+            Avoidance::Cubic(cubic) => {
+                if cwnd_limited {
+                    let growth = Growth {
+                        now,
+                        acked,
+                        srtt,
+                        cwnd: self.cwnd,
+                        smss: self.smss,
+                    };
+                    self.cwnd = cubic.grow(&growth);
+                } else {
+                    cubic.pause(now);
+                }
             }
         }
     }
 
-    /// Loss detected by duplicate ACKs or SACK: halve (RFC 5681 eq. 4).
-    /// Without SACK the window is inflated by the three segments that left
-    /// the network.
+    /// The new threshold after a congestion event with `flight` octets
+    /// outstanding: FlightSize / 2 (RFC 5681 equation 4) or FlightSize ×
+    /// β_cubic (RFC 9438 section 4.6), at least two segments.
+    fn decreased(&self, flight: u32) -> u32 {
+        let reduced = match self.avoidance {
+            Avoidance::NewReno { .. } => flight / 2,
+            Avoidance::Cubic(_) => (u64::from(flight) * BETA_NUM / BETA_DEN) as u32,
+        };
+        reduced.max(2 * self.smss)
+    }
+
+    /// Lowers the threshold after a congestion event; CUBIC also updates
+    /// W_max from the window before the reduction (RFC 9438 sections
+    /// 4.6-4.8).
+    fn congestion_event(&mut self, flight: u32, timeout: bool) {
+        self.ssthresh = self.decreased(flight);
+        let before = self.cwnd;
+        match &mut self.avoidance {
+            Avoidance::NewReno { acked } => *acked = 0,
+            Avoidance::Cubic(cubic) if timeout => cubic.on_timeout(before),
+            Avoidance::Cubic(cubic) => cubic.on_loss(before),
+        }
+    }
+
+    /// Loss detected by duplicate ACKs or SACK (RFC 5681 section 3.2 step
+    /// 2, RFC 9438 section 4.6). Without SACK the window is inflated by
+    /// the three segments that left the network.
     pub fn enter_recovery(&mut self, flight: u32, sack: bool) {
-        self.ssthresh = (flight / 2).max(2 * self.smss);
+        self.congestion_event(flight, false);
         self.cwnd = if sack {
             self.ssthresh
         } else {
             self.ssthresh + 3 * self.smss
         };
-        self.acked_in_avoidance = 0;
     }
 
     /// A further duplicate ACK during recovery without SACK.
@@ -94,12 +209,163 @@ impl NewReno {
         self.cwnd = self.ssthresh.min(flight.max(self.smss) + self.smss);
     }
 
-    /// The retransmission timer expired (RFC 5681 eq. 4 and the loss
-    /// window of section 3.1).
+    /// The retransmission timer expired: the threshold drops as after a
+    /// loss and the window to the loss window, one segment (RFC 5681
+    /// section 3.1, RFC 9438 section 4.8).
     pub fn on_timeout(&mut self, flight: u32) {
-        self.ssthresh = (flight / 2).max(2 * self.smss);
+        self.congestion_event(flight, true);
         self.cwnd = self.smss;
-        self.acked_in_avoidance = 0;
+    }
+
+    /// New data is about to go out at `now` with nothing in flight, after
+    /// `idle` without sending. Longer than `rto`, the window restarts from
+    /// min(cwnd, initial window) (RFC 5681 section 4.1) and CUBIC starts a
+    /// new congestion avoidance stage when it gets there; shorter, CUBIC's
+    /// clock skips the idle time (RFC 9438 section 5.8).
+    pub fn resume(&mut self, now: Instant, idle: Duration, rto: Duration) {
+        let restart = idle > rto;
+        if restart {
+            self.cwnd = self
+                .cwnd
+                .min(initial_window(self.smss, self.initial_segments));
+        }
+        match &mut self.avoidance {
+            Avoidance::NewReno { acked } if restart => *acked = 0,
+            Avoidance::NewReno { .. } => {}
+            Avoidance::Cubic(cubic) if restart => cubic.epoch = None,
+            Avoidance::Cubic(cubic) => cubic.pause(now),
+        }
+    }
+}
+
+/// What a CUBIC window update depends on.
+#[derive(Debug, Clone, Copy)]
+struct Growth {
+    now: Instant,
+    acked: u32,
+    srtt: Duration,
+    cwnd: u32,
+    smss: u32,
+}
+
+/// CUBIC's state across congestion events (RFC 9438 section 4.1.2), in
+/// octets: the algorithm counts segments, so octets are divided by the
+/// SMSS wherever the constants need it (section 4.1).
+#[derive(Debug, Clone, Default)]
+struct Cubic {
+    /// W_max; `None` before the first congestion event and after a
+    /// timeout, when the next stage takes its starting window (sections
+    /// 4.8 and 4.10).
+    w_max: Option<f64>,
+    /// cwnd_prior: the window just before the last reduction.
+    cwnd_prior: f64,
+    /// The current congestion avoidance stage, once one started.
+    epoch: Option<Epoch>,
+}
+
+/// One congestion avoidance stage (RFC 9438 section 4.2).
+#[derive(Debug, Clone, Copy)]
+struct Epoch {
+    /// t: the time spent in this stage, without the application-limited
+    /// periods (section 5.8).
+    elapsed: Duration,
+    /// When `elapsed` was last brought up to date.
+    clock: Instant,
+    /// K, in seconds (figure 2).
+    k: f64,
+    /// W_max of this stage.
+    w_max: f64,
+    /// W_est, Reno's window (section 4.3).
+    w_est: f64,
+    /// Growth below one octet, kept for the next ACK.
+    carry: f64,
+}
+
+impl Epoch {
+    /// A stage starting at `now` with window `cwnd` towards `w_max`: K
+    /// from figure 2, W_est from cwnd_epoch (section 4.3).
+    fn new(now: Instant, cwnd: f64, w_max: f64, smss: f64) -> Self {
+        Epoch {
+            elapsed: Duration::ZERO,
+            clock: now,
+            k: ((w_max - cwnd) / smss / C).cbrt(),
+            w_max,
+            w_est: cwnd,
+            carry: 0.0,
+        }
+    }
+
+    /// W_cubic(t) of figure 1, in octets.
+    fn w_cubic(&self, t: f64, smss: f64) -> f64 {
+        C * (t - self.k).powi(3) * smss + self.w_max
+    }
+}
+
+impl Cubic {
+    /// A new ACK in congestion avoidance while the window was full
+    /// (RFC 9438 sections 4.2-4.5); returns the new window.
+    fn grow(&mut self, g: &Growth) -> u32 {
+        let (cwnd, smss, acked) = (f64::from(g.cwnd), f64::from(g.smss), f64::from(g.acked));
+        let w_max = *self.w_max.get_or_insert(cwnd);
+        let epoch = self
+            .epoch
+            .get_or_insert_with(|| Epoch::new(g.now, cwnd, w_max, smss));
+        epoch.elapsed = epoch.elapsed + g.now.saturating_since(epoch.clock);
+        epoch.clock = g.now;
+        let t = seconds(epoch.elapsed);
+        // Section 4.2: the target one RTT ahead, between cwnd and 1.5 cwnd.
+        let target = epoch
+            .w_cubic(t + seconds(g.srtt), smss)
+            .clamp(cwnd, MAX_TARGET_GROWTH * cwnd);
+        // Section 4.3, figure 4 with octets: α_cubic turns 1 once Reno's
+        // estimate reaches the window before the last reduction.
+        let alpha = if epoch.w_est >= self.cwnd_prior {
+            1.0
+        } else {
+            ALPHA
+        };
+        epoch.w_est += alpha * acked * smss / cwnd;
+        let exact = cwnd + epoch.carry;
+        let next = if epoch.w_cubic(t, smss) < epoch.w_est {
+            // The Reno-friendly region.
+            exact.max(epoch.w_est)
+        } else {
+            // The concave (cwnd < W_max) or convex region (sections 4.4,
+            // 4.5): (target - cwnd) / cwnd per segment acknowledged.
+            exact + (target - cwnd) * acked / cwnd
+        };
+        let whole = next.floor();
+        epoch.carry = next - whole;
+        whole.min(f64::from(u32::MAX)) as u32
+    }
+
+    /// The window was not full: `elapsed` skips the time since the last
+    /// update (section 5.8).
+    fn pause(&mut self, now: Instant) {
+        if let Some(epoch) = &mut self.epoch {
+            epoch.clock = now;
+        }
+    }
+
+    /// A loss with window `cwnd` before the reduction: W_max with fast
+    /// convergence (section 4.7), cwnd_prior (section 4.6), and a new
+    /// stage when avoidance resumes.
+    fn on_loss(&mut self, cwnd: u32) {
+        let cwnd = f64::from(cwnd);
+        self.w_max = Some(match self.w_max {
+            Some(w_max) if cwnd < w_max => cwnd * (1.0 + BETA) / 2.0,
+            _ => cwnd,
+        });
+        self.cwnd_prior = cwnd;
+        self.epoch = None;
+    }
+
+    /// A timeout: the first stage after it uses K = 0 and W_max =
+    /// cwnd_epoch (section 4.8).
+    fn on_timeout(&mut self, cwnd: u32) {
+        self.w_max = None;
+        self.cwnd_prior = f64::from(cwnd);
+        self.epoch = None;
     }
 }
 
@@ -107,11 +373,26 @@ impl NewReno {
 mod tests {
     use super::*;
 
+    fn ms(millis: u64) -> Duration {
+        Duration::from_millis(millis)
+    }
+
+    fn ack(cc: &mut Congestion, at_ms: u64, acked: u32) {
+        cc.on_ack(Instant(at_ms * 1000), acked, Duration::ZERO, true);
+    }
+
+    fn cubic(cc: &Congestion) -> &Cubic {
+        match &cc.avoidance {
+            Avoidance::Cubic(cubic) => cubic,
+            Avoidance::NewReno { .. } => panic!("not CUBIC"),
+        }
+    }
+
     #[test]
     fn slow_start_avoidance_recovery_timeout() {
-        let mut cc = NewReno::new(1000, 10);
+        let mut cc = Congestion::new(CongestionControl::NewReno, 1000, 10);
         assert_eq!(cc.cwnd(), 10_000);
-        cc.on_ack(3000);
+        ack(&mut cc, 0, 3000);
         assert_eq!(cc.cwnd(), 11_000);
         cc.enter_recovery(11_000, false);
         assert_eq!(cc.ssthresh(), 5500);
@@ -121,15 +402,189 @@ mod tests {
         assert_eq!(cc.cwnd(), 8500);
         cc.exit_recovery(4000);
         assert_eq!(cc.cwnd(), 5000);
-        cc.on_ack(1000);
+        ack(&mut cc, 0, 1000);
         assert_eq!(cc.cwnd(), 6000);
         for _ in 0..5 {
-            cc.on_ack(1000);
+            ack(&mut cc, 0, 1000);
         }
         assert_eq!(cc.cwnd(), 6000);
-        cc.on_ack(1000);
+        ack(&mut cc, 0, 1000);
         assert_eq!(cc.cwnd(), 7000);
         cc.on_timeout(6000);
         assert_eq!((cc.cwnd(), cc.ssthresh()), (1000, 3000));
+    }
+
+    #[test]
+    fn restart_window_after_idle() {
+        for algorithm in [CongestionControl::NewReno, CongestionControl::Cubic] {
+            let mut cc = Congestion::new(algorithm, 1000, 10);
+            for _ in 0..20 {
+                ack(&mut cc, 0, 1000);
+            }
+            assert_eq!(cc.cwnd(), 30_000);
+            cc.resume(Instant(0), ms(5), ms(5));
+            assert_eq!(cc.cwnd(), 30_000, "not idle for longer than the RTO");
+            cc.resume(Instant(0), ms(6), ms(5));
+            assert_eq!(cc.cwnd(), 10_000, "{algorithm:?}: the restart window");
+            cc.resume(Instant(0), ms(6), ms(5));
+            assert_eq!(cc.cwnd(), 10_000);
+        }
+    }
+
+    #[test]
+    fn k_and_w_cubic() {
+        // RFC 9438 figure 2: K = cbrt((100 - 70) / 0.4) = cbrt(75).
+        let epoch = Epoch::new(Instant(0), 70.0, 100.0, 1.0);
+        assert!((epoch.k - 75f64.cbrt()).abs() < 1e-12);
+        assert!((epoch.k - 4.217).abs() < 1e-3);
+        // Figure 1 starts at cwnd_epoch, reaches W_max at K and is
+        // symmetric around it: concave before, convex after.
+        assert!((epoch.w_cubic(0.0, 1.0) - 70.0).abs() < 1e-9);
+        assert!((epoch.w_cubic(epoch.k, 1.0) - 100.0).abs() < 1e-12);
+        assert!((epoch.w_cubic(2.0 * epoch.k, 1.0) - 130.0).abs() < 1e-9);
+        let step = |t: f64| epoch.w_cubic(t + 1.0, 1.0) - epoch.w_cubic(t, 1.0);
+        assert!(step(0.0) > step(1.0) && step(1.0) > step(2.0), "concave");
+        assert!(step(5.0) < step(6.0) && step(6.0) < step(7.0), "convex");
+        // Octets scale with the SMSS; W_max below cwnd gives a negative K.
+        let bytes = Epoch::new(Instant(0), 70_000.0, 100_000.0, 1000.0);
+        assert!((bytes.k - epoch.k).abs() < 1e-12);
+        assert!((bytes.w_cubic(1.5, 1000.0) - 1000.0 * epoch.w_cubic(1.5, 1.0)).abs() < 1e-6);
+        assert!(Epoch::new(Instant(0), 120.0, 100.0, 1.0).k < 0.0);
+    }
+
+    /// A CUBIC state out of slow start with window `cwnd` segments of 1000
+    /// octets after a loss at `w_max` segments.
+    fn cubic_after_loss(w_max: u32) -> Congestion {
+        let mut cc = Congestion::new(CongestionControl::Cubic, 1000, 10);
+        cc.cwnd = w_max * 1000;
+        cc.enter_recovery(w_max * 1000, true);
+        cc.exit_recovery(w_max * 1000);
+        cc
+    }
+
+    #[test]
+    fn multiplicative_decrease() {
+        let mut cc = cubic_after_loss(100);
+        // Section 4.6: ssthresh = cwnd = 0.7 FlightSize; W_max = 100.
+        assert_eq!((cc.ssthresh(), cc.cwnd()), (70_000, 70_000));
+        assert_eq!(cubic(&cc).w_max, Some(100_000.0));
+        assert_eq!(cubic(&cc).cwnd_prior, 100_000.0);
+        // Without SACK, three segments inflate the reduced window.
+        cc.enter_recovery(70_000, false);
+        assert_eq!((cc.ssthresh(), cc.cwnd()), (49_000, 52_000));
+        // Never below two segments.
+        cc.enter_recovery(1000, true);
+        assert_eq!(cc.ssthresh(), 2000);
+        // A timeout: 0.7 FlightSize, the loss window, W_max forgotten.
+        let mut cc = cubic_after_loss(100);
+        cc.on_timeout(50_000);
+        assert_eq!((cc.ssthresh(), cc.cwnd()), (35_000, 1000));
+        assert_eq!(cubic(&cc).w_max, None);
+    }
+
+    #[test]
+    fn fast_convergence() {
+        let mut cc = cubic_after_loss(100);
+        // A loss below the previous W_max: W_max = cwnd (1 + β) / 2.
+        cc.enter_recovery(80_000, true);
+        assert_eq!(cubic(&cc).w_max, Some(70_000.0 * 0.85));
+        assert_eq!(cubic(&cc).cwnd_prior, 70_000.0);
+        // A loss above it remembers the window itself.
+        cc.cwnd = 90_000;
+        cc.enter_recovery(90_000, true);
+        assert_eq!(cubic(&cc).w_max, Some(90_000.0));
+    }
+
+    #[test]
+    fn concave_growth_reaches_w_max_at_k() {
+        // An ACK clock of one segment per ACK, a window per 100 ms RTT, for
+        // 10 s: the window follows W_cubic(t) from 70 segments up to W_max
+        // = 100 at K (4.2 s), then beyond, or Reno's estimate once that is
+        // larger.
+        let mut cc = cubic_after_loss(100);
+        let rtt = 100_000;
+        let mut samples = Vec::new();
+        for round in 0..100 {
+            let acks = u64::from(cc.cwnd() / 1000);
+            for i in 0..acks {
+                cc.on_ack(Instant(round * rtt + i * rtt / acks), 1000, ms(100), true);
+            }
+            if round % 10 == 9 {
+                let epoch = cubic(&cc).epoch.expect("in congestion avoidance");
+                let expected = epoch.w_cubic(seconds(epoch.elapsed), 1000.0);
+                // Section 4.3: Reno's estimate wins where it is larger.
+                let expected = expected.max(epoch.w_est);
+                let cwnd = cc.cwnd();
+                assert!(
+                    (f64::from(cwnd) - expected).abs() < 2000.0,
+                    "round {round}: cwnd {cwnd}, expected {expected}"
+                );
+                samples.push(cwnd);
+            }
+        }
+        let epoch = cubic(&cc).epoch.expect("in congestion avoidance");
+        assert!((epoch.k - 75f64.cbrt()).abs() < 1e-9);
+        let steps: Vec<i64> = samples
+            .windows(2)
+            .map(|w| i64::from(w[1]) - i64::from(w[0]))
+            .collect();
+        assert!(steps[0] > steps[1] && steps[1] > steps[2], "concave");
+        assert!(steps[6] < steps[7] && steps[7] < steps[8], "convex");
+        assert!(samples[3].abs_diff(100_000) < 2000, "{samples:?}");
+    }
+
+    #[test]
+    fn reno_friendly_region_on_short_rtts() {
+        // Long after the loss the cubic curve stays near W_max for seconds;
+        // at a 100 us RTT Reno's estimate grows much faster: α_cubic = 0.53
+        // segments per window acknowledged, then 1 past cwnd_prior.
+        let mut cc = cubic_after_loss(100);
+        let mut at = 0;
+        let mut per_window = Vec::new();
+        for _ in 0..100 {
+            let start = cc.cwnd();
+            let mut acked = 0;
+            while acked < start {
+                at += 1;
+                cc.on_ack(Instant(at), 1000, Duration(100), true);
+                acked += 1000;
+            }
+            per_window.push(cc.cwnd() - start);
+        }
+        let epoch = cubic(&cc).epoch.expect("in congestion avoidance");
+        assert!(epoch.w_cubic(seconds(epoch.elapsed), 1000.0) < epoch.w_est);
+        assert!(
+            per_window[..40].iter().all(|&g| (520..=540).contains(&g)),
+            "{per_window:?}"
+        );
+        assert!(
+            per_window[70..].iter().all(|&g| (990..=1010).contains(&g)),
+            "{per_window:?}"
+        );
+        assert!(cc.cwnd() > 120_000, "{}", cc.cwnd());
+    }
+
+    #[test]
+    fn an_unfilled_window_neither_grows_nor_ages_the_curve() {
+        let mut full = cubic_after_loss(100);
+        let mut limited = cubic_after_loss(100);
+        for at in 0..2000 {
+            full.on_ack(Instant(at * 1000), 1000, ms(100), true);
+            let full_window = !(1000..1500).contains(&at);
+            limited.on_ack(Instant(at * 1000), 1000, ms(100), full_window);
+        }
+        let (full, limited) = (cubic(&full), cubic(&limited));
+        let elapsed = |c: &Cubic| c.epoch.expect("started").elapsed;
+        assert_eq!(elapsed(full), Duration(1_999_000));
+        assert_eq!(elapsed(limited), Duration(1_499_000));
+        // Idle time before a resumed transmission is skipped too.
+        let mut cc = cubic_after_loss(100);
+        ack(&mut cc, 0, 1000);
+        cc.resume(Instant(50_000), ms(50), ms(100));
+        ack(&mut cc, 60, 1000);
+        assert_eq!(cubic(&cc).epoch.expect("started").elapsed, ms(10));
+        // An idle period longer than the RTO ends the stage.
+        cc.resume(Instant(500_000), ms(440), ms(100));
+        assert!(cubic(&cc).epoch.is_none());
     }
 }

@@ -2,7 +2,8 @@
 //! time.
 //!
 //! The engine implements RFC 9293 with RFC 5961, RFC 7323, RFC 2018, RFC
-//! 6675, RFC 5681/6582, RFC 6298 and RFC 6928, and the MPA-aware behaviour
+//! 6675, RFC 5681/6582 or RFC 9438 (CUBIC, chosen per connection with
+//! [`CongestionControl`]), RFC 6298 and RFC 6928, and the MPA-aware behaviour
 //! of RFC 5044 Appendix A: the send queue holds records (FPDUs) and cuts
 //! segments only at their boundaries (A.1), retransmissions keep the
 //! original segments, and every acceptable segment's new data goes to a
@@ -16,8 +17,8 @@
 //! 2. After any input, timer or send call, take segments with
 //!    [`Connection::poll_transmit`] until `None` and write each with
 //!    [`Segment::emit`] (header, payload slices, checksum).
-//! 3. Keep the connection in a timer wheel at [`Connection::poll_at`]; when
-//!    it fires, call [`Connection::on_timer`], then poll again.
+//! 3. Keep the connection in a [`TimerWheel`] at [`Connection::poll_at`];
+//!    when it fires, call [`Connection::on_timer`], then poll again.
 //! 4. Read [`Connection::poll_event`]; drop the connection once
 //!    [`Connection::is_closed`].
 //!
@@ -42,8 +43,10 @@ mod seq;
 pub mod sim;
 mod time;
 mod timer;
+mod wheel;
 
 pub use config::{Config, KeepAlive};
+pub use congestion::CongestionControl;
 pub use connection::{Connection, Endpoint, Event, SendError, State, Stats};
 pub use isn::IsnGenerator;
 pub use listener::{ListenOutcome, Listener, ListenerStats};
@@ -51,3 +54,4 @@ pub use recv::{ByteStream, Consumer, Disposition, WindowPolicy};
 pub use segment::{bare_header, parse, reset_reply, BufferTooSmall, ParseError, Payload, Segment};
 pub use seq::Seq;
 pub use time::{Duration, Instant};
+pub use wheel::TimerWheel;

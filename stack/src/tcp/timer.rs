@@ -1,11 +1,12 @@
 //! A connection's timers: retransmission (RFC 6298 section 5), delayed ACK
 //! (RFC 9293 section 3.8.6.3), persist (zero-window probing, RFC 9293
-//! section 3.8.6.1), keep-alive (section 3.8.4) and TIME-WAIT (section
-//! 3.6.1).
+//! section 3.8.6.1), keep-alive (section 3.8.4), the FIN-WAIT-2 timeout
+//! (section 3.10.7.4 sets none; Linux's `tcp_fin_timeout`) and TIME-WAIT
+//! (section 3.6.1).
 //!
 //! Each connection holds one deadline per kind and reports the earliest
 //! through `poll_at`, so a dataplane keeps each connection in a timing
-//! wheel slot and never scans connections.
+//! wheel slot ([`super::wheel::TimerWheel`]) and never scans connections.
 
 use super::time::Instant;
 
@@ -22,14 +23,17 @@ pub enum TimerKind {
     KeepAlive,
     /// The end of TIME-WAIT.
     TimeWait,
+    /// Waiting too long in FIN-WAIT-2 for the peer's FIN.
+    FinWait2,
 }
 
-const KINDS: [TimerKind; 5] = [
+const KINDS: [TimerKind; 6] = [
     TimerKind::Retransmit,
     TimerKind::DelayedAck,
     TimerKind::Persist,
     TimerKind::KeepAlive,
     TimerKind::TimeWait,
+    TimerKind::FinWait2,
 ];
 
 /// One optional deadline per timer kind.

@@ -5,7 +5,7 @@
 //! hand-off of text to the consumer.
 
 use super::{Connection, Event, Negotiated, State};
-use crate::tcp::congestion::NewReno;
+use crate::tcp::congestion::Congestion;
 use crate::tcp::flight::DUP_THRESH;
 use crate::tcp::recv::Consumer;
 use crate::tcp::seq::Seq;
@@ -31,7 +31,11 @@ impl Connection {
         self.ts_recent = syn.timestamp.map(|ts| (ts.tsval, now));
         self.last_ack_sent = self.irs + 1;
         // The initial window counts segments of the negotiated size.
-        self.cc = NewReno::new(self.emss() as u32, self.config.initial_window);
+        self.cc = Congestion::new(
+            self.config.congestion,
+            self.emss() as u32,
+            self.config.initial_window,
+        );
     }
 
     /// Our SYN was acknowledged.
@@ -305,6 +309,7 @@ impl Connection {
 
     /// New data acknowledged up to `ack_pos`.
     fn on_new_ack(&mut self, now: Instant, ack_pos: u64, seg: &TcpRepr<'_>) {
+        let cwnd_limited = self.send.head() < self.cwnd_full_until;
         let acked = self.flight.acknowledge(ack_pos);
         let data_end = self.send.end();
         self.send.release(ack_pos.min(data_end));
@@ -331,7 +336,10 @@ impl Connection {
                 }
                 self.flight.mark_first_lost(!self.opts.sack);
             }
-            None => self.cc.on_ack(acked_octets),
+            None => {
+                let srtt = self.rtt.srtt().unwrap_or_default();
+                self.cc.on_ack(now, acked_octets, srtt, cwnd_limited);
+            }
         }
         self.dupacks = 0;
         if self.flight.is_empty() {
@@ -341,7 +349,7 @@ impl Connection {
         }
         if self.fin_acked {
             match self.state {
-                State::FinWait1 => self.state = State::FinWait2,
+                State::FinWait1 => self.enter_fin_wait2(now),
                 State::Closing => self.enter_time_wait(now),
                 State::LastAck => self.terminate(Some(Event::Closed)),
                 _ => {}
@@ -433,6 +441,15 @@ impl Connection {
             State::FinWait1 => self.state = State::Closing,
             State::FinWait2 => self.enter_time_wait(now),
             _ => {}
+        }
+    }
+
+    /// Our FIN is acknowledged: FIN-WAIT-2 until the peer's FIN, or until
+    /// the peer stays silent for the configured timeout.
+    fn enter_fin_wait2(&mut self, now: Instant) {
+        self.state = State::FinWait2;
+        if let Some(timeout) = self.config.fin_wait2_timeout {
+            self.timers.set(TimerKind::FinWait2, now + timeout);
         }
     }
 

@@ -14,15 +14,15 @@
 //!
 //! `input.rs` processes arriving segments (RFC 9293 section 3.10.7, RFC
 //! 5961, RFC 7323 PAWS, RFC 5681/6582/6675 loss detection), `output.rs`
-//! builds segments (RFC 5044 A.1 segmentation, Nagle, SACK options) and
-//! `timers.rs` handles expiries.
+//! builds segments (RFC 5044 A.1 segmentation, Nagle, SACK options, the
+//! RFC 5681 section 4.1 restart window) and `timers.rs` handles expiries.
 
 mod input;
 mod output;
 mod timers;
 
 use super::config::Config;
-use super::congestion::NewReno;
+use super::congestion::Congestion;
 use super::flight::Flight;
 use super::recv::{Consumer, Receiver, WindowPolicy};
 use super::rtt::RttEstimator;
@@ -86,7 +86,9 @@ pub enum Event {
     PeerClosed,
     /// The peer reset the connection.
     Reset,
-    /// Retransmissions or keep-alive probes went unanswered.
+    /// Retransmissions or keep-alive probes went unanswered, or the peer
+    /// never closed while we waited in FIN-WAIT-2
+    /// ([`super::Config::fin_wait2_timeout`]).
     TimedOut,
     /// Both directions closed cleanly (TIME-WAIT or CLOSED follows).
     Closed,
@@ -240,8 +242,14 @@ pub struct Connection {
     max_snd_wnd: u64,
     snd_wl1: Seq,
     snd_wl2: Seq,
-    cc: NewReno,
+    cc: Congestion,
     rtt: RttEstimator,
+    /// When data or a FIN last went out, new or resent (RFC 5681 section
+    /// 4.1 measures idle time from it).
+    last_data_sent: Instant,
+    /// SND.NXT when the congestion window was last full: ACKs below it
+    /// answer a full window (RFC 9438 section 5.8).
+    cwnd_full_until: u64,
     /// RFC 6582 `recover`, while in fast recovery.
     recover: Option<u64>,
     /// The RFC 6675 rescue retransmission of this recovery went out.
@@ -283,7 +291,9 @@ impl Connection {
         Connection {
             send: SendQueue::new(config.send_buffer),
             recv: Receiver::new(config.recv_buffer, config.max_ooo_ranges),
-            cc: NewReno::new(smss, config.initial_window),
+            cc: Congestion::new(config.congestion, smss, config.initial_window),
+            last_data_sent: now,
+            cwnd_full_until: 0,
             rtt: RttEstimator::new(config.rto_initial, config.rto_min, config.rto_max),
             nagle: config.nagle,
             local,
@@ -544,10 +554,7 @@ impl Connection {
     /// Resets the connection (RFC 9293 ABORT): a RST goes out if the peer
     /// knows of us, and the connection is closed.
     pub fn abort(&mut self) {
-        if !matches!(self.state, State::Closed | State::SynSent | State::TimeWait) {
-            self.pending_rst = Some((self.seq_of(self.nxt_seqpos()), None));
-        }
-        self.terminate(None);
+        self.reset(None);
     }
 
     /// Hands `seg`, received for this connection, to the engine; new data
@@ -617,6 +624,15 @@ impl Connection {
         if self.recv.window_opens_by(step.max(1)) {
             self.send_ack = true;
         }
+    }
+
+    /// Ends the connection with a RST if the peer knows of us, reporting
+    /// `event` if any.
+    fn reset(&mut self, event: Option<Event>) {
+        if !matches!(self.state, State::Closed | State::SynSent | State::TimeWait) {
+            self.pending_rst = Some((self.seq_of(self.nxt_seqpos()), None));
+        }
+        self.terminate(event);
     }
 
     /// Ends the connection, reporting `event` if any.

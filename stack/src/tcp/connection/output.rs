@@ -189,6 +189,7 @@ impl Connection {
         } else {
             TcpControl::None
         };
+        self.last_data_sent = now;
         let len = (sent.end - sent.start) as usize;
         if len > 0 && !self.send.is_boundary(sent.start) {
             self.stats.unaligned_segments += 1;
@@ -261,9 +262,16 @@ impl Connection {
         }
         let mut len = 0;
         if self.snd_nxt < end {
+            if self.flight.is_empty() {
+                let idle = now.saturating_since(self.last_data_sent);
+                self.cc.resume(now, idle, self.rtt.rto());
+            }
             let emss = self.emss() as u64;
             let window_room = (self.send.head() + self.snd_wnd).saturating_sub(self.snd_nxt);
             let cwnd_room = u64::from(self.cc.cwnd()).saturating_sub(self.flight.pipe());
+            if cwnd_room < emss {
+                self.cwnd_full_until = self.snd_nxt;
+            }
             let room = emss.min(window_room).min(cwnd_room);
             let permit = if self.force_split && self.flight.is_empty() {
                 SplitPermit::Window

@@ -1,7 +1,9 @@
 //! Timer expiries: retransmission (RFC 6298 section 5 with RFC 5681's
 //! loss window and RFC 9293 section 3.8.3's give-up threshold), delayed
 //! ACK, persist (zero-window probes and the RFC 5044 A.1 window exception),
-//! keep-alive (RFC 9293 section 3.8.4) and the end of TIME-WAIT.
+//! keep-alive (RFC 9293 section 3.8.4), the FIN-WAIT-2 timeout (beyond RFC
+//! 9293 section 3.10.7.4, like Linux's `tcp_fin_timeout`) and the end of
+//! TIME-WAIT.
 
 use super::{Connection, Event, State};
 use crate::tcp::time::{Duration, Instant};
@@ -17,6 +19,7 @@ impl Connection {
                 TimerKind::DelayedAck => self.send_ack = true,
                 TimerKind::Persist => self.on_persist_timeout(now),
                 TimerKind::KeepAlive => self.on_keep_alive_timeout(now),
+                TimerKind::FinWait2 => self.on_fin_wait2_timeout(now),
                 TimerKind::TimeWait => self.terminate(None),
             }
         }
@@ -75,6 +78,21 @@ impl Connection {
             interval = interval.doubled();
         }
         interval.min(self.config.rto_max)
+    }
+
+    /// The peer stayed silent in FIN-WAIT-2 for the configured time: reset
+    /// and report a time-out. A segment from it pushes the deadline back.
+    /// (Leaving FIN-WAIT-2 clears the timers, so the state needs no check.)
+    fn on_fin_wait2_timeout(&mut self, now: Instant) {
+        let Some(timeout) = self.config.fin_wait2_timeout else {
+            return;
+        };
+        let quiet_until = self.last_heard + timeout;
+        if now < quiet_until {
+            self.timers.set(TimerKind::FinWait2, quiet_until);
+        } else {
+            self.reset(Some(Event::TimedOut));
+        }
     }
 
     fn on_keep_alive_timeout(&mut self, now: Instant) {
