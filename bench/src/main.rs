@@ -19,6 +19,7 @@ use uwarp_bench::pollloop::{self, Link, PollLoopConfig};
 use uwarp_bench::tcp::{self, Open, Role, TcpRun};
 use uwarp_control::dpdk::End;
 use uwarp_dataplane::runtime::Impairment;
+use uwarp_stack::tcp::CongestionControl;
 use uwarp_stack::wire::terminate::LayoutHint;
 
 /// uwarp's perf and diagnostics tool.
@@ -80,6 +81,9 @@ struct TcpArgs {
     /// Turn Nagle's algorithm off.
     #[arg(long)]
     no_nagle: bool,
+    /// Congestion control.
+    #[arg(long, value_enum, default_value_t = CcArg::Newreno)]
+    cc: CcArg,
     /// Seconds to wait for each connection to end.
     #[arg(long, default_value_t = 600)]
     timeout: u64,
@@ -93,6 +97,12 @@ struct TcpArgs {
     /// One JSON object per connection instead of text.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum CcArg {
+    Newreno,
+    Cubic,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -272,6 +282,10 @@ fn tcp(args: &TcpArgs) -> Result<(), String> {
         mac,
         gateway: args.gateway,
         nagle: !args.no_nagle,
+        congestion: match args.cc {
+            CcArg::Newreno => CongestionControl::NewReno,
+            CcArg::Cubic => CongestionControl::Cubic,
+        },
         timeout: std::time::Duration::from_secs(args.timeout),
         impairment: Impairment {
             rx: args

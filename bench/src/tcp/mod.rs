@@ -15,6 +15,7 @@ use smoltcp::wire::{EthernetAddress, Ipv4Address};
 use uwarp_control::dpdk::{End, HostConfig, HostReport, TcpHost};
 use uwarp_dataplane::runtime::Impairment;
 use uwarp_dataplane::{Device, Eal, EalConfig};
+use uwarp_stack::tcp::CongestionControl;
 
 pub use roles::{pattern_block, Report, Role, RoleApp};
 
@@ -52,6 +53,8 @@ pub struct TcpRun {
     pub gateway: Option<Ipv4Address>,
     /// Nagle's algorithm.
     pub nagle: bool,
+    /// Congestion control.
+    pub congestion: CongestionControl,
     /// Give up on a connection after this long.
     pub timeout: Duration,
     /// The port's impairment stage (off by default).
@@ -105,6 +108,7 @@ pub fn run(config: &TcpRun) -> Result<TcpOutcome, String> {
     host_config.mac = config.mac;
     host_config.gateway = config.gateway;
     host_config.tcp.nagle = config.nagle;
+    host_config.tcp.congestion = config.congestion;
     host_config.impairment = config.impairment;
     let host = TcpHost::start(eal, device, host_config).map_err(|e| e.to_string())?;
     let (report_tx, reports) = crossbeam_channel::unbounded();

@@ -1,21 +1,34 @@
-//! The queue of connection deadlines a core keeps, so that it runs the
-//! timers of the connections that are due without scanning the others
-//! (each connection reports its next deadline, RFC 9293 section 3.8's
-//! timers, through `Connection::poll_at`).
+//! The timers of the connections a core holds: each connection reports its
+//! next deadline (RFC 9293 section 3.8's timers, through
+//! `Connection::poll_at`) and sits in a timing wheel slot, so a core runs
+//! the timers that are due without scanning the others.
 //!
 //! Entries are lazy: a connection whose deadline moved later is found
 //! early, runs no timer, and is queued again at its new deadline.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
 use uwarp_dataplane::net::FourTuple;
-use uwarp_stack::tcp::Instant;
+use uwarp_stack::tcp::{Duration, Instant, TimerWheel};
+
+/// The wheel's resolution: finer than any TCP timer needs (delayed ACKs
+/// wait 1 ms, the RTO is at least 5 ms by default).
+const TICK: Duration = Duration::from_micros(100);
+
+/// Slots: one revolution covers about 400 ms; later deadlines wait in
+/// their slot for their round.
+const SLOTS: usize = 4096;
 
 /// Connections by the time their timers are next due.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Deadlines {
-    heap: BinaryHeap<Reverse<(Instant, FourTuple)>>,
+    wheel: TimerWheel<FourTuple>,
+}
+
+impl Default for Deadlines {
+    fn default() -> Self {
+        Deadlines {
+            wheel: TimerWheel::new(TICK, SLOTS),
+        }
+    }
 }
 
 impl Deadlines {
@@ -29,7 +42,7 @@ impl Deadlines {
     ) {
         if let Some(at) = at {
             if scheduled.is_none_or(|queued| at < queued) {
-                self.heap.push(Reverse((at, tuple)));
+                self.wheel.schedule(tuple, at);
                 *scheduled = Some(at);
             }
         }
@@ -37,12 +50,6 @@ impl Deadlines {
 
     /// Moves every connection due at `now` into `out`.
     pub(crate) fn expire(&mut self, now: Instant, out: &mut Vec<FourTuple>) {
-        while let Some(Reverse((at, tuple))) = self.heap.peek().copied() {
-            if at > now {
-                break;
-            }
-            self.heap.pop();
-            out.push(tuple);
-        }
+        self.wheel.expire(now, out);
     }
 }

@@ -6,7 +6,6 @@ use std::net::SocketAddrV4;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_channel::Sender;
 use smoltcp::wire::{EthernetAddress, Ipv4Address};
 use uwarp_dataplane::net::{InterfaceAddress, InterfaceConfig, NetCounters};
 use uwarp_dataplane::runtime::{
@@ -19,7 +18,7 @@ use uwarp_stack::tcp::{Config, Endpoint};
 use super::app::TcpApp;
 use super::clock::Clock;
 use super::core::{TcpCore, TcpCoreCounters};
-use super::setup::{Request, SetupCounters, TcpSetup};
+use super::setup::{SetupCounters, TcpRequests, TcpSetup};
 use crate::error::Error;
 
 /// How a [`TcpHost`] is set up.
@@ -89,7 +88,7 @@ pub struct HostReport {
 /// A TCP/IP host on one port.
 pub struct TcpHost<A: TcpApp> {
     runtime: Runtime<TcpSetup<A>, TcpCore<A>>,
-    requests: Sender<Request<A>>,
+    requests: TcpRequests<A>,
     address: InterfaceAddress,
     impairment: Arc<ImpairSwitch>,
     port: Port,
@@ -127,8 +126,7 @@ impl<A: TcpApp> TcpHost<A> {
         let mut secret = [0u8; 16];
         getrandom::fill(&mut secret)
             .map_err(|_| Error::WrongState("no randomness for the ISN secret"))?;
-        let (requests, receiver) = crossbeam_channel::unbounded();
-        let setup = TcpSetup::new(clock, config.tcp.clone(), secret, receiver);
+        let (setup, requests) = TcpSetup::new(clock, config.tcp.clone(), secret);
         let (control, dataplanes) = assemble(
             InterfaceConfig::new(address),
             queues,
@@ -166,15 +164,8 @@ impl<A: TcpApp> TcpHost<A> {
         port: u16,
         factory: impl FnMut(Endpoint) -> A + Send + 'static,
     ) -> Result<(), Error> {
-        let (done, answer) = crossbeam_channel::bounded(1);
         self.requests
-            .send(Request::Listen {
-                port,
-                factory: Box::new(factory),
-                done,
-            })
-            .map_err(|_| Error::DeviceClosed)?;
-        answer
+            .listen(port, factory)?
             .recv_timeout(Duration::from_secs(5))
             .map_err(|_| Error::DeviceClosed)?
             .map_err(Error::InvalidArgument)
@@ -184,9 +175,7 @@ impl<A: TcpApp> TcpHost<A> {
     /// went: its events, or `End::Unreachable`/`Reset`/`TimedOut`).
     pub fn connect(&self, remote: SocketAddrV4, app: A) -> Result<(), Error> {
         let remote = Endpoint::new(*remote.ip(), remote.port());
-        self.requests
-            .send(Request::Connect { remote, app })
-            .map_err(|_| Error::DeviceClosed)
+        self.requests.connect(remote, app)
     }
 
     /// Stops the cores and the port; returns what they counted. Flows

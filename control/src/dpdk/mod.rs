@@ -26,4 +26,4 @@ pub use core::{TcpCore, TcpCoreCounters};
 pub use flow::{FlowCounters, TcpFlow};
 pub use host::{HostConfig, HostReport, TcpHost};
 pub use route::Route;
-pub use setup::{AppFactory, SetupCounters, TcpSetup};
+pub use setup::{AppFactory, SetupCounters, TcpRequests, TcpSetup};

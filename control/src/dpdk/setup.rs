@@ -31,6 +31,7 @@ use super::clock::Clock;
 use super::deadlines::Deadlines;
 use super::flow::{FlowCounters, Status, TcpFlow};
 use super::route::Route;
+use crate::error::Error;
 
 /// How long the control core keeps forwarding segments of a flow it
 /// handed over: long enough for every segment classified before the
@@ -54,7 +55,7 @@ const EPHEMERAL_PORTS: std::ops::RangeInclusive<u16> = 49152..=65535;
 pub type AppFactory<A> = Box<dyn FnMut(Endpoint) -> A + Send>;
 
 /// An application's request to the control core.
-pub(crate) enum Request<A> {
+enum Request<A> {
     /// Listen on a local port.
     Listen {
         port: u16,
@@ -63,6 +64,49 @@ pub(crate) enum Request<A> {
     },
     /// Open a connection to `remote`, run by `app`.
     Connect { remote: Endpoint, app: A },
+}
+
+/// How applications ask a [`TcpSetup`] (from any thread) for listeners
+/// and connections; served at its next poll.
+pub struct TcpRequests<A> {
+    sender: Sender<Request<A>>,
+}
+
+impl<A> Clone for TcpRequests<A> {
+    fn clone(&self) -> Self {
+        TcpRequests {
+            sender: self.sender.clone(),
+        }
+    }
+}
+
+impl<A: TcpApp> TcpRequests<A> {
+    /// Asks for a listener on `port`; each connection it accepts gets the
+    /// application `factory` makes for its peer. The answer comes on the
+    /// returned channel once the control core served the request.
+    pub fn listen(
+        &self,
+        port: u16,
+        factory: impl FnMut(Endpoint) -> A + Send + 'static,
+    ) -> Result<Receiver<Result<(), &'static str>>, Error> {
+        let (done, answer) = crossbeam_channel::bounded(1);
+        self.sender
+            .send(Request::Listen {
+                port,
+                factory: Box::new(factory),
+                done,
+            })
+            .map_err(|_| Error::DeviceClosed)?;
+        Ok(answer)
+    }
+
+    /// Asks for a connection to `remote`, run by `app` (which hears how
+    /// it went: its events, or `End::Unreachable`/`Reset`/`TimedOut`).
+    pub fn connect(&self, remote: Endpoint, app: A) -> Result<(), Error> {
+        self.sender
+            .send(Request::Connect { remote, app })
+            .map_err(|_| Error::DeviceClosed)
+    }
 }
 
 /// What the control core's TCP has done.
@@ -122,9 +166,15 @@ pub struct TcpSetup<A> {
 
 impl<A: TcpApp> TcpSetup<A> {
     /// Connection set-up with `config` for every connection, engine time
-    /// from `clock`, ISNs keyed by `isn_secret` (RFC 6528), requests from
-    /// `requests`.
-    pub(crate) fn new(
+    /// from `clock` and ISNs keyed by `isn_secret` (RFC 6528), with the
+    /// handle applications ask it for listeners and connections through.
+    pub fn new(clock: Clock, config: Config, isn_secret: [u8; 16]) -> (Self, TcpRequests<A>) {
+        let (sender, requests) = crossbeam_channel::unbounded();
+        let setup = Self::serving(clock, config, isn_secret, requests);
+        (setup, TcpRequests { sender })
+    }
+
+    fn serving(
         clock: Clock,
         config: Config,
         isn_secret: [u8; 16],
