@@ -139,6 +139,8 @@ fn transfer(
         let app = app.clone();
         host.listen(port, move |_peer| app())
             .map_err(|e| e.to_string())?;
+        // Scripts and tests wait for this line before they connect.
+        eprintln!("uwarp-perf: listening on {}:{port}", host.address().ip);
     }
     for _ in 0..config.connections {
         if let Open::Connect(peer) = config.open {
