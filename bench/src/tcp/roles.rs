@@ -199,7 +199,9 @@ impl TcpApp for RoleApp {
 
     fn drive(&mut self, _now: Instant, conn: &mut Connection) {
         self.read_held(conn);
-        if self.role == Role::Source {
+        // A source sends once the connection is established, so that a
+        // refused connection reports nothing sent.
+        if self.role == Role::Source && self.started.is_some() {
             self.send_pattern(conn);
         }
         let done_sending = match self.role {

@@ -37,6 +37,9 @@ pub struct TcpFlow<A> {
     conn: Box<Connection>,
     app: A,
     route: Route,
+    /// The end the engine reported, told to the application once it has
+    /// had its last chance to read.
+    end: Option<End>,
     ended: bool,
     /// The deadline this flow is queued at in its core's timer queue.
     pub(crate) scheduled: Option<Instant>,
@@ -49,6 +52,7 @@ impl<A: TcpApp> TcpFlow<A> {
             conn,
             app,
             route,
+            end: None,
             ended: false,
             scheduled: None,
         }
@@ -76,7 +80,10 @@ impl<A: TcpApp> TcpFlow<A> {
         }
     }
 
-    /// Events to the application, its work, every segment out.
+    /// Events to the application, its work, every segment out; then, if
+    /// the connection ended, the end. The application drives once more
+    /// before it hears the end: the segment that ended the connection may
+    /// also have made held data readable.
     pub(crate) fn service(
         &mut self,
         now: Instant,
@@ -95,8 +102,11 @@ impl<A: TcpApp> TcpFlow<A> {
             }
         }
         self.deliver_events(now);
+        if let Some(end) = self.end.take() {
+            self.finish(end);
+        }
         if self.conn.is_closed() {
-            self.end(End::Aborted);
+            self.finish(End::Aborted);
             Status::Closed
         } else {
             Status::Open(self.conn.poll_at())
@@ -114,19 +124,143 @@ impl<A: TcpApp> TcpFlow<A> {
                 continue;
             }
             self.app.on_event(now, event, &mut self.conn);
-            match event {
-                Event::Closed => self.end(End::Closed),
-                Event::Reset => self.end(End::Reset),
-                Event::TimedOut => self.end(End::TimedOut),
-                Event::Established | Event::PeerClosed => {}
-            }
+            let end = match event {
+                Event::Closed => End::Closed,
+                Event::Reset => End::Reset,
+                Event::TimedOut => End::TimedOut,
+                Event::Established | Event::PeerClosed => continue,
+            };
+            self.end.get_or_insert(end);
         }
     }
 
-    fn end(&mut self, end: End) {
+    fn finish(&mut self, end: End) {
         if !self.ended {
             self.ended = true;
             self.app.on_end(end, self.conn.stats());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use smoltcp::wire::{EthernetAddress, EthernetFrame, Ipv4Address, Ipv4Packet};
+    use uwarp_stack::tcp::{parse, Config, Consumer, Disposition, Endpoint, Seq, Stats};
+
+    /// Takes in-order data in place and reads the rest at `drive`, like
+    /// uwarp-perf's source once it sent everything; remembers what it had
+    /// read when it heard the end.
+    #[derive(Default)]
+    struct Reader {
+        read: u64,
+        read_at_end: Option<u64>,
+    }
+
+    impl Consumer for Reader {
+        fn on_data(&mut self, pos: u64, data: &[u8], in_order: bool) -> Disposition {
+            if in_order && pos == self.read {
+                self.read += data.len() as u64;
+                Disposition::Consumed
+            } else {
+                Disposition::Keep
+            }
+        }
+
+        fn on_left_edge(&mut self, _: u64) {}
+    }
+
+    impl TcpApp for Reader {
+        fn drive(&mut self, _: Instant, conn: &mut Connection) {
+            while let Some((pos, data)) = conn.received() {
+                let end = pos + data.len() as u64;
+                self.read = self.read.max(end);
+                conn.release_received(end);
+            }
+            // Closes first, so the peer's FIN ends the connection.
+            conn.close();
+        }
+
+        fn on_end(&mut self, _: End, _: &Stats) {
+            self.read_at_end = Some(self.read);
+        }
+    }
+
+    /// Frames as a vector, for the test to deliver in any order.
+    #[derive(Default)]
+    struct Frames(Vec<Vec<u8>>);
+
+    impl FrameSink for Frames {
+        fn send_frame(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+            let mut frame = vec![0; len];
+            fill(&mut frame);
+            self.0.push(frame);
+            true
+        }
+    }
+
+    /// The TCP segment of an Ethernet frame the route wrote.
+    fn tcp_of(frame: &[u8]) -> (Ipv4Address, Ipv4Address, Vec<u8>) {
+        let ip =
+            Ipv4Packet::new_checked(EthernetFrame::new_checked(frame).unwrap().payload()).unwrap();
+        (ip.src_addr(), ip.dst_addr(), ip.payload().to_vec())
+    }
+
+    #[test]
+    fn held_data_made_readable_by_the_last_segment_is_read_before_the_end() {
+        let (a, b) = (Ipv4Address::new(10, 0, 0, 1), Ipv4Address::new(10, 0, 0, 2));
+        let mac = EthernetAddress([2, 0, 0, 0, 0, 1]);
+        let (near, far) = (Endpoint::new(a, 40000), Endpoint::new(b, 5000));
+        let now = Instant::from_micros(0);
+        // The peer: a bare engine that sends 3000 octets and closes.
+        let mut peer = Connection::connect(Config::default(), far, near, Seq(7), now);
+        let syn = peer.poll_transmit(now).unwrap().to_bytes();
+        let conn = Connection::accept(
+            Config::default(),
+            near,
+            far,
+            Seq(1000),
+            now,
+            &parse(b, a, &syn).unwrap(),
+        );
+        let mut flow = TcpFlow::new(
+            Box::new(conn),
+            Reader::default(),
+            Route::new(mac, mac, a, b),
+        );
+        let mut frames = Frames::default();
+        let mut counters = FlowCounters::default();
+        flow.service(now, &mut frames, &mut counters);
+        let mut sink = uwarp_stack::tcp::ByteStream;
+        for frame in frames.0.drain(..) {
+            let (src, dst, tcp) = tcp_of(&frame);
+            peer.on_segment(now, &parse(src, dst, &tcp).unwrap(), &mut sink);
+        }
+        assert_eq!(peer.send(&[9; 3000]), 3000);
+        peer.close();
+        let mut segments = Vec::new();
+        while let Some(segment) = peer.poll_transmit(now) {
+            segments.push(segment.to_bytes());
+        }
+        assert!(segments.len() >= 3, "several data segments and a FIN");
+        // The ACK of the handshake first, then everything but the first
+        // data segment (held out of order), then the first: it makes all
+        // the held data readable and brings the FIN in order at once.
+        let first_data = segments.remove(1);
+        segments.push(first_data);
+        for segment in &segments {
+            flow.on_segment(now, &parse(b, a, segment).unwrap());
+            flow.service(now, &mut frames, &mut counters);
+            for frame in frames.0.drain(..) {
+                let (src, dst, tcp) = tcp_of(&frame);
+                peer.on_segment(now, &parse(src, dst, &tcp).unwrap(), &mut sink);
+            }
+            while let Some(segment) = peer.poll_transmit(now) {
+                let bytes = segment.to_bytes();
+                flow.on_segment(now, &parse(b, a, &bytes).unwrap());
+                flow.service(now, &mut frames, &mut counters);
+            }
+        }
+        assert_eq!(flow.app().read_at_end, Some(3000));
     }
 }
