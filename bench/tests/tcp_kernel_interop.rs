@@ -208,6 +208,16 @@ impl Drop for Uwarp {
     }
 }
 
+/// `uwarp-perf tcp` sending `bytes` to the kernel at `port` on `tap`'s
+/// subnet, with `extra` arguments.
+fn source_to(tap: &Tap, port: u16, bytes: u64, extra: &[&str]) -> Uwarp {
+    let target = SocketAddrV4::new(tap.kernel_ip(), port).to_string();
+    let bytes = bytes.to_string();
+    let mut args = vec!["--role", "source", "--connect", &target, "--bytes", &bytes];
+    args.extend_from_slice(extra);
+    Uwarp::start(tap, &args)
+}
+
 /// What one side of a kernel connection saw.
 #[derive(Debug, PartialEq, Eq)]
 struct Seen {
@@ -260,14 +270,7 @@ fn kernel_source(peer: SocketAddr, bytes: u64) -> Seen {
     let stream = TcpStream::connect_timeout(&peer, Duration::from_secs(10)).expect("connects");
     let mut writer = stream.try_clone().expect("clone");
     let sender = std::thread::spawn(move || {
-        let mut block = vec![0u8; 1 << 20];
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
-        for b in block.iter_mut() {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            *b = state as u8;
-        }
+        let mut block = uwarp_bench::tcp::pattern_block();
         let mut hash = Sha256::new();
         let mut left = bytes;
         while left > 0 {
@@ -308,22 +311,8 @@ fn uwarp_client_moves_a_gigabyte_each_way_through_a_kernel_echo() {
     let bytes = big_transfer();
     let tap = Tap::new(1);
     let echo = kernel_echo(listen_any(5101));
-    let target = SocketAddrV4::new(tap.kernel_ip(), 5101).to_string();
-    let uwarp = Uwarp::start(
-        &tap,
-        &[
-            "--role",
-            "source",
-            "--connect",
-            &target,
-            "--bytes",
-            &bytes.to_string(),
-            "--impair-rx",
-            IMPAIR_RX,
-            "--impair-tx",
-            IMPAIR_TX,
-        ],
-    );
+    let impair = ["--impair-rx", IMPAIR_RX, "--impair-tx", IMPAIR_TX];
+    let uwarp = source_to(&tap, 5101, bytes, &impair);
     tap.up();
     let (status, reports, stderr) = uwarp.finish();
     let kernel = echo.join().expect("the echo ends");
@@ -478,8 +467,7 @@ fn closed_ports_are_refused_both_ways() {
     let Some(_serial) = serial() else { return };
     let tap = Tap::new(3);
     // uwarp to a kernel port nobody listens on: the kernel's RST.
-    let closed = SocketAddrV4::new(tap.kernel_ip(), 5302).to_string();
-    let uwarp = Uwarp::start(&tap, &["--role", "source", "--connect", &closed]);
+    let uwarp = source_to(&tap, 5302, 1 << 20, &[]);
     tap.up();
     let (status, reports, stderr) = uwarp.finish();
     let report = the_report(&reports, &stderr);
@@ -511,23 +499,28 @@ fn closed_ports_are_refused_both_ways() {
     assert!(rest.is_empty());
 }
 
+/// Sets socket option `name` of level `SOL_SOCKET` on `fd` to `value`.
+fn set_socket_option<T>(fd: &impl AsRawFd, name: libc::c_int, value: &T) {
+    // SAFETY: a valid socket and a value of the size given.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            name,
+            (value as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0, "setsockopt({name})");
+}
+
 /// Sets `SO_LINGER` to zero, so that closing `stream` sends a RST.
 fn linger_zero(stream: &TcpStream) {
     let linger = libc::linger {
         l_onoff: 1,
         l_linger: 0,
     };
-    // SAFETY: a valid socket and a correctly sized option value.
-    let rc = unsafe {
-        libc::setsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&linger as *const libc::linger).cast(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        )
-    };
-    assert_eq!(rc, 0, "setsockopt(SO_LINGER)");
+    set_socket_option(stream, libc::SO_LINGER, &linger);
 }
 
 #[test]
@@ -542,18 +535,7 @@ fn a_kernel_peer_that_aborts_mid_transfer_resets_uwarp() {
         linger_zero(&stream);
         drop(stream);
     });
-    let target = SocketAddrV4::new(tap.kernel_ip(), 5401).to_string();
-    let uwarp = Uwarp::start(
-        &tap,
-        &[
-            "--role",
-            "source",
-            "--connect",
-            &target,
-            "--bytes",
-            "1073741824",
-        ],
-    );
+    let uwarp = source_to(&tap, 5401, 1 << 30, &[]);
     tap.up();
     let (status, reports, stderr) = uwarp.finish();
     aborter.join().expect("the kernel side ends");
@@ -567,17 +549,7 @@ fn a_kernel_peer_that_aborts_mid_transfer_resets_uwarp() {
 /// Sets the socket's receive buffer (before `listen`, so the window scale
 /// the kernel offers fits it).
 fn small_receive_buffer(listener: &TcpListener, bytes: i32) {
-    // SAFETY: a valid socket and a correctly sized option value.
-    let rc = unsafe {
-        libc::setsockopt(
-            listener.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
-            (&bytes as *const i32).cast(),
-            std::mem::size_of::<i32>() as libc::socklen_t,
-        )
-    };
-    assert_eq!(rc, 0, "setsockopt(SO_RCVBUF)");
+    set_socket_option(listener, libc::SO_RCVBUF, &bytes);
 }
 
 #[test]
@@ -593,18 +565,7 @@ fn a_kernel_peer_that_stops_reading_gets_window_probes_and_all_the_data() {
         std::thread::sleep(Duration::from_secs(3));
         drain(&mut stream, false)
     });
-    let target = SocketAddrV4::new(tap.kernel_ip(), 5501).to_string();
-    let uwarp = Uwarp::start(
-        &tap,
-        &[
-            "--role",
-            "source",
-            "--connect",
-            &target,
-            "--bytes",
-            &bytes.to_string(),
-        ],
-    );
+    let uwarp = source_to(&tap, 5501, bytes, &[]);
     tap.up();
     let (status, reports, stderr) = uwarp.finish();
     let (received, digest) = sleeper.join().expect("the kernel side ends");
