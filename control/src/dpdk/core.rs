@@ -8,7 +8,10 @@
 //! one connection or thousands. Closed flows leave the table at the end
 //! of the poll.
 
+use std::sync::Arc;
 use std::time::Instant as WallInstant;
+
+use crossbeam_queue::ArrayQueue;
 
 use uwarp_dataplane::net::{FourTuple, TcpMeta};
 use uwarp_dataplane::runtime::{FlowHandler, FlowTable, TxBatch};
@@ -19,6 +22,9 @@ use super::app::TcpApp;
 use super::clock::Clock;
 use super::deadlines::Deadlines;
 use super::flow::{FlowCounters, Status, TcpFlow};
+
+/// The 4-tuples of flows the dataplane cores closed, for the control core.
+pub type ClosedFlows = ArrayQueue<FourTuple>;
 
 /// What one dataplane core's TCP has done.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -38,6 +44,9 @@ pub struct TcpCoreCounters {
 /// The flow handler of a dataplane core running TCP.
 pub struct TcpCore<A> {
     clock: Clock,
+    /// Where closed flows are announced to the control core, which stops
+    /// forwarding their segments here.
+    announce: Arc<ClosedFlows>,
     deadlines: Deadlines,
     due: Vec<FourTuple>,
     closed: Vec<FourTuple>,
@@ -46,10 +55,12 @@ pub struct TcpCore<A> {
 }
 
 impl<A: TcpApp> TcpCore<A> {
-    /// A core keeping engine time with `clock` (the control core's).
-    pub fn new(clock: Clock) -> Self {
+    /// A core keeping engine time with `clock` (the control core's) and
+    /// announcing closed flows on `announce`.
+    pub(crate) fn new(clock: Clock, announce: Arc<ClosedFlows>) -> Self {
         TcpCore {
             clock,
+            announce,
             deadlines: Deadlines::default(),
             due: Vec::new(),
             closed: Vec::new(),
@@ -133,6 +144,8 @@ impl<A: TcpApp> FlowHandler for TcpCore<A> {
         for tuple in self.closed.drain(..) {
             if flows.remove(&tuple).is_some() {
                 self.counters.flows_closed += 1;
+                // A full queue leaves it to the control core's time bound.
+                let _ = self.announce.push(tuple);
             }
         }
     }

@@ -127,12 +127,13 @@ impl<A: TcpApp> TcpHost<A> {
         getrandom::fill(&mut secret)
             .map_err(|_| Error::WrongState("no randomness for the ISN secret"))?;
         let (setup, requests) = TcpSetup::new(clock, config.tcp.clone(), secret);
+        let setup_core = setup.dataplane_handler();
         let (control, dataplanes) = assemble(
             InterfaceConfig::new(address),
             queues,
             std::slice::from_ref(&pool),
             setup,
-            vec![TcpCore::new(clock)],
+            vec![setup_core],
         )?;
         let impairment = Arc::clone(dataplanes[0].impairment());
         impairment.set(config.impairment);

@@ -22,7 +22,7 @@ pub mod setup;
 
 pub use app::{End, TcpApp};
 pub use clock::Clock;
-pub use core::{TcpCore, TcpCoreCounters};
+pub use core::{ClosedFlows, TcpCore, TcpCoreCounters};
 pub use flow::{FlowCounters, TcpFlow};
 pub use host::{HostConfig, HostReport, TcpHost};
 pub use route::Route;

@@ -14,11 +14,12 @@
 //! [`TcpHost`]: super::TcpHost
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant as WallInstant};
 
 use crossbeam_channel::{Receiver, Sender};
 use smoltcp::wire::{EthernetAddress, EthernetFrame, Ipv4Address, TcpRepr};
-use uwarp_dataplane::net::{FourTuple, FrameSink, Resolution, TcpMeta};
+use uwarp_dataplane::net::{FourTuple, Resolution, TcpMeta};
 use uwarp_dataplane::runtime::{Command, ControlContext, ControlHandler};
 use uwarp_dataplane::Mbuf;
 use uwarp_stack::tcp::{
@@ -28,18 +29,24 @@ use uwarp_stack::tcp::{
 
 use super::app::{End, TcpApp};
 use super::clock::Clock;
+use super::core::{ClosedFlows, TcpCore};
 use super::deadlines::Deadlines;
 use super::flow::{FlowCounters, Status, TcpFlow};
 use super::route::Route;
 use crate::error::Error;
 
 /// How long the control core keeps forwarding segments of a flow it
-/// handed over: long enough for every segment classified before the
-/// dataplane core applied the hand-over.
+/// handed over, unless the dataplane core announces first that the flow
+/// closed: long enough for every segment classified before the dataplane
+/// core applied the hand-over.
 const FORWARD_FOR: Duration = Duration::from_secs(2);
 
 /// How long an active open waits for ARP before it fails as unreachable.
 const RESOLVE_FOR: Duration = Duration::from_secs(3);
+
+/// Closed flows the dataplane cores can announce before the control core
+/// reads them (beyond, [`FORWARD_FOR`] bounds the forwarding).
+const CLOSED_CAPACITY: usize = 4096;
 
 /// How often the list of handed-over flows is swept.
 const SWEEP_EVERY: Duration = Duration::from_millis(100);
@@ -160,6 +167,8 @@ pub struct TcpSetup<A> {
     /// Hand-overs the core's full command ring refused, retried next poll.
     waiting: Vec<(FourTuple, Handshake<A>)>,
     next_sweep: WallInstant,
+    /// Flows the dataplane cores closed: no longer forwarded.
+    closed: Arc<ClosedFlows>,
     next_port: u16,
     counters: SetupCounters,
 }
@@ -195,8 +204,22 @@ impl<A: TcpApp> TcpSetup<A> {
             handed: HashMap::new(),
             waiting: Vec::new(),
             next_sweep: WallInstant::now(),
+            closed: Arc::new(ClosedFlows::new(CLOSED_CAPACITY)),
             next_port: EPHEMERAL_PORTS.start() + offset,
             counters: SetupCounters::default(),
+        }
+    }
+
+    /// The flow handler of a dataplane core working with this control
+    /// core (same engine time; it tells this core which flows closed).
+    pub fn dataplane_handler(&self) -> TcpCore<A> {
+        TcpCore::new(self.clock, Arc::clone(&self.closed))
+    }
+
+    /// Stops forwarding segments of flows the dataplane cores closed.
+    fn forget_closed(&mut self) {
+        while let Some(tuple) = self.closed.pop() {
+            self.handed.remove(&tuple);
         }
     }
 
@@ -356,28 +379,25 @@ impl<A: TcpApp> TcpSetup<A> {
         ctx: &mut ControlContext<'_, TcpFlow<A>>,
     ) {
         if let Some(reset) = reset_reply(meta.tuple.remote_ip, meta.tuple.local_ip, segment) {
-            self.send_reset(&reset, meta, frame, ctx.tx);
+            self.send_reset(&reset, meta, frame, ctx);
         }
     }
 
-    /// Sends `reset` back to the sender of `frame`, at its link address.
+    /// Sends `reset` from our address back to the sender of `frame`, at
+    /// its link address.
     fn send_reset(
         &mut self,
         reset: &Segment<'_>,
         meta: &TcpMeta,
         frame: &Mbuf,
-        tx: &mut dyn FrameSink,
+        ctx: &mut ControlContext<'_, TcpFlow<A>>,
     ) {
-        let Some(address) = source_mac(frame) else {
+        let Some(sender) = source_mac(frame) else {
             return;
         };
-        let route = Route::new(
-            address.1,
-            address.0,
-            meta.tuple.local_ip,
-            meta.tuple.remote_ip,
-        );
-        if route.transmit(reset, tx) {
+        let ours = ctx.iface.address().mac;
+        let route = Route::new(ours, sender, meta.tuple.local_ip, meta.tuple.remote_ip);
+        if route.transmit(reset, ctx.tx) {
             self.counters.resets_sent += 1;
         }
     }
@@ -407,7 +427,7 @@ impl<A: TcpApp> TcpSetup<A> {
                 // normally cached; otherwise answer the link it came from.
                 let next_hop = match ctx.iface.resolve(wall, tuple.remote_ip, ctx.tx) {
                     Resolution::Known(mac) => Some(mac),
-                    _ => source_mac(frame).map(|(_, source)| source),
+                    _ => source_mac(frame),
                 };
                 let Some(mac) = next_hop else {
                     return;
@@ -418,17 +438,16 @@ impl<A: TcpApp> TcpSetup<A> {
                 self.handshakes.insert(tuple, Handshake { flow, core });
                 self.advance(now, wall, tuple, ctx);
             }
-            ListenOutcome::Reset(reset) => self.send_reset(&reset, meta, frame, ctx.tx),
+            ListenOutcome::Reset(reset) => self.send_reset(&reset, meta, frame, ctx),
             ListenOutcome::Dropped => self.counters.syns_dropped += 1,
             ListenOutcome::Ignored => {}
         }
     }
 }
 
-/// Our and the sender's link addresses in a received frame.
-fn source_mac(frame: &Mbuf) -> Option<(EthernetAddress, EthernetAddress)> {
-    let ethernet = EthernetFrame::new_checked(frame.data()).ok()?;
-    Some((ethernet.dst_addr(), ethernet.src_addr()))
+/// The sender's link address in a received frame.
+fn source_mac(frame: &Mbuf) -> Option<EthernetAddress> {
+    Some(EthernetFrame::new_checked(frame.data()).ok()?.src_addr())
 }
 
 impl<A: TcpApp> ControlHandler for TcpSetup<A> {
@@ -442,6 +461,7 @@ impl<A: TcpApp> ControlHandler for TcpSetup<A> {
         ctx: &mut ControlContext<'_, TcpFlow<A>>,
     ) {
         let tuple = meta.tuple;
+        self.forget_closed();
         if let Some(&(core, _)) = self.handed.get(&tuple) {
             // A full ring drops the segment: TCP retransmits it.
             if ctx.send_command(core, Command::Packet(frame)).is_ok() {
@@ -486,6 +506,7 @@ impl<A: TcpApp> ControlHandler for TcpSetup<A> {
             }
         }
         self.due = due;
+        self.forget_closed();
         if wall >= self.next_sweep {
             self.next_sweep = wall + SWEEP_EVERY;
             self.handed.retain(|_, (_, until)| *until > wall);

@@ -181,7 +181,10 @@ impl Receiver {
             arrival.declined_dropped += dropped;
             cursor = gap.end;
         }
-        if fin && end <= limit && self.fin_at.is_none() {
+        // The latest FIN names the end of the stream; one that data has
+        // since gone past was wrong (forged, or the peer's mistake), and
+        // `absorb` forgets it.
+        if fin && end <= limit && !self.fin_received {
             self.fin_at = Some(end);
         }
         self.absorb();
@@ -233,8 +236,10 @@ impl Receiver {
             self.left_edge = self.left_edge.max(first.end);
             self.ooo.remove_below(self.left_edge);
         }
-        if self.fin_at == Some(self.left_edge) {
-            self.fin_received = true;
+        match self.fin_at {
+            Some(at) if at == self.left_edge => self.fin_received = true,
+            Some(at) if at < self.left_edge => self.fin_at = None,
+            _ => {}
         }
     }
 
@@ -287,6 +292,25 @@ mod tests {
         assert_eq!(c.left_edges, vec![30]);
         assert!(rx.fin_received());
         assert_eq!(rx.receive(0, &[0; 30], true, &mut c).new, 0);
+    }
+
+    #[test]
+    fn a_fin_that_data_went_past_is_forgotten_and_the_real_one_counts() {
+        let mut rx = Receiver::new(1000, 8);
+        let mut c = Recorder {
+            consume: true,
+            ..Recorder::default()
+        };
+        rx.advertise(100);
+        // A FIN at 100, out of order, then in-order data past it.
+        rx.receive(100, &[], true, &mut c);
+        rx.receive(0, &[1; 200], false, &mut c);
+        assert!(!rx.fin_received());
+        assert_eq!(rx.left_edge(), 200);
+        // The peer's real FIN.
+        rx.receive(200, &[], true, &mut c);
+        assert!(rx.fin_received());
+        assert_eq!(rx.next_position(), 201);
     }
 
     #[test]
