@@ -256,15 +256,47 @@ fn run_eal_init(args: &[String]) -> std::result::Result<Eal, Error> {
             .collect(),
     );
     let argc = c_int::try_from(argv.len() - 1).expect("few arguments");
+    let affinity = ThreadAffinity::current();
     // SAFETY: argv holds argc valid NUL-terminated strings and a final
     // NULL, all leaked; this is the only call in the process (OnceLock).
     let ret = unsafe { dpdk_sys::rte_eal_init(argc, argv.as_mut_ptr()) };
     if ret < 0 {
         return Err(Error::from_errno("rte_eal_init"));
     }
+    // The EAL pins the calling thread to its main lcore's CPU, and every
+    // thread spawned from it after would inherit that one CPU: the
+    // runtime's unpinned cores and the application's threads would all
+    // share CPU 0. Cores that want a CPU pin themselves.
+    if let Some(affinity) = affinity {
+        affinity.restore();
+    }
     Ok(Eal {
         args: args.to_vec(),
     })
+}
+
+/// A thread's CPU affinity mask, saved to be put back.
+struct ThreadAffinity(libc::cpu_set_t);
+
+impl ThreadAffinity {
+    /// The calling thread's mask, if the system tells it.
+    fn current() -> Option<Self> {
+        // SAFETY: an all-zero cpu_set_t is a valid empty set.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `set` is a valid cpu_set_t of the size given; 0 names the
+        // calling thread.
+        let rc =
+            unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+        (rc == 0).then_some(ThreadAffinity(set))
+    }
+
+    /// Makes it the calling thread's mask again (best effort).
+    fn restore(&self) {
+        // SAFETY: as in `current`.
+        unsafe {
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &self.0);
+        }
+    }
 }
 
 #[cfg(test)]
