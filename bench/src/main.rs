@@ -5,7 +5,10 @@
 //! `uwarp-perf loopback` measures RDMA Write, Read or Send bandwidth and
 //! Send latency with both ends in one process, next to the same workload
 //! over plain kernel TCP. `uwarp-perf pollloop` measures the bare DPDK
-//! poll loop in packets per second beside dpdk-testpmd.
+//! poll loop in packets per second beside dpdk-testpmd. `uwarp-perf tcp`
+//! runs uwarp's TCP on DPDK against any TCP peer; `uwarp-perf tcp-compare`
+//! measures a bulk transfer between two uwarp processes over net_memif
+//! beside the kernel's TCP over loopback.
 
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
@@ -16,9 +19,10 @@ use uwarp_bench::capture::read_capture;
 use uwarp_bench::decode::{decode_streams, CrcMode, DecodeOptions};
 use uwarp_bench::perf::{self, Op, Workload};
 use uwarp_bench::pollloop::{self, Link, PollLoopConfig};
+use uwarp_bench::tcp::compare::{self, CompareConfig, Pinning};
 use uwarp_bench::tcp::{self, Open, Role, TcpRun};
 use uwarp_control::dpdk::End;
-use uwarp_dataplane::runtime::Impairment;
+use uwarp_dataplane::runtime::{Impairment, Placement};
 use uwarp_stack::tcp::CongestionControl;
 use uwarp_stack::wire::terminate::LayoutHint;
 
@@ -43,6 +47,35 @@ enum Command {
     /// Move data over uwarp's TCP on DPDK against any TCP peer (like
     /// iperf): sink, source or echo, listening or connecting.
     Tcp(TcpArgs),
+    /// Measure a bulk transfer between two uwarp processes over net_memif
+    /// beside the kernel's TCP over loopback: Gbit/s, packets per second
+    /// and their ratio.
+    TcpCompare(TcpCompareArgs),
+}
+
+#[derive(clap::Args)]
+struct TcpCompareArgs {
+    /// Octets each transfer moves.
+    #[arg(long, default_value_t = 1 << 30)]
+    bytes: u64,
+    /// Where the uwarp processes' core threads run: "split" puts each
+    /// process (control and dataplane core) on a CPU of its own, the sink
+    /// on CPU 1 and the source on CPU 0; "unpinned" leaves all four on
+    /// CPU 0, where the EAL puts the main thread (about half as fast).
+    #[arg(long, value_enum, default_value_t = PinningArg::Split)]
+    pinning: PinningArg,
+    /// Seconds the uwarp transfer may take.
+    #[arg(long, default_value_t = 300)]
+    timeout: u64,
+    /// One JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum PinningArg {
+    Split,
+    Unpinned,
 }
 
 #[derive(clap::Args)]
@@ -94,6 +127,16 @@ struct TcpArgs {
     /// Impair what the port sends (same syntax as --impair-rx).
     #[arg(long, default_value = "off")]
     impair_tx: String,
+    /// Pin the control core's thread to CPU CONTROL and the dataplane
+    /// core's to CPU DATAPLANE, given as "CONTROL,DATAPLANE" (default:
+    /// unpinned, wherever the OS schedules them).
+    #[arg(long, value_name = "CONTROL,DATAPLANE", value_parser = parse_cpus)]
+    cpus: Option<Placement>,
+    /// Milliseconds to stay up after the last connection ended, so the
+    /// final ACK of our close reaches the peer before the port goes down
+    /// (a peer left in LAST-ACK would retransmit its FIN for minutes).
+    #[arg(long, default_value_t = 200)]
+    linger_ms: u64,
     /// One JSON object per connection instead of text.
     #[arg(long)]
     json: bool,
@@ -209,6 +252,7 @@ fn main() -> ExitCode {
         Command::Loopback(args) => loopback(&args),
         Command::Pollloop(args) => pollloop(&args),
         Command::Tcp(args) => tcp(&args),
+        Command::TcpCompare(args) => tcp_compare(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -297,6 +341,8 @@ fn tcp(args: &TcpArgs) -> Result<(), String> {
                 .parse()
                 .map_err(|e| format!("--impair-tx: {e}"))?,
         },
+        placement: args.cpus.clone().unwrap_or(Placement::Unpinned),
+        linger: std::time::Duration::from_millis(args.linger_ms),
     };
     let outcome = tcp::run(&run)?;
     for report in &outcome.reports {
@@ -313,6 +359,37 @@ fn tcp(args: &TcpArgs) -> Result<(), String> {
         )),
         None => Ok(()),
     }
+}
+
+fn tcp_compare(args: &TcpCompareArgs) -> Result<(), String> {
+    let report = compare::run(&CompareConfig {
+        bytes: args.bytes,
+        pinning: match args.pinning {
+            PinningArg::Split => Pinning::Split,
+            PinningArg::Unpinned => Pinning::Unpinned,
+        },
+        timeout: std::time::Duration::from_secs(args.timeout),
+    })?;
+    if args.json {
+        println!("{}", report.to_json());
+    } else {
+        print!("{}", report.to_text());
+    }
+    Ok(())
+}
+
+/// `--cpus CONTROL,DATAPLANE`: the two cores pinned.
+fn parse_cpus(text: &str) -> Result<Placement, String> {
+    let (control, dataplane) = text
+        .split_once(',')
+        .and_then(|(c, d)| Some((c.trim().parse().ok()?, d.trim().parse().ok()?)))
+        .ok_or_else(|| {
+            format!("expected two CPU numbers, CONTROL,DATAPLANE (e.g. 0,1), not {text:?}")
+        })?;
+    Ok(Placement::Pinned {
+        control,
+        dataplanes: vec![dataplane],
+    })
 }
 
 /// Six colon-separated hex octets.

@@ -4,6 +4,7 @@
 //! retransmissions and SHA-256 digests of both directions printed, so the
 //! two ends of a transfer can be compared.
 
+pub mod compare;
 pub mod roles;
 
 use std::net::SocketAddrV4;
@@ -13,7 +14,7 @@ use std::time::Duration;
 use serde_json::json;
 use smoltcp::wire::{EthernetAddress, Ipv4Address};
 use uwarp_control::dpdk::{End, HostConfig, HostReport, TcpHost};
-use uwarp_dataplane::runtime::Impairment;
+use uwarp_dataplane::runtime::{Impairment, Placement};
 use uwarp_dataplane::{Device, Eal, EalConfig};
 use uwarp_stack::tcp::CongestionControl;
 
@@ -59,6 +60,13 @@ pub struct TcpRun {
     pub timeout: Duration,
     /// The port's impairment stage (off by default).
     pub impairment: Impairment,
+    /// Where the host's control and dataplane cores run.
+    pub placement: Placement,
+    /// How long the host stays up after the last connection ended, so
+    /// the final ACK of an active close (sent on entering TIME-WAIT, and
+    /// again for a retransmitted FIN) reaches the peer before the port
+    /// goes down.
+    pub linger: Duration,
 }
 
 /// Everything one run measured.
@@ -110,6 +118,7 @@ pub fn run(config: &TcpRun) -> Result<TcpOutcome, String> {
     host_config.tcp.nagle = config.nagle;
     host_config.tcp.congestion = config.congestion;
     host_config.impairment = config.impairment;
+    host_config.placement = config.placement.clone();
     let host = TcpHost::start(eal, device, host_config).map_err(|e| e.to_string())?;
     let (report_tx, reports) = crossbeam_channel::unbounded();
     let block = Arc::new(pattern_block());
@@ -119,6 +128,9 @@ pub fn run(config: &TcpRun) -> Result<TcpOutcome, String> {
     };
     let mut reports_out = Vec::with_capacity(config.connections);
     let result = transfer(&host, config, app, &reports, &mut reports_out);
+    if result.is_ok() {
+        std::thread::sleep(config.linger);
+    }
     let host_report = host.shutdown();
     result?;
     Ok(TcpOutcome {
@@ -154,7 +166,8 @@ fn transfer(
     Ok(())
 }
 
-fn hex(digest: &[u8; 32]) -> String {
+/// A digest in lower-case hex.
+pub(crate) fn hex(digest: &[u8; 32]) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
