@@ -16,7 +16,7 @@ use crossbeam_queue::ArrayQueue;
 use uwarp_dataplane::net::{FourTuple, TcpMeta};
 use uwarp_dataplane::runtime::{FlowHandler, FlowTable, TxBatch};
 use uwarp_dataplane::Mbuf;
-use uwarp_stack::tcp::{parse, Instant};
+use uwarp_stack::tcp::{parse_verified, Instant};
 
 use super::app::TcpApp;
 use super::clock::Clock;
@@ -102,7 +102,7 @@ impl<A: TcpApp> FlowHandler for TcpCore<A> {
     ) {
         let now = self.clock.at(now);
         let tcp = &packet.data()[meta.tcp_offset..meta.tcp_offset + meta.tcp_len];
-        match parse(meta.tuple.remote_ip, meta.tuple.local_ip, tcp) {
+        match parse_verified(meta.tuple.remote_ip, meta.tuple.local_ip, tcp) {
             Ok(segment) => {
                 self.counters.segments_received += 1;
                 flow.on_segment(now, &segment);

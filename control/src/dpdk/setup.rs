@@ -23,8 +23,8 @@ use uwarp_dataplane::net::{FourTuple, Resolution, TcpMeta};
 use uwarp_dataplane::runtime::{Command, ControlContext, ControlHandler};
 use uwarp_dataplane::Mbuf;
 use uwarp_stack::tcp::{
-    parse, reset_reply, Config, Connection, Endpoint, Instant, IsnGenerator, ListenOutcome,
-    Listener, Segment, Stats,
+    parse_verified, reset_reply, Config, Connection, Endpoint, Instant, IsnGenerator,
+    ListenOutcome, Listener, Segment, Stats,
 };
 
 use super::app::{End, TcpApp};
@@ -471,7 +471,7 @@ impl<A: TcpApp> ControlHandler for TcpSetup<A> {
         }
         let now = self.clock.at(wall);
         let tcp = &frame.data()[meta.tcp_offset..meta.tcp_offset + meta.tcp_len];
-        let Ok(segment) = parse(tuple.remote_ip, tuple.local_ip, tcp) else {
+        let Ok(segment) = parse_verified(tuple.remote_ip, tuple.local_ip, tcp) else {
             self.counters.malformed += 1;
             return;
         };

@@ -51,7 +51,9 @@ pub use connection::{Connection, Endpoint, Event, SendError, State, Stats};
 pub use isn::IsnGenerator;
 pub use listener::{ListenOutcome, Listener, ListenerStats};
 pub use recv::{ByteStream, Consumer, Disposition, WindowPolicy};
-pub use segment::{bare_header, parse, reset_reply, BufferTooSmall, ParseError, Payload, Segment};
+pub use segment::{
+    bare_header, parse, parse_verified, reset_reply, BufferTooSmall, ParseError, Payload, Segment,
+};
 pub use seq::Seq;
 pub use time::{Duration, Instant};
 pub use wheel::TimerWheel;
