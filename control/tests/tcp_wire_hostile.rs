@@ -25,6 +25,7 @@ use smoltcp::wire::{
     EthernetAddress, Ipv4Address, Ipv4Packet, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber,
 };
 use uwarp_control::dpdk::End;
+use uwarp_stack::tcp::sim::SimRng;
 use uwarp_stack::tcp::Event;
 
 /// The ACK uwarp owes after `segs`: exactly one segment to the peer, a
@@ -453,13 +454,10 @@ fn data_outside_the_window_is_not_delivered_and_is_acknowledged() {
 /// its 4-tuple is answered as for no connection (a RST, or the
 /// listener's SYN-ACK for a new SYN), at once.
 ///
-/// uwarp's control core forwards every segment of a tuple it handed to a
-/// dataplane core to that core for `FORWARD_FOR` (2 s) after the
-/// hand-over, whether or not the flow still exists there; the core drops
-/// them as stale. So for up to 2 s after a hand-over, segments of a
-/// connection that was reset (or closed) meanwhile get no answer, and a
-/// new SYN on the same 4-tuple is dropped instead of starting a
-/// handshake.
+/// Regression: the control core used to forward every segment of a
+/// handed-over tuple to its dataplane core for 2 s, whether or not the
+/// flow still existed there, and the core dropped them as stale. The
+/// core now announces closed flows and forwarding stops.
 #[test]
 fn a_segment_right_after_a_reset_gets_a_reset() {
     let mut rig = Rig::new("stale", test_config());
@@ -734,7 +732,7 @@ fn a_syn_flood_stays_bounded_and_a_real_handshake_completes_after_it() {
         ..test_config()
     };
     let mut rig = Rig::new("synflood", config);
-    let mut rng = Rng::new(0x5f10_0d5e);
+    let mut rng = SimRng::new(0x5f10_0d5e);
     let mut seen = HashSet::new();
     let mut syns = Vec::with_capacity(SYNS);
     while syns.len() < SYNS {
@@ -975,12 +973,9 @@ fn segments_for_no_connection_get_the_resets_of_rfc_9293() {
 /// segment came: from uwarp's MAC address to the sender's (RFC 894; the
 /// IPv4 addresses are swapped already).
 ///
-/// `TcpSetup::send_reset` builds its `Route` as `Route::new(address.1,
-/// address.0, ..)` from `source_mac(frame)`, which returns (the frame's
-/// destination, the frame's source): the RST goes out with the sender's
-/// MAC as its source and uwarp's own MAC as its destination. A switch
-/// drops it (or hands it back to uwarp) and learns the peer's MAC on
-/// uwarp's port.
+/// Regression: these RSTs once went out with the two Ethernet addresses
+/// swapped, which a switch drops (and learns the peer's MAC on uwarp's
+/// port from).
 #[test]
 fn resets_go_to_the_senders_mac() {
     let mut rig = Rig::new("rstmac", test_config());
@@ -1018,7 +1013,7 @@ struct Fuzzed {
 
 /// A fresh connection with every option (window scale, SACK,
 /// timestamps), from the next peer port.
-fn open_fuzzed(rig: &mut Rig, rng: &mut Rng, next_port: &mut u16) -> Fuzzed {
+fn open_fuzzed(rig: &mut Rig, rng: &mut SimRng, next_port: &mut u16) -> Fuzzed {
     let mut peer = Peer::new(*next_port, rng.next_u32());
     *next_port += 1;
     peer.offer = Offer {
@@ -1040,7 +1035,7 @@ fn open_fuzzed(rig: &mut Rig, rng: &mut Rng, next_port: &mut u16) -> Fuzzed {
 /// to 3 of bit flips in the header, random flags, random or nearby
 /// SEQ/ACK, window, data offset, option bytes, length, and (rarely)
 /// ports; the checksum recomputed in 99 cases of 100.
-fn mutated_segment(rng: &mut Rng, peer: &mut Peer, rcv_nxt: u32) -> Vec<u8> {
+fn mutated_segment(rng: &mut SimRng, peer: &mut Peer, rcv_nxt: u32) -> Vec<u8> {
     let snd_nxt = peer.uwarp_iss.wrapping_add(1);
     let len = if rng.chance(0.3) {
         0
@@ -1068,8 +1063,9 @@ fn mutated_segment(rng: &mut Rng, peer: &mut Peer, rcv_nxt: u32) -> Vec<u8> {
         repr.sack_ranges[0] = Some((left, left.wrapping_add(rng.below(3000) as u32)));
     }
     let mut tcp = tcp_bytes(peer.ip, UWARP_IP, &repr);
-    let near =
-        |rng: &mut Rng, base: u32| base.wrapping_add((rng.below(140_001) as i64 - 70_000) as u32);
+    let near = |rng: &mut SimRng, base: u32| {
+        base.wrapping_add((rng.below(140_001) as i64 - 70_000) as u32)
+    };
     for _ in 0..1 + rng.below(3) {
         // Earlier mutations may have cut the segment short: every edit
         // stays within it.
@@ -1180,7 +1176,7 @@ fn fifty_thousand_mutated_segments_leave_the_engine_sound() {
         ..test_config()
     };
     let mut rig = Rig::new("fuzz", config);
-    let mut rng = Rng::new(0xf022_5eed_0bad_cafe);
+    let mut rng = SimRng::new(0xf022_5eed_0bad_cafe);
     let mut next_port = 60_000u16;
     let mut conn = open_fuzzed(&mut rig, &mut rng, &mut next_port);
     let (mut resets, mut peer_fins, mut connections) = (0u32, 0u32, 1u32);
@@ -1359,30 +1355,17 @@ fn old_timestamps_are_rejected_by_paws_but_not_for_a_rst() {
 /// of its data closes its half (CLOSE-WAIT, ACK = FIN + 1). With only
 /// in-order data up to the FIN's position, the FIN takes effect there.
 ///
-/// uwarp's receiver records the first FIN position it sees (`fin_at`)
-/// even out of order and keeps it: when data covers that position (the
-/// left edge jumps past it), the FIN never takes effect, and every later
-/// FIN is ignored because `fin_at` is already set. One forged in-window
-/// FIN (or a buggy peer's) makes the connection deaf to the real close:
-/// no PeerClosed, the FIN never acknowledged.
+/// Regression: the receiver used to keep the first FIN position it saw
+/// even after data went past it, and then ignored every later FIN, so
+/// one forged in-window FIN made the connection deaf to the real close.
 #[test]
 fn an_out_of_order_fin_passed_by_data_does_not_swallow_the_real_fin() {
     let mut rig = Rig::new("ooofin", test_config());
     let mut peer = Peer::new(40101, 0xf000_0000);
     let (log, _) = rig.connect(&mut peer);
     assert_delivers(&mut rig, &mut peer, &log, b"abc");
-    let snd_nxt = peer.rcv_nxt;
-    let rcv_nxt = peer.snd_nxt;
-
     // A FIN 100 octets ahead: out of order, a duplicate ACK.
-    let out = rig.exchange(&[peer.segment(
-        TcpControl::Fin,
-        rcv_nxt.wrapping_add(100),
-        Some(snd_nxt),
-        b"",
-    )]);
-    let segs = Rig::segments_to(&out, peer.port);
-    assert!(segs.iter().all(|s| s.ack == Some(rcv_nxt)), "{segs:?}");
+    let snd_nxt = fin_ahead(&mut rig, &mut peer, 100);
     // In-order data past that position (the real peer's).
     assert_delivers(&mut rig, &mut peer, &log, &[b'd'; 200]);
     assert!(!lock(&log).events.contains(&Event::PeerClosed));
@@ -1401,6 +1384,22 @@ fn an_out_of_order_fin_passed_by_data_does_not_swallow_the_real_fin() {
     );
 }
 
+/// Sends a FIN `ahead` octets past RCV.NXT and checks that it is only
+/// answered by duplicate ACKs of RCV.NXT; returns SND.NXT.
+fn fin_ahead(rig: &mut Rig, peer: &mut Peer, ahead: u32) -> u32 {
+    let (snd_nxt, rcv_nxt) = (peer.rcv_nxt, peer.snd_nxt);
+    let fin = peer.segment(
+        TcpControl::Fin,
+        rcv_nxt.wrapping_add(ahead),
+        Some(snd_nxt),
+        b"",
+    );
+    let out = rig.exchange(&[fin]);
+    let segs = Rig::segments_to(&out, peer.port);
+    assert!(segs.iter().all(|s| s.ack == Some(rcv_nxt)), "{segs:?}");
+    snd_nxt
+}
+
 /// The control case of the test above: an out-of-order FIN, then
 /// in-order data exactly up to it: the FIN takes effect there.
 #[test]
@@ -1408,12 +1407,8 @@ fn an_out_of_order_fin_takes_effect_when_the_data_reaches_it() {
     let mut rig = Rig::new("ooofin2", test_config());
     let mut peer = Peer::new(40102, 0xf100_0000);
     let (log, _) = rig.connect(&mut peer);
-    let snd_nxt = peer.rcv_nxt;
-    let rcv_nxt = peer.snd_nxt;
-    let fin_at = rcv_nxt.wrapping_add(10);
-    let out = rig.exchange(&[peer.segment(TcpControl::Fin, fin_at, Some(snd_nxt), b"")]);
-    let segs = Rig::segments_to(&out, peer.port);
-    assert!(segs.iter().all(|s| s.ack == Some(rcv_nxt)), "{segs:?}");
+    let fin_at = peer.snd_nxt.wrapping_add(10);
+    fin_ahead(&mut rig, &mut peer, 10);
     let out = rig.exchange(&[peer.data(b"0123456789")]);
     let segs = Rig::segments_to(&out, peer.port);
     assert!(

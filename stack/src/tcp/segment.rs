@@ -227,6 +227,9 @@ mod tests {
         // An option running past the header.
         bytes[21] = 40;
         assert_eq!(parse_verified(A, B, &bytes), Err(ParseError::Malformed));
-        assert_eq!(parse_verified(A, B, &bytes[..10]), Err(ParseError::Malformed));
+        assert_eq!(
+            parse_verified(A, B, &bytes[..10]),
+            Err(ParseError::Malformed)
+        );
     }
 }

@@ -19,9 +19,19 @@ impl SimRng {
         z ^ (z >> 31)
     }
 
+    /// The next 32 random bits.
+    pub fn next_u32(&mut self) -> u32 {
+        (self.next_u64() >> 32) as u32
+    }
+
+    /// A value in `0..n` (`n` > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+
     /// A value in `low..=high`.
     pub fn between(&mut self, low: u64, high: u64) -> u64 {
-        low + self.next_u64() % (high.saturating_sub(low) + 1)
+        low + self.below(high.saturating_sub(low) + 1)
     }
 
     /// True with probability `p`.
