@@ -151,11 +151,15 @@ fn testpmd_lcores(forward: usize, main: usize) -> String {
     format!("0@{main},1@{forward}")
 }
 
-/// The `--vdev` of one side of the benchmark's memif link. Both sides get
-/// the same MAC (and use the same IP address): the frames in flight are
-/// addressed to it, so each side's loop takes them as its own flow's.
-fn memif_vdev(role: &str, socket: &str) -> String {
-    format!("net_memif0,role={role},socket={socket},socket-abstract=no,mac=02:fe:00:00:00:01")
+/// The MAC of both sides of the benchmark's memif link (they also use
+/// the same IP address): the frames in flight are addressed to it, so each
+/// side's loop takes them as its own flow's.
+const LOOP_MAC: &str = "02:fe:00:00:00:01";
+
+/// The `--vdev` value of one side (`role` server or client) of a memif
+/// link over the Unix socket `socket`, with the MAC address `mac`.
+pub(crate) fn memif_vdev(role: &str, socket: &str, mac: &str) -> String {
+    format!("net_memif0,role={role},socket={socket},socket-abstract=no,mac={mac}")
 }
 
 /// uwarp's loop against another uwarp-perf process forwarding the frames
@@ -167,7 +171,7 @@ fn memif(
     far_cpu: usize,
 ) -> Result<(f64, f64), String> {
     let socket = format!("/tmp/{prefix}-memif.sock");
-    let server = memif_vdev("server", &socket);
+    let server = memif_vdev("server", &socket, LOOP_MAC);
     let (name, args) = server.split_once(',').expect("a vdev has arguments");
     let device = Device::create_vdev(eal, name, args).map_err(|e| e.to_string())?;
     let near = ForwardLoop::start(eal, device)?;
@@ -201,7 +205,7 @@ fn memif(
     near.wait_started(Duration::from_secs(20))?;
     let far = Testpmd::start(&TestpmdConfig {
         lcores: &testpmd_lcores(far_cpu, config.cpu),
-        vdevs: &[memif_vdev("client", &socket)],
+        vdevs: &[memif_vdev("client", &socket, LOOP_MAC)],
         tx_first: true,
         file_prefix: &format!("{prefix}-far"),
     })?;
@@ -216,9 +220,10 @@ fn memif(
 /// forwards what comes back for `seconds`, on `cpu`, then exits.
 pub fn run_far_side(socket: &str, seconds: u64, cpu: usize, frames: usize) -> Result<(), String> {
     let prefix = format!("uwarp-perf-{}", std::process::id());
-    let eal =
-        Eal::init(&EalConfig::virtual_devices([memif_vdev("client", socket)]).file_prefix(&prefix))
-            .map_err(|e| format!("the EAL did not start: {e}"))?;
+    let eal = Eal::init(
+        &EalConfig::virtual_devices([memif_vdev("client", socket, LOOP_MAC)]).file_prefix(&prefix),
+    )
+    .map_err(|e| format!("the EAL did not start: {e}"))?;
     let device = Device::by_name(eal, "net_memif0").map_err(|e| e.to_string())?;
     let config = PollLoopConfig {
         link: Link::Memif,

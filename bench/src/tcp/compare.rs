@@ -45,6 +45,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use super::{hex, pattern_block};
+use crate::pollloop::memif_vdev;
 
 /// The sink's TCP port.
 const PORT: u16 = 5001;
@@ -62,11 +63,6 @@ const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// between is refused for good; the source's own EAL start (hundreds of
 /// milliseconds) widens the margin further.
 const SETTLE: Duration = Duration::from_millis(100);
-/// How long the source stays up after its close: its final ACK must
-/// reach the sink (and a retransmitted FIN be answered) before its port
-/// stops and the memif link goes down, or the sink never sees its
-/// connection close.
-const SOURCE_LINGER_MS: &str = "200";
 /// Octets per write and read on the kernel side.
 const KERNEL_CHUNK: usize = 1 << 20;
 
@@ -385,12 +381,8 @@ impl PeerReport {
 /// The arguments of `uwarp-perf tcp` for the sink (`sink`) or the
 /// source, whose memif link runs over `socket`.
 fn tcp_args(config: &CompareConfig, sink: bool, socket: &Path) -> Vec<String> {
-    let vdev = |role: &str, mac: &str| {
-        format!(
-            "--vdev net_memif0,role={role},socket={},socket-abstract=no,mac={mac}",
-            socket.display()
-        )
-    };
+    let socket = socket.display().to_string();
+    let vdev = |role: &str, mac: &str| format!("--vdev {}", memif_vdev(role, &socket, mac));
     let mut args: Vec<String> = if sink {
         vec![
             "--role".into(),
@@ -410,8 +402,6 @@ fn tcp_args(config: &CompareConfig, sink: bool, socket: &Path) -> Vec<String> {
             format!("{SINK_IP}:{PORT}"),
             "--bytes".into(),
             config.bytes.to_string(),
-            "--linger-ms".into(),
-            SOURCE_LINGER_MS.into(),
             "--eal".into(),
             vdev("client", "02:fe:00:00:00:02"),
             "--ip".into(),
