@@ -162,10 +162,10 @@ impl RoleApp {
     }
 
     fn send_pattern(&mut self, conn: &mut Connection) {
+        let block = std::sync::Arc::clone(&self.block);
         while self.remaining > 0 {
             let offset = (self.sent % BLOCK_LEN as u64) as usize;
             let len = (BLOCK_LEN - offset).min(self.remaining.min(usize::MAX as u64) as usize);
-            let block = std::sync::Arc::clone(&self.block);
             let accepted = conn.send(&block[offset..offset + len]);
             if accepted == 0 {
                 break;
