@@ -7,12 +7,12 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crossbeam_channel::Sender;
+use crossbeam_channel::{Receiver, Sender};
 use uwarp_stack::mpa::{ConnectRequest, LocalParams, Negotiated};
 
+use crate::driver::Driver;
 use crate::error::Error;
 use crate::qp::QueuePair;
-use crate::socket::ControlCmd;
 
 /// How to connect.
 #[derive(Debug, Clone)]
@@ -67,6 +67,9 @@ pub struct IncomingRequest {
     pub(crate) id: u64,
     pub(crate) control: Sender<ControlCmd>,
     pub(crate) decided: bool,
+    /// Runs the device's cores while `accept` or `reject` waits (set by
+    /// the listener that hands the request out).
+    pub(crate) driver: Driver,
 }
 
 impl IncomingRequest {
@@ -92,7 +95,7 @@ impl IncomingRequest {
             reply,
         };
         self.control.send(cmd).map_err(|_| Error::DeviceClosed)?;
-        answer.recv().map_err(|_| Error::DeviceClosed)?
+        self.driver.wait(&answer)?
     }
 
     /// Rejects with `private_data` in the Reply, then closes.
@@ -105,7 +108,7 @@ impl IncomingRequest {
             reply: Some(reply),
         };
         self.control.send(cmd).map_err(|_| Error::DeviceClosed)?;
-        answer.recv().map_err(|_| Error::DeviceClosed)?
+        self.driver.wait(&answer)?
     }
 }
 
@@ -128,6 +131,7 @@ pub struct Listener {
     pub(crate) id: u64,
     pub(crate) requests: crossbeam_channel::Receiver<IncomingRequest>,
     pub(crate) control: Sender<ControlCmd>,
+    pub(crate) driver: Driver,
 }
 
 impl Listener {
@@ -140,12 +144,15 @@ impl Listener {
     /// The next connection request whose MPA Request has arrived, waiting
     /// up to `timeout`.
     pub fn get_request(&self, timeout: Duration) -> Result<IncomingRequest, Error> {
-        self.requests
-            .recv_timeout(timeout)
+        let mut request = self
+            .driver
+            .recv(&self.requests, timeout)
             .map_err(|err| match err {
                 crossbeam_channel::RecvTimeoutError::Timeout => Error::Timeout,
                 crossbeam_channel::RecvTimeoutError::Disconnected => Error::DeviceClosed,
-            })
+            })?;
+        request.driver = self.driver.clone();
+        Ok(request)
     }
 }
 
@@ -153,4 +160,42 @@ impl Drop for Listener {
     fn drop(&mut self) {
         let _ = self.control.send(ControlCmd::StopListening { id: self.id });
     }
+}
+
+/// A new listener: its identifier, its address, and where its connection
+/// requests arrive.
+pub(crate) type Listening = (u64, SocketAddr, Receiver<IncomingRequest>);
+
+/// What the application asks of the control thread.
+#[derive(Debug)]
+pub(crate) enum ControlCmd {
+    /// Listen on an address.
+    Listen {
+        addr: SocketAddr,
+        reply: Sender<Result<Listening, Error>>,
+    },
+    /// Stop listening.
+    StopListening { id: u64 },
+    /// Connect a queue pair.
+    Connect {
+        addr: SocketAddr,
+        qp: QueuePair,
+        params: ConnectParams,
+        reply: Sender<Result<Connection, Error>>,
+    },
+    /// Accept a pending request onto a queue pair.
+    Accept {
+        id: u64,
+        qp: QueuePair,
+        params: LocalParams,
+        reply: Sender<Result<Connection, Error>>,
+    },
+    /// Reject a pending request.
+    Reject {
+        id: u64,
+        private_data: Vec<u8>,
+        reply: Option<Sender<Result<(), Error>>>,
+    },
+    /// End the thread.
+    Shutdown,
 }

@@ -10,14 +10,22 @@ use std::time::Duration;
 use crossbeam_queue::ArrayQueue;
 use uwarp_stack::verbs::{WcStatus, WorkCompletion};
 
+use crate::driver::Driver;
+
 const DISARMED: u8 = 0;
 const ARMED_ANY: u8 = 1;
 const ARMED_SOLICITED: u8 = 2;
 
 /// A completion queue; clone the handle to share it between queue pairs.
+///
+/// On a DPDK device whose cores run inline ([`crate::dpdk::rdma::CoreThreads::Inline`]),
+/// polling an empty queue runs the device's cores once, and the waiting
+/// calls run them while they wait: the application's polling loop is the
+/// stack's.
 #[derive(Debug, Clone)]
 pub struct CompletionQueue {
     pub(crate) shared: Arc<CqShared>,
+    driver: Driver,
 }
 
 #[derive(Debug)]
@@ -72,9 +80,11 @@ impl CqShared {
 }
 
 impl CompletionQueue {
-    /// A queue holding up to `depth` completions.
-    pub(crate) fn new(depth: usize) -> Self {
+    /// A queue holding up to `depth` completions, on a device whose cores
+    /// `driver` runs.
+    pub(crate) fn new(depth: usize, driver: Driver) -> Self {
         Self {
+            driver,
             shared: Arc::new(CqShared {
                 entries: ArrayQueue::new(depth.max(1)),
                 overflowed: AtomicUsize::new(0),
@@ -90,6 +100,9 @@ impl CompletionQueue {
     /// Takes up to `max` completions, oldest first, appending them to `out`;
     /// returns how many it took.
     pub fn poll(&self, out: &mut Vec<WorkCompletion>, max: usize) -> usize {
+        if self.shared.entries.is_empty() {
+            self.driver.progress();
+        }
         let mut taken = 0;
         while taken < max {
             let Some(wc) = self.shared.entries.pop() else {
@@ -103,7 +116,10 @@ impl CompletionQueue {
 
     /// Takes the oldest completion.
     pub fn poll_one(&self) -> Option<WorkCompletion> {
-        self.shared.entries.pop()
+        self.shared.entries.pop().or_else(|| {
+            self.driver.progress();
+            self.shared.entries.pop()
+        })
     }
 
     /// Arms the queue: the next completion (or, with `solicited_only`, the
@@ -121,6 +137,21 @@ impl CompletionQueue {
     /// Waits up to `timeout` for an event raised since the last call and
     /// consumes it (`ibv_get_cq_event`); `false` on timeout.
     pub fn wait_event(&self, timeout: Duration) -> bool {
+        if self.driver.is_inline() {
+            let deadline = std::time::Instant::now() + timeout;
+            loop {
+                let mut events = self.shared.events.lock().unwrap_or_else(|e| e.into_inner());
+                if *events > 0 {
+                    *events -= 1;
+                    return true;
+                }
+                drop(events);
+                if std::time::Instant::now() >= deadline {
+                    return false;
+                }
+                self.driver.progress();
+            }
+        }
         let events = self.shared.events.lock().unwrap_or_else(|e| e.into_inner());
         let (mut events, _) = self
             .shared
@@ -141,6 +172,15 @@ impl CompletionQueue {
     pub fn poll_blocking(&self, timeout: Duration) -> Option<WorkCompletion> {
         if let Some(wc) = self.poll_one() {
             return Some(wc);
+        }
+        if self.driver.is_inline() {
+            let deadline = std::time::Instant::now() + timeout;
+            while std::time::Instant::now() < deadline {
+                if let Some(wc) = self.poll_one() {
+                    return Some(wc);
+                }
+            }
+            return None;
         }
         let shared = &self.shared;
         let deadline = std::time::Instant::now() + timeout;

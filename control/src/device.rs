@@ -8,15 +8,23 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
+use uwarp_dataplane::runtime::ImpairSwitch;
+use uwarp_dataplane::Eal;
 use uwarp_stack::mem::{ProtectionDomains, StagTable};
+use uwarp_stack::mpa::Micros;
 use uwarp_stack::rdmap::SharedReceiveQueue;
 
+use crate::cm::ControlCmd;
 use crate::cm::{ConnectParams, Connection, Listener};
 use crate::cq::CompletionQueue;
+use crate::dpdk::rdma::cores::DpdkCores;
+use crate::dpdk::rdma::stream::StreamContext;
+use crate::dpdk::rdma::DpdkConfig;
+use crate::driver::Driver;
 use crate::error::Error;
 use crate::pd::ProtectionDomain;
 use crate::qp::{QpInit, QueuePair};
-use crate::socket::{spawn_control, spawn_dataplane, ControlCmd};
+use crate::socket::{spawn_control, spawn_dataplane};
 
 /// How to open a device.
 #[derive(Debug, Clone)]
@@ -43,14 +51,31 @@ pub(crate) struct Shared {
     pub(crate) table: Arc<StagTable>,
 }
 
-/// An open device on the kernel-socket transport. Dropping it resets every
-/// connection still open and stops its threads.
-#[derive(Debug)]
+/// An open device, on the kernel-socket transport ([`Device::open`]) or
+/// on uwarp's TCP over DPDK ([`Device::open_dpdk`]). Dropping it stops its
+/// cores; on the socket transport it first resets every connection still
+/// open.
 pub struct Device {
     shared: Shared,
     pds: ProtectionDomains,
     control: Sender<ControlCmd>,
     threads: Vec<JoinHandle<()>>,
+    dpdk: Option<DpdkCores>,
+    driver: Driver,
+}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let transport = if self.dpdk.is_some() {
+            "dpdk"
+        } else {
+            "socket"
+        };
+        f.debug_struct("Device")
+            .field("transport", &transport)
+            .field("driver", &self.driver)
+            .finish()
+    }
 }
 
 impl Device {
@@ -74,7 +99,54 @@ impl Device {
             pds: ProtectionDomains::new(),
             control: control_tx,
             threads: vec![control, dataplane],
+            dpdk: None,
+            driver: Driver::default(),
         })
+    }
+
+    /// Opens a device on uwarp's TCP over the DPDK port `port`: its
+    /// control core runs the connection manager, the TCP handshakes and
+    /// the MPA startup phase; its dataplane core runs every connection in
+    /// Full Operation.
+    pub fn open_dpdk(
+        eal: &'static Eal,
+        port: uwarp_dataplane::Device,
+        config: DeviceConfig,
+        dpdk: DpdkConfig,
+    ) -> Result<Self, Error> {
+        let shared = Shared {
+            table: Arc::new(StagTable::new(config.max_regions)?),
+        };
+        let (control_tx, control_rx) = crossbeam_channel::unbounded();
+        let context = StreamContext {
+            shared: shared.clone(),
+            control: control_tx.clone(),
+            startup_timeout: config.startup_timeout.as_micros() as Micros,
+        };
+        let (cores, driver) = DpdkCores::start(eal, port, &dpdk, control_rx, context)?;
+        Ok(Self {
+            shared,
+            pds: ProtectionDomains::new(),
+            control: control_tx,
+            threads: Vec::new(),
+            dpdk: Some(cores),
+            driver,
+        })
+    }
+
+    /// On a DPDK device opened with
+    /// [`CoreThreads::Inline`](crate::dpdk::rdma::CoreThreads::Inline), runs every
+    /// core once on the calling thread and returns the work done (frames,
+    /// timers, commands); the application calls it in its polling loop.
+    /// Devices whose cores have threads return 0 at once.
+    pub fn progress(&self) -> usize {
+        self.driver.progress()
+    }
+
+    /// The impairment stage of a DPDK device's port (loss, reordering,
+    /// duplication, delay for tests), switchable while it runs.
+    pub fn impairment(&self) -> Option<&Arc<ImpairSwitch>> {
+        self.dpdk.as_ref().map(DpdkCores::impairment)
     }
 
     /// Allocates a protection domain (`ibv_alloc_pd`).
@@ -88,7 +160,7 @@ impl Device {
 
     /// Creates a completion queue of `depth` entries (`ibv_create_cq`).
     pub fn create_cq(&self, depth: usize) -> CompletionQueue {
-        CompletionQueue::new(depth)
+        CompletionQueue::new(depth, self.driver.clone())
     }
 
     /// Creates a shared receive queue (`ibv_create_srq`).
@@ -99,7 +171,7 @@ impl Device {
     /// Creates a queue pair in `pd` (`ibv_create_qp`); it is Idle until
     /// connected or accepted.
     pub fn create_qp(&self, pd: &ProtectionDomain, init: QpInit) -> QueuePair {
-        QueuePair::new(pd.id(), init)
+        QueuePair::new(pd.id(), init, self.driver.clone())
     }
 
     /// Listens for connections (`rdma_listen`); port 0 picks a free port.
@@ -109,12 +181,13 @@ impl Device {
         self.control
             .send(ControlCmd::Listen { addr, reply })
             .map_err(|_| Error::DeviceClosed)?;
-        let (id, local_addr, requests) = answer.recv().map_err(|_| Error::DeviceClosed)??;
+        let (id, local_addr, requests) = self.driver.wait(&answer)??;
         Ok(Listener {
             local_addr,
             id,
             requests,
             control: self.control.clone(),
+            driver: self.driver.clone(),
         })
     }
 
@@ -137,7 +210,7 @@ impl Device {
             reply,
         };
         self.control.send(cmd).map_err(|_| Error::DeviceClosed)?;
-        answer.recv().map_err(|_| Error::DeviceClosed)?
+        self.driver.wait(&answer)?
     }
 }
 
@@ -146,6 +219,9 @@ impl Drop for Device {
         let _ = self.control.send(ControlCmd::Shutdown);
         for thread in self.threads.drain(..) {
             let _ = thread.join();
+        }
+        if let Some(cores) = self.dpdk.take() {
+            cores.shutdown();
         }
     }
 }

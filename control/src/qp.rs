@@ -3,7 +3,7 @@
 //! the stream's engine; the state and events come back the same way.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
@@ -13,6 +13,8 @@ use uwarp_stack::rdmap::{QpEvent, SharedReceiveQueue};
 use uwarp_stack::verbs::{Payload, QpState, RecvWr, SendOp, SendWr};
 
 use crate::cq::CompletionQueue;
+use crate::dpdk::Doorbell;
+use crate::driver::Driver;
 use crate::error::Error;
 
 /// Limits a queue pair enforces when work is posted.
@@ -74,6 +76,9 @@ pub(crate) struct QpShared {
     pub(crate) abort: AtomicBool,
     events_tx: Sender<QpEvent>,
     events_rx: Receiver<QpEvent>,
+    /// On the DPDK transport, the doorbell of the dataplane core that owns
+    /// the connection; the socket transport polls every queue pair instead.
+    pub(crate) doorbell: OnceLock<Doorbell>,
 }
 
 impl QpShared {
@@ -83,6 +88,14 @@ impl QpShared {
 
     pub(crate) fn state(&self) -> QpState {
         decode(self.state.load(Ordering::Acquire))
+    }
+
+    /// Tells the dataplane that the application posted work or asked for
+    /// a close.
+    fn notify(&self) {
+        if let Some(doorbell) = self.doorbell.get() {
+            doorbell.ring();
+        }
     }
 
     pub(crate) fn event(&self, event: QpEvent) {
@@ -115,10 +128,11 @@ fn decode(value: u8) -> QpState {
 #[derive(Debug, Clone)]
 pub struct QueuePair {
     pub(crate) shared: Arc<QpShared>,
+    driver: Driver,
 }
 
 impl QueuePair {
-    pub(crate) fn new(pd: PdId, init: QpInit) -> Self {
+    pub(crate) fn new(pd: PdId, init: QpInit, driver: Driver) -> Self {
         let (events_tx, events_rx) = crossbeam_channel::unbounded();
         Self {
             shared: Arc::new(QpShared {
@@ -132,7 +146,9 @@ impl QueuePair {
                 abort: AtomicBool::new(false),
                 events_tx,
                 events_rx,
+                doorbell: OnceLock::new(),
             }),
+            driver,
         }
     }
 
@@ -165,6 +181,7 @@ impl QueuePair {
             return Err(Error::InvalidArgument("a message is at most 4 GiB - 1"));
         }
         self.shared.sends.push(wr);
+        self.shared.notify();
         Ok(())
     }
 
@@ -178,6 +195,7 @@ impl QueuePair {
             return Err(Error::InvalidArgument("more SGEs than max_recv_sge"));
         }
         self.shared.recvs.push(wr);
+        self.shared.notify();
         Ok(())
     }
 
@@ -191,12 +209,14 @@ impl QueuePair {
     /// connection closes; a [`QpEvent::Disconnected`] follows.
     pub fn disconnect(&self) {
         self.shared.disconnect.store(true, Ordering::Release);
+        self.shared.notify();
     }
 
     /// Abortive close: outstanding work is flushed and the connection is
     /// reset.
     pub fn abort(&self) {
         self.shared.abort.store(true, Ordering::Release);
+        self.shared.notify();
     }
 
     /// Waits up to `timeout` for the queue pair to reach Error (after a
@@ -207,7 +227,9 @@ impl QueuePair {
             if std::time::Instant::now() >= deadline {
                 return false;
             }
-            std::thread::sleep(Duration::from_micros(200));
+            if self.driver.progress() == 0 {
+                std::thread::sleep(Duration::from_micros(200));
+            }
         }
         true
     }

@@ -307,3 +307,50 @@ fn reverse(from: &mut Side, to: &mut Side, op: Op) {
     assert_eq!(sent.len(), 1);
     assert_eq!(sent[0].status, WcStatus::Success);
 }
+
+/// `poll_fpdu` gives one whole FPDU per call, so a transport can queue
+/// each as a TCP record (RFC 5044 section 5.2): every piece decodes to
+/// exactly one ULPDU with nothing left over, with CRC and Markers on, and
+/// the pieces in order carry a Write and a Send intact.
+#[test]
+fn poll_fpdu_gives_one_whole_fpdu_per_call() {
+    let setup = Setup {
+        crc: true,
+        markers_ab: true,
+        mulpdu: 1001,
+        ..Setup::default()
+    };
+    let (mut a, mut b) = pair(setup);
+    let write_src = a.region(10_000, Access::NONE);
+    let write_dst = b.region(10_000, REMOTE_ALL);
+    let send_src = a.region(3_000, Access::NONE);
+    let send_dst = b.region(3_000, Access::LOCAL_WRITE);
+    let written = write_src.fill(5);
+    let sent = send_src.fill(6);
+    b.post_recv(1, vec![send_dst.whole()]);
+    a.post(2, write_to(&write_dst, 0), vec![write_src.whole()]);
+    a.post(3, SendOp::Send, vec![send_src.whole()]);
+    let mut pieces = Vec::new();
+    let mut piece = Vec::new();
+    while a.engine.poll_fpdu(&mut piece) {
+        pieces.push(std::mem::take(&mut piece));
+    }
+    let tagged_room = 1001 - TAGGED_HEADER_LEN;
+    let untagged_room = 1001 - UNTAGGED_HEADER_LEN;
+    let expected = segments(10_000, tagged_room) + segments(3_000, untagged_room);
+    assert_eq!(pieces.len() as u64, expected);
+    // One reader over the whole stream, as the peer has: Markers sit at
+    // stream offsets, so each piece is checked where it falls.
+    let mut reader = uwarp_stack::mpa::FpduReader::new(true, true);
+    for piece in &pieces {
+        reader.push(piece);
+        assert!(matches!(reader.next_ulpdu(), Some(Ok(_))));
+        assert!(reader.next_ulpdu().is_none());
+        assert_eq!(reader.buffered(), 0, "a piece held part of a second FPDU");
+        b.engine.on_bytes(piece);
+    }
+    assert_eq!(write_dst.contents(), written);
+    assert_eq!(send_dst.contents(), sent);
+    let received = b.take(CqKind::Recv);
+    assert_eq!((received[0].wr_id, received[0].byte_len), (1, 3_000));
+}

@@ -10,6 +10,8 @@
 
 use uwarp_stack::tcp::{Connection, Consumer, Event, Instant, Stats};
 
+use super::doorbell::Doorbell;
+
 /// Why a connection ended, as told to its application.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum End {
@@ -36,6 +38,18 @@ pub trait TcpApp: Consumer + Send + 'static {
     /// queue data ([`Connection::send`], [`Connection::send_record`]),
     /// read held data, close.
     fn drive(&mut self, now: Instant, conn: &mut Connection);
+
+    /// Whether the connection may leave the control core: asked once the
+    /// handshake is over, and again after every input until it says yes.
+    /// An application with a set-up phase of its own (the MPA startup)
+    /// finishes it on the control core first.
+    fn ready_for_dataplane(&self) -> bool {
+        true
+    }
+
+    /// The connection now runs on a dataplane core; other threads ring
+    /// `doorbell` to have that core drive it (new work to send, say).
+    fn on_dataplane(&mut self, _doorbell: Doorbell) {}
 
     /// The connection ended; called once. The flow stays in its table
     /// through TIME-WAIT but the application is not called again.

@@ -21,6 +21,7 @@ use uwarp_stack::tcp::{parse_verified, Instant};
 use super::app::TcpApp;
 use super::clock::Clock;
 use super::deadlines::Deadlines;
+use super::doorbell::Rung;
 use super::flow::{FlowCounters, Status, TcpFlow};
 
 /// The 4-tuples of flows the dataplane cores closed, for the control core.
@@ -50,6 +51,8 @@ pub struct TcpCore<A> {
     deadlines: Deadlines,
     due: Vec<FourTuple>,
     closed: Vec<FourTuple>,
+    /// Flows whose doorbells rang.
+    rung: Arc<Rung>,
     counters: TcpCoreCounters,
     _app: std::marker::PhantomData<fn() -> A>,
 }
@@ -64,6 +67,7 @@ impl<A: TcpApp> TcpCore<A> {
             deadlines: Deadlines::default(),
             due: Vec::new(),
             closed: Vec::new(),
+            rung: Arc::new(Rung::new()),
             counters: TcpCoreCounters::default(),
             _app: std::marker::PhantomData,
         }
@@ -126,6 +130,7 @@ impl<A: TcpApp> FlowHandler for TcpCore<A> {
         self.counters.flows_added += 1;
         // Its deadline was queued on the control core.
         flow.scheduled = None;
+        flow.on_dataplane(*tuple, &self.rung);
         self.after_input(self.clock.at(now), *tuple, flow, tx);
     }
 
@@ -141,6 +146,17 @@ impl<A: TcpApp> FlowHandler for TcpCore<A> {
             }
         }
         self.due = due;
+        // Only the flows rung before this poll: one that rings itself
+        // while driven waits for the next.
+        for _ in 0..self.rung.len() {
+            let Some(tuple) = self.rung.pop() else {
+                break;
+            };
+            if let Some(flow) = flows.get_mut(&tuple) {
+                flow.doorbell_answered();
+                self.after_input(now, tuple, flow, tx);
+            }
+        }
         for tuple in self.closed.drain(..) {
             if flows.remove(&tuple).is_some() {
                 self.counters.flows_closed += 1;

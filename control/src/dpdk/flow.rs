@@ -6,11 +6,14 @@
 //! events and queue data, and send every segment the engine has (RFC 9293
 //! section 3.10's processing, the engine's `poll_transmit`).
 
+use std::sync::Arc;
+
 use smoltcp::wire::TcpRepr;
-use uwarp_dataplane::net::FrameSink;
+use uwarp_dataplane::net::{FourTuple, FrameSink};
 use uwarp_stack::tcp::{Connection, Event, Instant, State};
 
 use super::app::{End, TcpApp};
+use super::doorbell::{Doorbell, Rung};
 use super::route::Route;
 
 /// Transmit counters of the flows one core drives.
@@ -43,6 +46,8 @@ pub struct TcpFlow<A> {
     ended: bool,
     /// The deadline this flow is queued at in its core's timer queue.
     pub(crate) scheduled: Option<Instant>,
+    /// Its doorbell, once on a dataplane core.
+    doorbell: Option<Doorbell>,
 }
 
 impl<A: TcpApp> TcpFlow<A> {
@@ -55,6 +60,7 @@ impl<A: TcpApp> TcpFlow<A> {
             end: None,
             ended: false,
             scheduled: None,
+            doorbell: None,
         }
     }
 
@@ -66,6 +72,35 @@ impl<A: TcpApp> TcpFlow<A> {
     /// The application.
     pub fn app(&self) -> &A {
         &self.app
+    }
+
+    /// The application and the connection, for the control core to act on
+    /// the application's decisions (accepting a connection, say).
+    pub fn parts_mut(&mut self) -> (&mut A, &mut Connection) {
+        (&mut self.app, &mut self.conn)
+    }
+
+    /// Whether the flow can leave the control core: the handshake is over
+    /// and the application is done with its own set-up.
+    pub(crate) fn ready_for_dataplane(&self) -> bool {
+        self.is_synchronized() && self.app.ready_for_dataplane()
+    }
+
+    /// The flow arrived on a dataplane core whose rung doorbells are
+    /// queued on `rung`.
+    pub(crate) fn on_dataplane(&mut self, tuple: FourTuple, rung: &Arc<Rung>) {
+        let doorbell = Doorbell::new(tuple, Arc::clone(rung));
+        self.doorbell = Some(doorbell.clone());
+        if !self.ended {
+            self.app.on_dataplane(doorbell);
+        }
+    }
+
+    /// The core took this flow off its doorbell queue.
+    pub(crate) fn doorbell_answered(&self) {
+        if let Some(doorbell) = &self.doorbell {
+            doorbell.answered();
+        }
     }
 
     /// Hands a received segment to the engine (new data to the application).
@@ -113,8 +148,8 @@ impl<A: TcpApp> TcpFlow<A> {
         }
     }
 
-    /// Whether the handshake is over (the flow can leave the control core).
-    pub(crate) fn is_synchronized(&self) -> bool {
+    /// Whether the handshake is over.
+    fn is_synchronized(&self) -> bool {
         !matches!(self.conn.state(), State::SynSent | State::SynReceived)
     }
 

@@ -12,7 +12,7 @@ use uwarp_dataplane::runtime::{
     assemble, port_config, DataplaneCounters, ImpairCounters, ImpairSwitch, Impairment, Placement,
     Runtime, TxCounters,
 };
-use uwarp_dataplane::{Device, Eal, Mempool, MempoolConfig, Port};
+use uwarp_dataplane::{Device, Eal, Mempool, MempoolConfig, Port, Queues};
 use uwarp_stack::tcp::{Config, Endpoint};
 
 use super::app::TcpApp;
@@ -100,38 +100,14 @@ impl<A: TcpApp> TcpHost<A> {
     /// Starts `device` with one queue pair (one more transmit queue for
     /// the control core when the device has it) and the cores.
     pub fn start(eal: &'static Eal, device: Device, config: HostConfig) -> Result<Self, Error> {
-        let pool = Arc::new(Mempool::new(
-            eal,
-            &format!("tcp{}", device.port_id()),
-            &config.mempool,
-            None,
-        )?);
-        let port_settings = port_config(&device.capabilities()?, 1);
-        let mut port = Port::configure(eal, device, &port_settings, std::slice::from_ref(&pool))?;
-        port.start_until_link_up(config.link_wait, config.link_wait)?;
-        let queues = port
-            .take_queues()
-            .ok_or(Error::WrongState("the port's queues are taken"))?;
-        let mac = match config.mac {
-            Some(mac) => mac,
-            None => EthernetAddress(port.mac_address()?),
-        };
-        let address = InterfaceAddress {
-            mac,
-            ip: config.ip,
-            prefix_len: config.prefix_len,
-            gateway: config.gateway,
-        };
+        let up = PortUp::start(eal, device, &config)?;
         let clock = Clock::start();
-        let mut secret = [0u8; 16];
-        getrandom::fill(&mut secret)
-            .map_err(|_| Error::WrongState("no randomness for the ISN secret"))?;
-        let (setup, requests) = TcpSetup::new(clock, config.tcp.clone(), secret);
+        let (setup, requests) = TcpSetup::new(clock, config.tcp.clone(), isn_secret()?);
         let setup_core = setup.dataplane_handler();
         let (control, dataplanes) = assemble(
-            InterfaceConfig::new(address),
-            queues,
-            std::slice::from_ref(&pool),
+            InterfaceConfig::new(up.address),
+            up.queues,
+            std::slice::from_ref(&up.pool),
             setup,
             vec![setup_core],
         )?;
@@ -141,10 +117,10 @@ impl<A: TcpApp> TcpHost<A> {
         Ok(TcpHost {
             runtime,
             requests,
-            address,
+            address: up.address,
             impairment,
-            port,
-            _pool: pool,
+            port: up.port,
+            _pool: up.pool,
         })
     }
 
@@ -210,4 +186,63 @@ impl<A: TcpApp> TcpHost<A> {
             dropped_at_shutdown: stopped.dropped_at_shutdown,
         }
     }
+}
+
+/// A port started for a host, with its queues not yet given to cores.
+pub(crate) struct PortUp {
+    /// Its mbuf pool.
+    pub(crate) pool: Arc<Mempool>,
+    /// The port.
+    pub(crate) port: Port,
+    /// Its queues.
+    pub(crate) queues: Queues,
+    /// The host's addresses on it.
+    pub(crate) address: InterfaceAddress,
+}
+
+impl PortUp {
+    /// Starts `device` with one queue pair (one more transmit queue for
+    /// the control core when the device has it) and waits for the link.
+    pub(crate) fn start(
+        eal: &'static Eal,
+        device: Device,
+        config: &HostConfig,
+    ) -> Result<Self, Error> {
+        let pool = Arc::new(Mempool::new(
+            eal,
+            &format!("tcp{}", device.port_id()),
+            &config.mempool,
+            None,
+        )?);
+        let port_settings = port_config(&device.capabilities()?, 1);
+        let mut port = Port::configure(eal, device, &port_settings, std::slice::from_ref(&pool))?;
+        port.start_until_link_up(config.link_wait, config.link_wait)?;
+        let queues = port
+            .take_queues()
+            .ok_or(Error::WrongState("the port's queues are taken"))?;
+        let mac = match config.mac {
+            Some(mac) => mac,
+            None => EthernetAddress(port.mac_address()?),
+        };
+        let address = InterfaceAddress {
+            mac,
+            ip: config.ip,
+            prefix_len: config.prefix_len,
+            gateway: config.gateway,
+        };
+        Ok(PortUp {
+            pool,
+            port,
+            queues,
+            address,
+        })
+    }
+}
+
+/// A fresh secret for the ISN generator (RFC 6528).
+pub(crate) fn isn_secret() -> Result<[u8; 16], Error> {
+    let mut secret = [0u8; 16];
+    getrandom::fill(&mut secret)
+        .map_err(|_| Error::WrongState("no randomness for the ISN secret"))?;
+    Ok(secret)
 }

@@ -247,22 +247,78 @@ impl<A: TcpApp> TcpSetup<A> {
             } => {
                 let answer = if port == 0 {
                     Err("port 0 cannot be listened on")
-                } else if self.listeners.contains_key(&port) {
-                    Err("the port already has a listener")
                 } else {
-                    let local = Endpoint::new(local_ip, port);
-                    let listener =
-                        Listener::new(local, self.config.clone(), self.isn.clone(), MAX_HALF_OPEN);
-                    self.listeners.insert(port, Listening { listener, factory });
-                    Ok(())
+                    self.add_listener(local_ip, port, factory).map(drop)
                 };
                 let _ = done.send(answer);
             }
-            Request::Connect { remote, app } => self.resolving.push(Resolving {
-                remote,
-                app,
-                give_up: WallInstant::now() + RESOLVE_FOR,
-            }),
+            Request::Connect { remote, app } => self.open_connection(remote, app),
+        }
+    }
+
+    /// Listens on `port` of `local_ip` (0 picks a free port of the
+    /// ephemeral range); returns the port. Each connection it accepts gets
+    /// the application `factory` makes for its peer.
+    pub fn add_listener(
+        &mut self,
+        local_ip: Ipv4Address,
+        port: u16,
+        factory: AppFactory<A>,
+    ) -> Result<u16, &'static str> {
+        let port = if port == 0 {
+            EPHEMERAL_PORTS
+                .rev()
+                .find(|port| !self.listeners.contains_key(port))
+                .ok_or("every ephemeral port has a listener")?
+        } else if self.listeners.contains_key(&port) {
+            return Err("the port already has a listener");
+        } else {
+            port
+        };
+        let local = Endpoint::new(local_ip, port);
+        let listener = Listener::new(local, self.config.clone(), self.isn.clone(), MAX_HALF_OPEN);
+        self.listeners.insert(port, Listening { listener, factory });
+        Ok(port)
+    }
+
+    /// Stops listening on `port`; handshakes in progress go on.
+    pub fn remove_listener(&mut self, port: u16) {
+        self.listeners.remove(&port);
+    }
+
+    /// Opens a connection to `remote`, run by `app`, once ARP resolved
+    /// the next hop.
+    pub fn open_connection(&mut self, remote: Endpoint, app: A) {
+        self.resolving.push(Resolving {
+            remote,
+            app,
+            give_up: WallInstant::now() + RESOLVE_FOR,
+        });
+    }
+
+    /// Runs `act` on the flow of the connection `tuple` still on this
+    /// core (in its handshake, or in its application's set-up), then
+    /// drives it; `None` if there is no such flow.
+    pub fn act_on_flow<R>(
+        &mut self,
+        wall: WallInstant,
+        tuple: FourTuple,
+        ctx: &mut ControlContext<'_, TcpFlow<A>>,
+        act: impl FnOnce(&mut TcpFlow<A>) -> R,
+    ) -> Option<R> {
+        let handshake = self.handshakes.get_mut(&tuple)?;
+        let result = act(&mut handshake.flow);
+        self.advance(self.clock.at(wall), wall, tuple, ctx);
+        Some(result)
+    }
+
+    /// Drives every flow still on this core once, so applications in
+    /// their own set-up phase see time pass (the MPA startup's deadline).
+    pub fn drive_all(&mut self, wall: WallInstant, ctx: &mut ControlContext<'_, TcpFlow<A>>) {
+        let now = self.clock.at(wall);
+        let tuples: Vec<FourTuple> = self.handshakes.keys().copied().collect();
+        for tuple in tuples {
+            self.advance(now, wall, tuple, ctx);
         }
     }
 
@@ -341,7 +397,7 @@ impl<A: TcpApp> TcpSetup<A> {
                 self.counters.failed += 1;
                 self.handshakes.remove(&tuple);
             }
-            Status::Open(_) if handshake.flow.is_synchronized() => {
+            Status::Open(_) if handshake.flow.ready_for_dataplane() => {
                 let handshake = self.handshakes.remove(&tuple).expect("looked up above");
                 self.hand_over(wall, tuple, handshake, ctx);
             }

@@ -11,57 +11,19 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
-use uwarp_stack::mpa::FpduWriter;
 use uwarp_stack::mpa::{Initiator, InitiatorOutcome, LocalParams, Micros, Responder, StartupError};
-use uwarp_stack::rdmap::engine::terminate_message;
 use uwarp_stack::rdmap::{EngineConfig, Role};
 use uwarp_stack::wire::fpdu::mulpdu;
 
 use super::dataplane::Adopt;
-use super::setup::{Progress, Setup, Side};
+use super::setup::Setup;
 use super::tcp;
-use crate::cm::{ConnectParams, Connection, IncomingRequest};
+use crate::cm::{ConnectParams, Connection, ControlCmd, IncomingRequest, Listening};
 use crate::device::Shared;
+use crate::driver::Driver;
 use crate::error::Error;
 use crate::qp::QueuePair;
-
-/// A new listener: its identifier, its address, and where its connection
-/// requests arrive.
-pub(crate) type Listening = (u64, SocketAddr, Receiver<IncomingRequest>);
-
-/// What the application asks of the control thread.
-#[derive(Debug)]
-pub(crate) enum ControlCmd {
-    /// Listen on an address.
-    Listen {
-        addr: SocketAddr,
-        reply: Sender<Result<Listening, Error>>,
-    },
-    /// Stop listening.
-    StopListening { id: u64 },
-    /// Connect a queue pair.
-    Connect {
-        addr: SocketAddr,
-        qp: QueuePair,
-        params: ConnectParams,
-        reply: Sender<Result<Connection, Error>>,
-    },
-    /// Accept a pending request onto a queue pair.
-    Accept {
-        id: u64,
-        qp: QueuePair,
-        params: LocalParams,
-        reply: Sender<Result<Connection, Error>>,
-    },
-    /// Reject a pending request.
-    Reject {
-        id: u64,
-        private_data: Vec<u8>,
-        reply: Option<Sender<Result<(), Error>>>,
-    },
-    /// End the thread.
-    Shutdown,
-}
+use crate::startup::{Progress, Side};
 
 /// An active open waiting for its Reply.
 struct Connecting {
@@ -86,7 +48,7 @@ struct Accepting {
 impl Accepting {
     /// The startup state machine that received the Request.
     fn responder(&mut self) -> Result<&mut Responder, Error> {
-        match &mut self.setup.side {
+        match &mut self.setup.startup.side {
             Side::Responder(responder) => Ok(responder),
             Side::Initiator(_) => Err(Error::WrongState("not a responder")),
         }
@@ -316,7 +278,7 @@ impl ControlCore {
                 Progress::Failed(StartupError::ClosedBeforeFrame {
                     retry_with_revision_1: true,
                 }) if conn.params.revision_1_fallback && !conn.retried => {
-                    if let Side::Initiator(initiator) = &conn.setup.side {
+                    if let Side::Initiator(initiator) = &conn.setup.startup.side {
                         conn.params.mpa = initiator.revision_1_fallback();
                     }
                     self.connect(conn.addr, conn.qp, conn.params, conn.reply, true);
@@ -366,6 +328,7 @@ impl ControlCore {
                 id,
                 control: self.me.clone(),
                 decided: false,
+                driver: Driver::default(),
             };
             if requests.send(incoming).is_ok() {
                 self.waiting_decision.insert(id, accepting);
@@ -466,24 +429,13 @@ impl ControlCore {
 /// has it send a Terminate naming the problem before it closes; the
 /// responder is already in Full Operation and reports it.
 fn send_negotiation_terminate(setup: &Setup, err: StartupError) {
-    let StartupError::Negotiation(failure) = err else {
+    let Side::Initiator(initiator) = &setup.startup.side else {
         return;
     };
-    let Side::Initiator(initiator) = &setup.side else {
-        return;
-    };
-    let Some((crc, markers)) = initiator.reply_framing() else {
-        return;
-    };
-    let ulpdu = terminate_message(failure.terminate_error());
-    let mut frame = Vec::new();
-    if FpduWriter::new(crc, markers)
-        .write(&[&ulpdu], &mut frame)
-        .is_ok()
-    {
+    if let Some(frame) = initiator.failure_terminate(err) {
         let _ = write_blocking(&setup.stream, &frame);
+        let _ = setup.stream.shutdown(std::net::Shutdown::Write);
     }
-    let _ = setup.stream.shutdown(std::net::Shutdown::Write);
 }
 
 /// Writes a whole startup frame on a non-blocking socket.

@@ -5,19 +5,18 @@
 //! to the application (the run-to-completion loop of the DPDK transport,
 //! with a socket in place of a NIC queue).
 
-use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
-use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, TryRecvError};
-use uwarp_stack::rdmap::{CqKind, EngineConfig, LlpClose, QpEngine};
-use uwarp_stack::verbs::{QpState, WorkCompletion};
+use uwarp_stack::rdmap::{EngineConfig, LlpClose, QpEngine};
+use uwarp_stack::verbs::QpState;
 
 use super::tcp;
 use crate::qp::QueuePair;
+use crate::qp_link::QpLink;
 
 /// An established connection handed over by the control thread.
 #[derive(Debug)]
@@ -42,12 +41,9 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 
 struct Conn {
     stream: TcpStream,
-    engine: QpEngine,
-    qp: QueuePair,
+    link: QpLink,
     out: Vec<u8>,
     out_at: usize,
-    /// Completions that found their queue full.
-    backlog: VecDeque<(CqKind, WorkCompletion)>,
     read_closed: bool,
     write_closed: bool,
     /// When this side closed its direction.
@@ -60,15 +56,11 @@ impl Conn {
         if !adopt.leftover.is_empty() {
             engine.on_bytes(&adopt.leftover);
         }
-        adopt.qp.shared.set_state(engine.state());
-        adopt.qp.shared.connected.store(true, Ordering::Release);
         Self {
             stream: adopt.stream,
-            engine,
-            qp: adopt.qp,
+            link: QpLink::new(engine, adopt.qp),
             out: Vec::with_capacity(TX_BUDGET + 65_536),
             out_at: 0,
-            backlog: VecDeque::new(),
             read_closed: false,
             write_closed: false,
             closed_at: None,
@@ -78,39 +70,17 @@ impl Conn {
     /// One round: returns whether anything happened, and whether the
     /// connection is finished.
     fn poll(&mut self, rx: &mut [u8]) -> (bool, bool) {
-        let mut busy = self.take_work();
+        let mut busy = self.link.take_work();
         busy |= self.receive(rx);
         busy |= self.transmit();
-        busy |= self.report();
+        busy |= self.link.report();
         self.close_if_asked();
         self.reset_if_peer_lingers();
-        let finished = self.engine.state() == QpState::Error
+        let finished = self.link.engine.state() == QpState::Error
             && self.write_closed
             && self.out_at == self.out.len()
-            && self.backlog.is_empty();
+            && !self.link.has_backlog();
         (busy, finished)
-    }
-
-    fn take_work(&mut self) -> bool {
-        let shared = &self.qp.shared;
-        let mut busy = false;
-        if shared.abort.swap(false, Ordering::AcqRel) {
-            self.engine.abort();
-            busy = true;
-        }
-        while let Some(wr) = shared.recvs.pop() {
-            self.engine.post_recv(wr);
-            busy = true;
-        }
-        while let Some(wr) = shared.sends.pop() {
-            self.engine.post_send(wr);
-            busy = true;
-        }
-        if shared.disconnect.swap(false, Ordering::AcqRel) {
-            self.engine.disconnect();
-            busy = true;
-        }
-        busy
     }
 
     fn receive(&mut self, rx: &mut [u8]) -> bool {
@@ -120,18 +90,18 @@ impl Conn {
         match self.stream.read(rx) {
             Ok(0) => {
                 self.read_closed = true;
-                self.engine.on_llp_closed();
+                self.link.engine.on_llp_closed();
                 true
             }
             Ok(n) => {
-                self.engine.on_bytes(&rx[..n]);
+                self.link.engine.on_bytes(&rx[..n]);
                 true
             }
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => false,
             Err(err) if err.kind() == io::ErrorKind::Interrupted => true,
             Err(_) => {
                 self.read_closed = true;
-                self.engine.on_llp_closed();
+                self.link.engine.on_llp_closed();
                 true
             }
         }
@@ -144,7 +114,7 @@ impl Conn {
         if self.out_at == self.out.len() {
             self.out.clear();
             self.out_at = 0;
-            self.engine.poll_transmit(&mut self.out, TX_BUDGET);
+            self.link.engine.poll_transmit(&mut self.out, TX_BUDGET);
         }
         let mut busy = false;
         while self.out_at < self.out.len() {
@@ -159,7 +129,7 @@ impl Conn {
                     // The peer is gone: nothing more can be sent.
                     self.out_at = self.out.len();
                     self.write_closed = true;
-                    self.engine.on_llp_closed();
+                    self.link.engine.on_llp_closed();
                     return true;
                 }
             }
@@ -167,53 +137,11 @@ impl Conn {
         busy
     }
 
-    fn report(&mut self) -> bool {
-        let mut busy = false;
-        while let Some(event) = self.engine.poll_event() {
-            self.qp.shared.event(event);
-            busy = true;
-        }
-        // Completions that found their queue full go first, in order.
-        while let Some(&(kind, wc)) = self.backlog.front() {
-            if self.deliver(kind, wc).is_err() {
-                break;
-            }
-            self.backlog.pop_front();
-            busy = true;
-        }
-        while self.backlog.is_empty() {
-            let Some((kind, wc)) = self.engine.poll_completion() else {
-                break;
-            };
-            busy = true;
-            if self.deliver(kind, wc).is_err() {
-                self.backlog.push_back((kind, wc));
-                break;
-            }
-        }
-        self.qp.shared.set_state(self.engine.state());
-        if busy {
-            let init = &self.qp.shared.init;
-            init.send_cq.shared.wake_waiters();
-            init.recv_cq.shared.wake_waiters();
-        }
-        busy
-    }
-
-    fn deliver(&self, kind: CqKind, wc: WorkCompletion) -> Result<(), WorkCompletion> {
-        let init = &self.qp.shared.init;
-        let cq = match kind {
-            CqKind::Send => &init.send_cq,
-            CqKind::Recv => &init.recv_cq,
-        };
-        cq.shared.push(wc)
-    }
-
     fn close_if_asked(&mut self) {
         if self.write_closed || self.out_at < self.out.len() {
             return;
         }
-        match self.engine.llp_close() {
+        match self.link.engine.llp_close() {
             Some(LlpClose::Graceful) => {
                 let _ = self.stream.shutdown(Shutdown::Write);
                 self.write_closed = true;
@@ -233,8 +161,8 @@ impl Conn {
         };
         if !self.read_closed && closed_at.elapsed() >= CLOSE_TIMEOUT {
             self.reset();
-            self.engine.on_llp_closed();
-            self.report();
+            self.link.engine.on_llp_closed();
+            self.link.report();
         }
     }
 
@@ -271,7 +199,7 @@ fn run(adopt: Receiver<Adopt>) {
                     }
                     if !stopping {
                         stopping = true;
-                        conns.iter_mut().for_each(|conn| conn.engine.abort());
+                        conns.iter_mut().for_each(|conn| conn.link.engine.abort());
                     }
                     break;
                 }

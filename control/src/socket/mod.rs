@@ -17,5 +17,5 @@ mod dataplane;
 mod setup;
 mod tcp;
 
-pub(crate) use control_core::{spawn_control, ControlCmd};
+pub(crate) use control_core::spawn_control;
 pub(crate) use dataplane::spawn_dataplane;

@@ -13,6 +13,7 @@
 
 use core::fmt;
 
+use super::framer::FpduWriter;
 use super::negotiation::{self, LocalParams, Negotiated, NegotiationError};
 use crate::wire::mpa::{EnhancedBlock, FrameKind, Revision, StartupFrame, StartupRepr};
 use crate::wire::WireError;
@@ -215,6 +216,23 @@ impl Initiator {
     pub fn reply_framing(&self) -> Option<(bool, bool)> {
         let reply = self.reader.frame()?.ok()?;
         Some((self.local.crc || reply.crc, reply.markers))
+    }
+
+    /// The Terminate FPDU an initiator owes the responder when `err` is a
+    /// negotiation failure after an accepting Reply (RFC 6581 section 9),
+    /// framed as the Reply set Full Operation up; `None` for any other
+    /// failure, which is answered by closing alone.
+    pub fn failure_terminate(&self, err: StartupError) -> Option<Vec<u8>> {
+        let StartupError::Negotiation(failure) = err else {
+            return None;
+        };
+        let (crc, markers) = self.reply_framing()?;
+        let ulpdu = crate::rdmap::engine::terminate_message(failure.terminate_error());
+        let mut frame = Vec::new();
+        FpduWriter::new(crc, markers)
+            .write(&[&ulpdu], &mut frame)
+            .ok()?;
+        Some(frame)
     }
 
     /// The peer closed the connection before the Reply was complete.

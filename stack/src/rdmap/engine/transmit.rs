@@ -43,6 +43,17 @@ impl QpEngine {
         out.len() - start
     }
 
+    /// Appends at most one FPDU to `out` (the next Terminate, send queue
+    /// segment or Read Response); returns whether it did. A transport
+    /// that cuts TCP segments at FPDU boundaries (RFC 5044 section 5.2)
+    /// queues each one as a record.
+    pub fn poll_fpdu(&mut self, out: &mut Vec<u8>) -> bool {
+        // A budget of one octet stops the loop after the first FPDU; a
+        // Terminate that a failed fetch queued instead of a segment still
+        // goes out, and is then the only FPDU.
+        self.poll_transmit(out, 1) > 0
+    }
+
     /// Sends the queued Terminate, if there is one, and asks for the close
     /// that follows it.
     fn transmit_terminate(&mut self, out: &mut Vec<u8>) {

@@ -1,0 +1,75 @@
+//! [`Doorbell`]: how a thread outside the dataplane (an application
+//! posting work requests) asks the core that owns a flow to drive it.
+//!
+//! A dataplane core drives a flow when a segment or a timer concerns it;
+//! work the application posts on its own thread concerns neither. Ringing
+//! queues the flow's 4-tuple on its core's lock-free queue, once until
+//! the core picks it up, so the queue never holds a flow twice and a poll
+//! costs nothing more while no doorbell rang.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crossbeam_queue::SegQueue;
+use uwarp_dataplane::net::FourTuple;
+
+/// The flows whose doorbells rang, in the order they rang.
+pub(crate) type Rung = SegQueue<FourTuple>;
+
+/// One flow's doorbell. Cheap to clone; every clone rings the same flow.
+#[derive(Clone, Debug)]
+pub struct Doorbell {
+    tuple: FourTuple,
+    armed: Arc<AtomicBool>,
+    rung: Arc<Rung>,
+}
+
+impl Doorbell {
+    /// The doorbell of the flow `tuple` on the core that reads `rung`.
+    pub(crate) fn new(tuple: FourTuple, rung: Arc<Rung>) -> Self {
+        Doorbell {
+            tuple,
+            armed: Arc::new(AtomicBool::new(false)),
+            rung,
+        }
+    }
+
+    /// Asks the core to drive the flow at its next poll.
+    pub fn ring(&self) {
+        if !self.armed.swap(true, Ordering::AcqRel) {
+            self.rung.push(self.tuple);
+        }
+    }
+
+    /// The core took the flow off its queue: the next ring queues it
+    /// again. Called before the flow is driven, so work posted while it is
+    /// driven rings anew.
+    pub(crate) fn answered(&self) {
+        self.armed.store(false, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use smoltcp::wire::Ipv4Address;
+
+    #[test]
+    fn rings_queue_a_flow_once_until_answered() {
+        let rung = Arc::new(Rung::new());
+        let tuple = FourTuple {
+            local_ip: Ipv4Address::new(10, 0, 0, 1),
+            local_port: 1,
+            remote_ip: Ipv4Address::new(10, 0, 0, 2),
+            remote_port: 2,
+        };
+        let bell = Doorbell::new(tuple, Arc::clone(&rung));
+        bell.ring();
+        bell.clone().ring();
+        assert_eq!(rung.len(), 1);
+        assert_eq!(rung.pop(), Some(tuple));
+        bell.answered();
+        bell.ring();
+        assert_eq!(rung.len(), 1);
+    }
+}

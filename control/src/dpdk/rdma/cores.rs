@@ -1,0 +1,123 @@
+//! The DPDK transport's cores for a [`crate::Device`]: a port brought up,
+//! [`RdmaControl`] on the control core and a [`TcpCore`] of
+//! [`RdmaStream`]s on the dataplane core, on threads of their own or
+//! stepped inline by the application.
+
+use std::sync::{Arc, Mutex};
+
+use crossbeam_channel::Receiver;
+use uwarp_dataplane::net::InterfaceConfig;
+use uwarp_dataplane::runtime::{assemble, ImpairSwitch, Runtime, Stepper};
+use uwarp_dataplane::{Device as Port0, Eal, Mempool, Port};
+
+use super::control::RdmaControl;
+use super::stream::{RdmaStream, StreamContext};
+use crate::cm::ControlCmd;
+use crate::dpdk::host::{isn_secret, PortUp};
+use crate::dpdk::{Clock, HostConfig, TcpCore, TcpSetup};
+use crate::driver::{Driver, InlineCores};
+use crate::error::Error;
+
+/// Where a DPDK device's cores run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CoreThreads {
+    /// A thread per core, placed as `HostConfig::placement` says.
+    #[default]
+    Spawned,
+    /// No threads: the application runs the cores with
+    /// [`crate::Device::progress`] (blocking calls of the connection
+    /// manager do it while they wait).
+    Inline,
+}
+
+/// How a device on the DPDK transport is set up.
+#[derive(Clone, Debug)]
+pub struct DpdkConfig {
+    /// The host: addresses, TCP settings, mempool, impairment, placement.
+    pub host: HostConfig,
+    /// Where the cores run.
+    pub threads: CoreThreads,
+}
+
+enum Running {
+    Threads(Runtime<RdmaControl, TcpCore<RdmaStream>>),
+    Inline(Arc<InlineCores>),
+}
+
+/// A DPDK device's port and cores.
+pub(crate) struct DpdkCores {
+    running: Running,
+    impairment: Arc<ImpairSwitch>,
+    port: Port,
+    // Dropped after the port and the cores, which hold its mbufs.
+    _pool: Arc<Mempool>,
+}
+
+impl DpdkCores {
+    /// Brings `device` up and starts the cores; they serve `commands`.
+    pub(crate) fn start(
+        eal: &'static Eal,
+        device: Port0,
+        config: &DpdkConfig,
+        commands: Receiver<ControlCmd>,
+        context: StreamContext,
+    ) -> Result<(Self, Driver), Error> {
+        let up = PortUp::start(eal, device, &config.host)?;
+        let clock = Clock::start();
+        let (setup, _requests) = TcpSetup::new(clock, config.host.tcp.clone(), isn_secret()?);
+        let core = setup.dataplane_handler();
+        let control = RdmaControl::new(setup, clock, commands, context);
+        let (control, dataplanes) = assemble(
+            InterfaceConfig::new(up.address),
+            up.queues,
+            std::slice::from_ref(&up.pool),
+            control,
+            vec![core],
+        )?;
+        let impairment = Arc::clone(dataplanes[0].impairment());
+        impairment.set(config.host.impairment);
+        let (running, driver) = match config.threads {
+            CoreThreads::Spawned => {
+                let runtime = Runtime::spawn(eal, control, dataplanes, &config.host.placement)?;
+                (Running::Threads(runtime), Driver::default())
+            }
+            CoreThreads::Inline => {
+                let cores = Arc::new(Mutex::new(Some(Stepper::new(control, dataplanes))));
+                let driver = Driver::inline(Arc::clone(&cores));
+                (Running::Inline(cores), driver)
+            }
+        };
+        Ok((
+            DpdkCores {
+                running,
+                impairment,
+                port: up.port,
+                _pool: up.pool,
+            },
+            driver,
+        ))
+    }
+
+    /// The port's impairment stage.
+    pub(crate) fn impairment(&self) -> &Arc<ImpairSwitch> {
+        &self.impairment
+    }
+
+    /// Stops the cores and the port.
+    pub(crate) fn shutdown(self) {
+        match self.running {
+            Running::Threads(runtime) => drop(runtime.shutdown()),
+            Running::Inline(cores) => {
+                let stepper = cores
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .take();
+                if let Some(stepper) = stepper {
+                    drop(stepper.shutdown());
+                }
+            }
+        }
+        let mut port = self.port;
+        let _ = port.stop();
+    }
+}

@@ -1,0 +1,626 @@
+//! [`RdmaStream`]: iWARP above one TCP connection of the DPDK transport.
+//!
+//! It is the connection's [`TcpApp`], so it runs where the connection
+//! runs. On the control core it carries out the MPA startup phase (RFC
+//! 5044 section 7.1, RFC 6581): the initiator sends its Request once TCP
+//! is established and waits for the Reply; the responder waits for the
+//! Request, hands it to the application as an [`IncomingRequest`] and
+//! answers as the application decides. It asks to leave the control
+//! core only in Full Operation; on its dataplane core it runs the queue
+//! pair's engine (RFC 5040, RFC 5041): octets TCP delivers in order go
+//! straight to the engine, each FPDU the engine makes is queued as one TCP
+//! record (RFC 5044 section 5.2, so segments start with FPDUs), and the
+//! application's doorbell brings new work requests in.
+
+use std::net::{SocketAddr, SocketAddrV4};
+
+use crossbeam_channel::Sender;
+use uwarp_stack::mpa::{Initiator, InitiatorOutcome, LocalParams, Micros, Negotiated, Responder};
+use uwarp_stack::rdmap::{EngineConfig, LlpClose, QpEngine, Role};
+use uwarp_stack::tcp::{
+    Connection, Consumer, Disposition, Endpoint, Event, Instant, SendError, State, Stats,
+};
+use uwarp_stack::wire::fpdu::mulpdu;
+
+use crate::cm::{ConnectParams, Connection as Established, ControlCmd, IncomingRequest};
+use crate::device::Shared;
+use crate::dpdk::{Doorbell, End, TcpApp};
+use crate::driver::Driver;
+use crate::error::Error;
+use crate::qp::QueuePair;
+use crate::qp_link::QpLink;
+use crate::startup::{Progress, Side, Startup};
+
+/// Where a stream's answer to the application goes: `connect` and
+/// `accept` wait on it.
+type Answer = Sender<Result<Established, Error>>;
+
+/// What a stream needs from its device.
+#[derive(Clone)]
+pub(crate) struct StreamContext {
+    /// The device's STag table.
+    pub(crate) shared: Shared,
+    /// The control core's command queue (requests carry it; a revision-1
+    /// retry goes through it).
+    pub(crate) control: Sender<ControlCmd>,
+    /// How long a responder waits for the Request.
+    pub(crate) startup_timeout: Micros,
+}
+
+/// An active open, waiting for the Reply.
+struct Initiating {
+    startup: Startup,
+    request_sent: bool,
+    qp: QueuePair,
+    params: ConnectParams,
+    answer: Answer,
+}
+
+/// A passive open, waiting for the Request.
+struct Responding {
+    startup: Startup,
+    requests: Sender<IncomingRequest>,
+}
+
+/// A Request handed to the application, waiting for its decision.
+struct Deciding {
+    responder: Responder,
+    private_data: Vec<u8>,
+    /// Octets that followed the Request.
+    leftover: Vec<u8>,
+}
+
+/// Full Operation.
+struct Operating {
+    link: QpLink,
+    /// The FPDU the TCP send queue had no room for yet.
+    out: Vec<u8>,
+    out_pending: bool,
+    /// The answer to `connect` or `accept`, sent once on a dataplane core.
+    answer: Option<(Answer, Established)>,
+    doorbell: Option<Doorbell>,
+    closed: bool,
+    /// Whether our FPDUs carry Markers, and the EMSS the MULPDU is from.
+    markers_tx: bool,
+    emss: usize,
+}
+
+enum Phase {
+    Initiating(Box<Initiating>),
+    Responding(Responding),
+    Deciding(Box<Deciding>),
+    Operating(Box<Operating>),
+    /// Rejected, failed or ended: nothing more to do but close.
+    Finished,
+}
+
+/// Counters of one stream's receive path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamCounters {
+    /// Octets TCP handed over in place, in order.
+    pub bytes_in_place: u64,
+    /// Octets read from TCP's reassembly buffer (they arrived out of
+    /// order, or while the stream could not take them).
+    pub bytes_reassembled: u64,
+}
+
+/// iWARP above one TCP connection.
+pub struct RdmaStream {
+    phase: Phase,
+    context: StreamContext,
+    /// The stream position of the next octet to read.
+    rx_next: u64,
+    counters: StreamCounters,
+}
+
+impl RdmaStream {
+    /// The active side: sends the Request for `params` once TCP is up.
+    pub(crate) fn initiator(
+        context: StreamContext,
+        now: Micros,
+        qp: QueuePair,
+        params: ConnectParams,
+        answer: Answer,
+    ) -> Result<Self, (Error, Answer)> {
+        let timeout = params.timeout.as_micros() as Micros;
+        let initiator = match Initiator::new(params.mpa.clone(), now, timeout) {
+            Ok(initiator) => initiator,
+            Err(err) => {
+                let err = Error::Startup(uwarp_stack::mpa::StartupError::Malformed(err));
+                return Err((err, answer));
+            }
+        };
+        Ok(Self::in_phase(
+            context,
+            Phase::Initiating(Box::new(Initiating {
+                startup: Startup::new(Side::Initiator(initiator)),
+                request_sent: false,
+                qp,
+                params,
+                answer,
+            })),
+        ))
+    }
+
+    /// The passive side: its Request goes to `requests`.
+    pub(crate) fn responder(
+        context: StreamContext,
+        now: Micros,
+        requests: Sender<IncomingRequest>,
+    ) -> Self {
+        let responder = Responder::new(now, context.startup_timeout);
+        Self::in_phase(
+            context,
+            Phase::Responding(Responding {
+                startup: Startup::new(Side::Responder(responder)),
+                requests,
+            }),
+        )
+    }
+
+    fn in_phase(context: StreamContext, phase: Phase) -> Self {
+        RdmaStream {
+            phase,
+            context,
+            rx_next: 0,
+            counters: StreamCounters::default(),
+        }
+    }
+
+    /// The receive path's counters.
+    pub fn counters(&self) -> StreamCounters {
+        self.counters
+    }
+
+    /// The application accepted the Request onto `qp`: the Reply goes out
+    /// and Full Operation begins; `answer` hears once the stream runs on
+    /// its dataplane core.
+    pub(crate) fn accept(
+        &mut self,
+        conn: &mut Connection,
+        qp: QueuePair,
+        params: &LocalParams,
+        answer: Answer,
+    ) {
+        let Phase::Deciding(deciding) = &mut self.phase else {
+            let _ = answer.send(Err(Error::WrongState("the request is no longer pending")));
+            return;
+        };
+        let (reply, negotiated) = match deciding.responder.accept(params) {
+            Ok(accepted) => accepted,
+            Err(err) => {
+                let _ = answer.send(Err(Error::Startup(err)));
+                return;
+            }
+        };
+        if conn.send(&reply) != reply.len() {
+            let _ = answer.send(Err(Error::WrongState("the connection no longer sends")));
+            return;
+        }
+        let Phase::Deciding(deciding) = std::mem::replace(&mut self.phase, Phase::Finished) else {
+            unreachable!("matched above");
+        };
+        let Deciding {
+            private_data,
+            leftover,
+            ..
+        } = *deciding;
+        self.operate(conn, negotiated, Role::Responder, qp, private_data, answer);
+        self.feed_engine(&leftover);
+    }
+
+    /// The application rejected the Request: the Reply carries
+    /// `private_data`, then the connection closes.
+    pub(crate) fn reject(
+        &mut self,
+        conn: &mut Connection,
+        private_data: &[u8],
+    ) -> Result<(), Error> {
+        let Phase::Deciding(deciding) = &mut self.phase else {
+            return Err(Error::WrongState("the request is no longer pending"));
+        };
+        let reply = deciding
+            .responder
+            .reject(&LocalParams::default(), private_data)?;
+        self.phase = Phase::Finished;
+        conn.send(&reply);
+        conn.close();
+        Ok(())
+    }
+
+    /// Starts Full Operation on `qp`.
+    fn operate(
+        &mut self,
+        conn: &Connection,
+        negotiated: Negotiated,
+        role: Role,
+        qp: QueuePair,
+        private_data: Vec<u8>,
+        answer: Answer,
+    ) {
+        let mulpdu = mulpdu(conn.emss(), negotiated.markers_tx);
+        let engine = QpEngine::new(EngineConfig {
+            negotiated,
+            role,
+            mulpdu,
+            pd: qp.shared.pd,
+            table: self.context.shared.table.clone(),
+            srq: qp.shared.init.srq.clone(),
+        });
+        let established = Established {
+            negotiated,
+            private_data,
+            local_addr: socket_addr(conn.local()),
+            peer_addr: socket_addr(conn.remote()),
+            mulpdu,
+        };
+        self.phase = Phase::Operating(Box::new(Operating {
+            link: QpLink::new(engine, qp),
+            out: Vec::new(),
+            out_pending: false,
+            answer: Some((answer, established)),
+            doorbell: None,
+            closed: false,
+            markers_tx: negotiated.markers_tx,
+            emss: conn.emss(),
+        }));
+    }
+
+    /// Octets of the stream, in order.
+    fn on_stream(&mut self, conn: &mut Connection, data: &[u8]) {
+        match &mut self.phase {
+            Phase::Initiating(initiating) => {
+                let progress = initiating.startup.feed(data);
+                self.on_initiator_progress(conn, progress);
+            }
+            Phase::Responding(responding) => {
+                let progress = responding.startup.feed(data);
+                self.on_responder_progress(conn, progress);
+            }
+            Phase::Deciding(deciding) => deciding.leftover.extend_from_slice(data),
+            Phase::Operating(_) => self.feed_engine(data),
+            Phase::Finished => {}
+        }
+    }
+
+    fn feed_engine(&mut self, data: &[u8]) {
+        if let Phase::Operating(operating) = &mut self.phase {
+            if !data.is_empty() {
+                operating.link.engine.on_bytes(data);
+            }
+        }
+    }
+
+    fn on_initiator_progress(&mut self, conn: &mut Connection, progress: Progress) {
+        let Phase::Initiating(initiating) = &mut self.phase else {
+            return;
+        };
+        match progress {
+            Progress::Pending => {}
+            Progress::Replied(
+                InitiatorOutcome::Accepted {
+                    negotiated,
+                    private_data,
+                },
+                leftover,
+            ) => {
+                let Phase::Initiating(initiating) =
+                    std::mem::replace(&mut self.phase, Phase::Finished)
+                else {
+                    unreachable!("matched above");
+                };
+                let Initiating { qp, answer, .. } = *initiating;
+                self.operate(conn, negotiated, Role::Initiator, qp, private_data, answer);
+                self.feed_engine(&leftover);
+            }
+            Progress::Replied(InitiatorOutcome::Rejected { private_data, .. }, _) => {
+                let _ = initiating
+                    .answer
+                    .send(Err(Error::Rejected { private_data }));
+                self.finish(conn);
+            }
+            Progress::Failed(err) => {
+                let Side::Initiator(initiator) = &initiating.startup.side else {
+                    unreachable!("an initiating stream has an initiator");
+                };
+                if let Some(frame) = initiator.failure_terminate(err) {
+                    conn.send(&frame);
+                }
+                let retry = matches!(
+                    err,
+                    uwarp_stack::mpa::StartupError::ClosedBeforeFrame {
+                        retry_with_revision_1: true
+                    }
+                ) && initiating.params.revision_1_fallback;
+                let Phase::Initiating(initiating) =
+                    std::mem::replace(&mut self.phase, Phase::Finished)
+                else {
+                    unreachable!("matched above");
+                };
+                let Initiating {
+                    startup,
+                    qp,
+                    mut params,
+                    answer,
+                    ..
+                } = *initiating;
+                if let (true, Side::Initiator(initiator)) = (retry, &startup.side) {
+                    params.mpa = initiator.revision_1_fallback();
+                    let retry = ControlCmd::Connect {
+                        addr: socket_addr(conn.remote()),
+                        qp,
+                        params,
+                        reply: answer,
+                    };
+                    if let Err(crossbeam_channel::SendError(ControlCmd::Connect {
+                        reply, ..
+                    })) = self.context.control.send(retry)
+                    {
+                        let _ = reply.send(Err(Error::DeviceClosed));
+                    }
+                } else {
+                    let _ = answer.send(Err(Error::Startup(err)));
+                }
+                self.finish(conn);
+            }
+            Progress::Requested(..) => unreachable!("an initiator gets no Request"),
+        }
+    }
+
+    fn on_responder_progress(&mut self, conn: &mut Connection, progress: Progress) {
+        let Phase::Responding(responding) = &mut self.phase else {
+            return;
+        };
+        match progress {
+            Progress::Pending => {}
+            Progress::Requested(request, leftover) => {
+                let incoming = IncomingRequest {
+                    request: request.clone(),
+                    peer_addr: socket_addr(conn.remote()),
+                    id: request_id(conn.local(), conn.remote()),
+                    control: self.context.control.clone(),
+                    decided: false,
+                    driver: Driver::default(),
+                };
+                let requests = responding.requests.clone();
+                let Phase::Responding(responding) =
+                    std::mem::replace(&mut self.phase, Phase::Finished)
+                else {
+                    unreachable!("matched above");
+                };
+                let Side::Responder(responder) = responding.startup.side else {
+                    unreachable!("a responding stream has a responder");
+                };
+                self.phase = Phase::Deciding(Box::new(Deciding {
+                    responder,
+                    private_data: request.private_data,
+                    leftover,
+                }));
+                if requests.send(incoming).is_err() {
+                    // The listener is gone.
+                    self.phase = Phase::Finished;
+                    conn.abort();
+                }
+            }
+            Progress::Failed(_) => self.finish(conn),
+            Progress::Replied(..) => unreachable!("a responder gets no Reply"),
+        }
+    }
+
+    /// Ends the stream after a failed or refused startup.
+    fn finish(&mut self, conn: &mut Connection) {
+        self.phase = Phase::Finished;
+        conn.close();
+    }
+
+    /// Reads what TCP holds in its reassembly buffer, in order.
+    fn read_held(&mut self, conn: &mut Connection) {
+        while let Some((pos, data)) = conn.received() {
+            let end = pos + data.len() as u64;
+            if end <= self.rx_next {
+                conn.release_received(end);
+                continue;
+            }
+            let fresh = data[(self.rx_next.saturating_sub(pos)) as usize..].to_vec();
+            self.rx_next = end;
+            self.counters.bytes_reassembled += fresh.len() as u64;
+            conn.release_received(end);
+            self.on_stream(conn, &fresh);
+        }
+    }
+
+    /// Startup deadlines, and the Request once TCP is up.
+    fn drive_startup(&mut self, now: Instant, conn: &mut Connection) {
+        match &mut self.phase {
+            Phase::Initiating(initiating) => {
+                if !initiating.request_sent && conn.state() == State::Established {
+                    let Side::Initiator(initiator) = &initiating.startup.side else {
+                        unreachable!("an initiating stream has an initiator");
+                    };
+                    let request = initiator.request();
+                    initiating.request_sent = conn.send(request) == request.len();
+                }
+                let progress = initiating.startup.on_timer(now.micros());
+                self.on_initiator_progress(conn, progress);
+            }
+            Phase::Responding(responding) => {
+                let progress = responding.startup.on_timer(now.micros());
+                self.on_responder_progress(conn, progress);
+            }
+            _ => {}
+        }
+    }
+
+    /// The peer closed or the connection failed during the startup.
+    fn startup_closed(&mut self, conn: &mut Connection) {
+        match &mut self.phase {
+            Phase::Initiating(initiating) => {
+                let progress = initiating.startup.on_closed();
+                self.on_initiator_progress(conn, progress);
+            }
+            Phase::Responding(responding) => {
+                let progress = responding.startup.on_closed();
+                self.on_responder_progress(conn, progress);
+            }
+            Phase::Deciding(_) => self.phase = Phase::Finished,
+            _ => {}
+        }
+    }
+}
+
+impl Operating {
+    /// FPDUs into the TCP send queue, one record each, while it has room.
+    fn transmit(&mut self, conn: &mut Connection) {
+        if conn.emss() != self.emss {
+            // The EMSS changed (RFC 5044 section 5.2): later FPDUs fit it.
+            self.emss = conn.emss();
+            self.link
+                .engine
+                .set_mulpdu(mulpdu(self.emss, self.markers_tx));
+        }
+        loop {
+            if !self.out_pending {
+                self.out.clear();
+                if !self.link.engine.poll_fpdu(&mut self.out) {
+                    break;
+                }
+            }
+            match conn.send_record(&self.out) {
+                Ok(()) => self.out_pending = false,
+                Err(SendError::Full) => {
+                    self.out_pending = true;
+                    break;
+                }
+                Err(SendError::Closed) => {
+                    self.out_pending = false;
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Closes TCP as the engine asks, once everything it made is queued.
+    fn close_if_asked(&mut self, conn: &mut Connection) {
+        if self.closed || self.out_pending {
+            return;
+        }
+        match self.link.engine.llp_close() {
+            Some(LlpClose::Graceful) => {
+                self.closed = true;
+                conn.close();
+            }
+            Some(LlpClose::Abortive) => {
+                self.closed = true;
+                conn.abort();
+            }
+            None => {}
+        }
+    }
+}
+
+impl Consumer for RdmaStream {
+    fn on_data(&mut self, pos: u64, data: &[u8], in_order: bool) -> Disposition {
+        match &mut self.phase {
+            Phase::Operating(operating) if in_order && pos == self.rx_next => {
+                self.rx_next += data.len() as u64;
+                self.counters.bytes_in_place += data.len() as u64;
+                operating.link.engine.on_bytes(data);
+                Disposition::Consumed
+            }
+            // The startup phase reads from the connection, where it can
+            // answer at once; out-of-order data waits for what precedes it.
+            _ => Disposition::Keep,
+        }
+    }
+
+    fn on_left_edge(&mut self, _left_edge: u64) {}
+}
+
+impl TcpApp for RdmaStream {
+    fn on_event(&mut self, _now: Instant, event: Event, conn: &mut Connection) {
+        if let Event::PeerClosed = event {
+            self.read_held(conn);
+            match &mut self.phase {
+                Phase::Operating(operating) => operating.link.engine.on_llp_closed(),
+                _ => self.startup_closed(conn),
+            }
+        }
+    }
+
+    fn drive(&mut self, now: Instant, conn: &mut Connection) {
+        self.read_held(conn);
+        self.drive_startup(now, conn);
+        if let Phase::Operating(operating) = &mut self.phase {
+            operating.link.take_work();
+            operating.transmit(conn);
+            operating.close_if_asked(conn);
+            operating.link.report();
+            if operating.link.has_backlog() {
+                // Completions wait for the application to make room:
+                // come back next poll.
+                if let Some(doorbell) = &operating.doorbell {
+                    doorbell.ring();
+                }
+            }
+        }
+    }
+
+    fn ready_for_dataplane(&self) -> bool {
+        matches!(self.phase, Phase::Operating(_))
+    }
+
+    fn on_dataplane(&mut self, doorbell: Doorbell) {
+        if let Phase::Operating(operating) = &mut self.phase {
+            let shared = &operating.link.qp().shared;
+            // A queue pair connects once: a second doorbell cannot be set.
+            let _ = shared.doorbell.set(doorbell.clone());
+            operating.doorbell = Some(doorbell);
+            if let Some((answer, established)) = operating.answer.take() {
+                let _ = answer.send(Ok(established));
+            }
+        }
+    }
+
+    fn on_end(&mut self, end: End, _stats: &Stats) {
+        match std::mem::replace(&mut self.phase, Phase::Finished) {
+            Phase::Operating(mut operating) => {
+                operating.link.engine.on_llp_closed();
+                operating.link.report();
+                if let Some((answer, _)) = operating.answer.take() {
+                    let _ = answer.send(Err(end_error(end)));
+                }
+            }
+            Phase::Initiating(initiating) => {
+                let _ = initiating.answer.send(Err(end_error(end)));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The error a connection that ended with `end` reports to `connect`.
+fn end_error(end: End) -> Error {
+    use std::io::ErrorKind;
+    let kind = match end {
+        End::Reset => ErrorKind::ConnectionRefused,
+        End::TimedOut => ErrorKind::TimedOut,
+        End::Unreachable => ErrorKind::HostUnreachable,
+        End::Closed | End::Aborted => ErrorKind::ConnectionAborted,
+    };
+    Error::Io(std::io::Error::new(
+        kind,
+        format!("the connection ended: {end:?}"),
+    ))
+}
+
+fn socket_addr(endpoint: Endpoint) -> SocketAddr {
+    SocketAddr::V4(SocketAddrV4::new(endpoint.addr, endpoint.port))
+}
+
+/// The identifier of a connection request: the 4-tuple less our own
+/// address, which is the host's.
+pub(crate) fn request_id(local: Endpoint, remote: Endpoint) -> u64 {
+    (u64::from(u32::from(remote.addr)) << 32)
+        | (u64::from(remote.port) << 16)
+        | u64::from(local.port)
+}

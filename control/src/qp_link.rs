@@ -1,0 +1,113 @@
+//! [`QpLink`]: a queue pair's engine joined to the application's handle,
+//! as every transport's dataplane runs it: work requests from the
+//! application's lock-free rings into the engine (RFC 5040 section 5's
+//! send and receive queues), completions out to the completion queues in
+//! order (a full queue keeps them for later), events and the state back
+//! to the handle.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+
+use uwarp_stack::rdmap::{CqKind, QpEngine};
+use uwarp_stack::verbs::WorkCompletion;
+
+use crate::qp::QueuePair;
+
+/// One established queue pair on a dataplane.
+pub(crate) struct QpLink {
+    pub(crate) engine: QpEngine,
+    qp: QueuePair,
+    /// Completions that found their queue full.
+    backlog: VecDeque<(CqKind, WorkCompletion)>,
+}
+
+impl QpLink {
+    /// Joins `engine` to `qp` and marks the queue pair connected.
+    pub(crate) fn new(engine: QpEngine, qp: QueuePair) -> Self {
+        qp.shared.set_state(engine.state());
+        qp.shared.connected.store(true, Ordering::Release);
+        QpLink {
+            engine,
+            qp,
+            backlog: VecDeque::new(),
+        }
+    }
+
+    /// The application's handle.
+    pub(crate) fn qp(&self) -> &QueuePair {
+        &self.qp
+    }
+
+    /// Whether completions wait for room in their queue.
+    pub(crate) fn has_backlog(&self) -> bool {
+        !self.backlog.is_empty()
+    }
+
+    /// Moves what the application posted (aborts, receives, sends, a
+    /// disconnect) into the engine; returns whether there was any.
+    pub(crate) fn take_work(&mut self) -> bool {
+        let shared = &self.qp.shared;
+        let mut busy = false;
+        if shared.abort.swap(false, Ordering::AcqRel) {
+            self.engine.abort();
+            busy = true;
+        }
+        while let Some(wr) = shared.recvs.pop() {
+            self.engine.post_recv(wr);
+            busy = true;
+        }
+        while let Some(wr) = shared.sends.pop() {
+            self.engine.post_send(wr);
+            busy = true;
+        }
+        if shared.disconnect.swap(false, Ordering::AcqRel) {
+            self.engine.disconnect();
+            busy = true;
+        }
+        busy
+    }
+
+    /// Gives the application the engine's events, completions and state,
+    /// and wakes its waiters; returns whether there was anything.
+    pub(crate) fn report(&mut self) -> bool {
+        let mut busy = false;
+        while let Some(event) = self.engine.poll_event() {
+            self.qp.shared.event(event);
+            busy = true;
+        }
+        // Completions that found their queue full go first, in order.
+        while let Some(&(kind, wc)) = self.backlog.front() {
+            if self.deliver(kind, wc).is_err() {
+                break;
+            }
+            self.backlog.pop_front();
+            busy = true;
+        }
+        while self.backlog.is_empty() {
+            let Some((kind, wc)) = self.engine.poll_completion() else {
+                break;
+            };
+            busy = true;
+            if self.deliver(kind, wc).is_err() {
+                self.backlog.push_back((kind, wc));
+                break;
+            }
+        }
+        self.qp.shared.set_state(self.engine.state());
+        if busy {
+            let init = &self.qp.shared.init;
+            init.send_cq.shared.wake_waiters();
+            init.recv_cq.shared.wake_waiters();
+        }
+        busy
+    }
+
+    fn deliver(&self, kind: CqKind, wc: WorkCompletion) -> Result<(), WorkCompletion> {
+        let init = &self.qp.shared.init;
+        let cq = match kind {
+            CqKind::Send => &init.send_cq,
+            CqKind::Recv => &init.recv_cq,
+        };
+        cq.shared.push(wc)
+    }
+}

@@ -1,0 +1,129 @@
+//! iWARP on uwarp's TCP over DPDK, end to end: two devices on a net_ring
+//! pair in one process, with the MPA startup on each control core and Full
+//! Operation on each dataplane core. The rping protocol (Send, RDMA Read,
+//! RDMA Write, data validated every ping) runs with the cores on threads
+//! and with the cores stepped inline by the application's own threads;
+//! the connection manager's reject and refusal paths report what
+//! happened.
+
+mod dpdk_common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use dpdk_common::eal;
+use smoltcp::wire::{EthernetAddress, Ipv4Address};
+use uwarp_control::rping::{self, Options};
+use uwarp_control::{
+    ConnectParams, CoreThreads, Device, DeviceConfig, DpdkConfig, Error, HostConfig, LocalParams,
+    QpInit,
+};
+use uwarp_dataplane::ring_pair;
+
+const PINGS: u64 = 100;
+
+/// Two devices joined by a net_ring pair: 10.66.0.1 and 10.66.0.2.
+fn devices(threads: CoreThreads) -> (Device, Device) {
+    let (a, b) = ring_pair(eal(), 1, 1024).expect("a ring pair");
+    let open = |port, last: u8| {
+        let mut host = HostConfig::new(Ipv4Address::new(10, 66, 0, last), 24);
+        host.mac = Some(EthernetAddress([2, 0, 0, 0x66, 0, last]));
+        // Small pools: the tests of this binary run side by side in the
+        // EAL's 256 MiB.
+        host.mempool.capacity = 2047;
+        let dpdk = DpdkConfig { host, threads };
+        Device::open_dpdk(eal(), port, DeviceConfig::default(), dpdk).expect("a DPDK device")
+    };
+    (open(a, 1), open(b, 2))
+}
+
+fn options(size: usize) -> Options {
+    Options {
+        size,
+        count: PINGS,
+        validate: true,
+        timeout: Some(Duration::from_secs(30)),
+        ..Options::default()
+    }
+}
+
+/// rping between the two devices, the server on its own thread.
+fn rping_between(server: Device, client: Device, size: usize) {
+    let listener = server.listen("10.66.0.1:0").expect("listen");
+    let addr: SocketAddr = listener.local_addr();
+    let served = std::thread::spawn(move || {
+        let report = rping::serve_one(&server, &listener, &options(size));
+        drop(listener);
+        (report, server)
+    });
+    let client_report = rping::run_client(&client, addr, &options(size)).expect("the client");
+    let (server_report, _server) = served.join().expect("the server thread");
+    let server_report = server_report.expect("the server");
+    assert_eq!(client_report.pings, PINGS);
+    assert_eq!(server_report.pings, PINGS);
+}
+
+#[test]
+fn rping_on_threaded_cores_at_every_size() {
+    for size in [64, 3000, 65536] {
+        let (server, client) = devices(CoreThreads::Spawned);
+        rping_between(server, client, size);
+    }
+}
+
+#[test]
+fn rping_with_cores_stepped_by_the_application() {
+    let (server, client) = devices(CoreThreads::Inline);
+    rping_between(server, client, 3000);
+}
+
+#[test]
+fn a_reject_carries_its_private_data_back() {
+    let (server, client) = devices(CoreThreads::Spawned);
+    let listener = server.listen("0.0.0.0:4791").expect("listen");
+    assert_eq!(listener.local_addr().to_string(), "10.66.0.1:4791");
+    let refused = std::thread::spawn(move || {
+        let request = listener
+            .get_request(Duration::from_secs(10))
+            .expect("a request");
+        assert_eq!(request.private_data(), b"who is it?");
+        request.reject(b"not today").expect("reject");
+        (listener, server)
+    });
+    let pd = client.alloc_pd().unwrap();
+    let cq = client.create_cq(8);
+    let qp = client.create_qp(&pd, QpInit::new(&cq));
+    let params = ConnectParams {
+        mpa: LocalParams {
+            private_data: b"who is it?".to_vec(),
+            ..LocalParams::default()
+        },
+        ..ConnectParams::default()
+    };
+    match client.connect("10.66.0.1:4791", &qp, params) {
+        Err(Error::Rejected { private_data }) => assert_eq!(private_data, b"not today"),
+        other => panic!("expected a reject, got {other:?}"),
+    }
+    let _ = refused.join().expect("the server thread");
+}
+
+#[test]
+fn a_port_without_a_listener_refuses() {
+    let (_server, client) = devices(CoreThreads::Spawned);
+    let pd = client.alloc_pd().unwrap();
+    let cq = client.create_cq(8);
+    let qp = client.create_qp(&pd, QpInit::new(&cq));
+    match client.connect("10.66.0.1:9", &qp, ConnectParams::default()) {
+        Err(Error::Io(err)) => assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn listening_elsewhere_than_the_device_address_is_refused() {
+    let (server, _client) = devices(CoreThreads::Spawned);
+    match server.listen("10.66.0.9:5000") {
+        Err(Error::InvalidArgument(_)) => {}
+        other => panic!("expected an invalid argument, got {other:?}"),
+    }
+}
