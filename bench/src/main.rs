@@ -2,9 +2,12 @@
 //!
 //! `uwarp-perf decode FILE...` decodes the iWARP traffic in pcap or pcapng
 //! captures: one line (or one JSON object) per MPA startup frame and FPDU.
-//! `uwarp-perf loopback` measures RDMA Write, Read or Send bandwidth and
-//! Send latency with both ends in one process, next to the same workload
-//! over plain kernel TCP. `uwarp-perf pollloop` measures the bare DPDK
+//! `uwarp-perf loopback` measures RDMA Write, Read or Send bandwidth, RDMA
+//! Write ping-pong latency and connection setup with both ends in one
+//! process, on a virtual DPDK link (or the kernel-socket transport);
+//! `uwarp-perf compare` runs the same workload over both transports and
+//! prints their ratios; `uwarp-perf calibrate` measures this core's memcpy
+//! and CRC32c rates. `uwarp-perf pollloop` measures the bare DPDK
 //! poll loop in packets per second beside dpdk-testpmd. `uwarp-perf tcp`
 //! runs uwarp's TCP on DPDK against any TCP peer; `uwarp-perf tcp-compare`
 //! measures a bulk transfer between two uwarp processes over net_memif
@@ -17,7 +20,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use uwarp_bench::capture::read_capture;
 use uwarp_bench::decode::{decode_streams, CrcMode, DecodeOptions};
-use uwarp_bench::perf::{self, Op, Workload};
+use uwarp_bench::perf::{self, Op, Transport, Workload};
 use uwarp_bench::pollloop::{self, Link, PollLoopConfig};
 use uwarp_bench::tcp::compare::{self, CompareConfig, Pinning};
 use uwarp_bench::tcp::{self, Open, Role, TcpRun};
@@ -38,9 +41,15 @@ struct Cli {
 enum Command {
     /// Decode the MPA/DDP/RDMAP traffic in pcap or pcapng files.
     Decode(DecodeArgs),
-    /// Measure bandwidth and latency with both ends in this process,
-    /// beside the same workload over plain kernel TCP.
+    /// Measure bandwidth, latency and connection setup with both ends in
+    /// this process, on a virtual DPDK link (no NIC, no hugepages) or the
+    /// kernel-socket transport.
     Loopback(LoopbackArgs),
+    /// Run the loopback workload over the dpdk and the socket transports
+    /// back to back and print their ratios.
+    Compare(LoopbackArgs),
+    /// Measure this core's memcpy and CRC32c rates.
+    Calibrate(CalibrateArgs),
     /// Measure the bare DPDK poll loop (receive, classify, transmit) in
     /// packets per second, beside dpdk-testpmd's io forwarding.
     Pollloop(PollLoopArgs),
@@ -184,7 +193,17 @@ enum LinkArg {
 }
 
 #[derive(clap::Args)]
+struct CalibrateArgs {
+    /// One JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
 struct LoopbackArgs {
+    /// The transport (`loopback` only; `compare` runs both).
+    #[arg(long, value_enum, default_value_t = TransportArg::Dpdk)]
+    transport: TransportArg,
     /// The bandwidth operation.
     #[arg(long, value_enum, default_value_t = OpArg::Write)]
     op: OpArg,
@@ -195,8 +214,14 @@ struct LoopbackArgs {
     #[arg(long, short = 'n', default_value_t = 20_000)]
     iters: usize,
     /// Round trips in the latency run.
-    #[arg(long, default_value_t = 2_000)]
+    #[arg(long, default_value_t = 10_000)]
     latency_iters: usize,
+    /// Message size of the latency run (an RDMA Write ping-pong).
+    #[arg(long, default_value_t = 8)]
+    latency_size: usize,
+    /// Connections in the setup-rate run (0 skips it).
+    #[arg(long, default_value_t = 200)]
+    setups: usize,
     /// Work requests kept outstanding.
     #[arg(long, short = 't', default_value_t = 128)]
     tx_depth: usize,
@@ -206,6 +231,12 @@ struct LoopbackArgs {
     /// One JSON object instead of a table.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum TransportArg {
+    Dpdk,
+    Socket,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -249,7 +280,18 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Decode(args) => decode(&args),
-        Command::Loopback(args) => loopback(&args),
+        Command::Loopback(args) => {
+            let transport = match args.transport {
+                TransportArg::Dpdk => Transport::Dpdk,
+                TransportArg::Socket => Transport::Socket,
+            };
+            loopback(&args, &[transport])
+        }
+        Command::Compare(args) => loopback(&args, &[Transport::Dpdk, Transport::Socket]),
+        Command::Calibrate(args) => {
+            calibrate(&args);
+            Ok(())
+        }
         Command::Pollloop(args) => pollloop(&args),
         Command::Tcp(args) => tcp(&args),
         Command::TcpCompare(args) => tcp_compare(&args),
@@ -263,9 +305,16 @@ fn main() -> ExitCode {
     }
 }
 
-fn loopback(args: &LoopbackArgs) -> Result<(), String> {
-    if args.size > u32::MAX as usize || args.iters == 0 || args.tx_depth == 0 {
-        return Err("size must fit 32 bits; iters and tx-depth must be positive".into());
+fn loopback(args: &LoopbackArgs, transports: &[Transport]) -> Result<(), String> {
+    if args.size > u32::MAX as usize
+        || args.latency_size > u32::MAX as usize
+        || args.iters == 0
+        || args.tx_depth == 0
+        || args.latency_iters == 0
+    {
+        return Err(
+            "sizes must fit 32 bits; iters, latency-iters and tx-depth must be positive".into(),
+        );
     }
     let workload = Workload {
         op: match args.op {
@@ -275,17 +324,40 @@ fn loopback(args: &LoopbackArgs) -> Result<(), String> {
         },
         size: args.size,
         iters: args.iters,
-        latency_iters: args.latency_iters.max(1),
+        latency_size: args.latency_size.max(1),
+        latency_iters: args.latency_iters,
         tx_depth: args.tx_depth,
+        setups: args.setups,
         crc: args.crc,
     };
-    let report = perf::loopback(&workload)?;
+    let report = perf::measure(transports, &workload)?;
     if args.json {
         println!("{}", report.to_json());
     } else {
         print!("{}", report.to_text());
     }
     Ok(())
+}
+
+fn calibrate(args: &CalibrateArgs) {
+    let c = perf::calibrate(std::time::Duration::from_millis(500));
+    if args.json {
+        let json = serde_json::json!({
+            "calibrate": {
+                "memcpy_gbps": c.memcpy_gbps,
+                "crc32c_gbps": c.crc32c_gbps,
+                "copy_crc_gbps": c.copy_crc_gbps(),
+            }
+        });
+        println!("{json}");
+    } else {
+        println!(
+            "memcpy {:.1} Gbit/s, CRC32c {:.1} Gbit/s, copy+CRC {:.1} Gbit/s (one core, 64 KiB blocks through 64 MiB)",
+            c.memcpy_gbps,
+            c.crc32c_gbps,
+            c.copy_crc_gbps()
+        );
+    }
 }
 
 fn tcp(args: &TcpArgs) -> Result<(), String> {

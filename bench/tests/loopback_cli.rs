@@ -1,27 +1,26 @@
-//! `uwarp-perf loopback` end to end: a short run of each operation moves
-//! its data over the socket transport and over plain TCP, and reports
-//! every field.
+//! `uwarp-perf loopback` and `compare` end to end: short runs of each
+//! operation move their data over the DPDK transport (a net_ring pair in
+//! the process) and the socket transport, and report every field of the
+//! JSON both share.
 
 use std::process::Command;
 
-fn run(op: &str, crc: bool) -> serde_json::Value {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_uwarp-perf"));
-    cmd.args([
-        "loopback",
-        "--op",
-        op,
-        "-s",
-        "4096",
-        "-n",
-        "300",
-        "--latency-iters",
-        "50",
-        "--json",
-    ]);
-    if crc {
-        cmd.arg("--crc");
-    }
-    let out = cmd.output().unwrap();
+fn run(args: &[&str]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_uwarp-perf"))
+        .args(args)
+        .args([
+            "-s",
+            "4096",
+            "-n",
+            "300",
+            "--latency-iters",
+            "50",
+            "--setups",
+            "5",
+            "--json",
+        ])
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "{}",
@@ -30,19 +29,68 @@ fn run(op: &str, crc: bool) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+const FIELDS: [&str; 8] = [
+    "bw_gbps",
+    "msg_rate",
+    "lat_p50_us",
+    "lat_p90_us",
+    "lat_p99_us",
+    "lat_p999_us",
+    "lat_max_us",
+    "setup_per_s",
+];
+
+fn assert_measured(report: &serde_json::Value, transport: &str) {
+    for field in FIELDS {
+        let value = report[transport][field].as_f64().unwrap_or(0.0);
+        assert!(value > 0.0, "{transport} {field} = {value}");
+    }
+    for field in ["memcpy_gbps", "crc32c_gbps"] {
+        assert!(report["calibrate"][field].as_f64().unwrap() > 0.0);
+    }
+}
+
 #[test]
-fn every_operation_reports_every_field() {
+fn every_operation_runs_on_the_dpdk_transport() {
     for (op, crc) in [("write", false), ("read", true), ("send", false)] {
-        let report = run(op, crc);
+        let mut args = vec!["loopback", "--op", op];
+        if crc {
+            args.push("--crc");
+        }
+        let report = run(&args);
         assert_eq!(report["op"], op);
         assert_eq!(report["crc"], crc);
-        for transport in ["socket", "tcp_baseline"] {
-            for field in ["bw_gbps", "msg_rate", "lat_p50_us", "lat_p99_us"] {
-                let value = report[transport][field].as_f64().unwrap();
-                assert!(value > 0.0, "{op} {transport} {field} = {value}");
-            }
-        }
-        assert!(report["bw_ratio"].as_f64().unwrap() > 0.0);
+        assert_measured(&report, "dpdk");
+        assert!(report.get("socket").is_none());
+    }
+}
+
+#[test]
+fn the_socket_transport_runs_alone() {
+    let report = run(&["loopback", "--transport", "socket"]);
+    assert_measured(&report, "socket");
+}
+
+#[test]
+fn compare_reports_both_transports_and_their_ratios() {
+    let report = run(&["compare", "--crc"]);
+    assert_measured(&report, "dpdk");
+    assert_measured(&report, "socket");
+    for ratio in ["bw", "msg_rate", "lat_p50", "setup"] {
+        assert!(report["ratios"][ratio].as_f64().unwrap() > 0.0, "{ratio}");
+    }
+}
+
+#[test]
+fn calibrate_reports_its_rates() {
+    let out = Command::new(env!("CARGO_BIN_EXE_uwarp-perf"))
+        .args(["calibrate", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for field in ["memcpy_gbps", "crc32c_gbps", "copy_crc_gbps"] {
+        assert!(report["calibrate"][field].as_f64().unwrap() > 0.0);
     }
 }
 

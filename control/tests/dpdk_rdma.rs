@@ -127,3 +127,92 @@ fn listening_elsewhere_than_the_device_address_is_refused() {
         other => panic!("expected an invalid argument, got {other:?}"),
     }
 }
+
+/// One end of the ping-pong: a queue pair and a region whose first half
+/// the peer writes into and whose second half is the source.
+struct PingEnd {
+    qp: uwarp_control::QueuePair,
+    _cq: uwarp_control::CompletionQueue,
+    mr: uwarp_control::MemoryRegion,
+}
+
+fn ping_end(device: &Device, size: usize) -> PingEnd {
+    let pd = device.alloc_pd().unwrap();
+    let cq = device.create_cq(64);
+    let qp = device.create_qp(&pd, QpInit::new(&cq));
+    let mr = pd.alloc_mr(2 * size, uwarp_control::Access::ALL).unwrap();
+    PingEnd { qp, _cq: cq, mr }
+}
+
+/// Writes `round` at the end of `from`'s source half into `to`'s sink
+/// half, unsignaled.
+fn ping(from: &PingEnd, to: &PingEnd, size: usize, round: u8) {
+    from.mr.buffer().write_at(2 * size - 1, &[round]).unwrap();
+    let op = uwarp_control::SendOp::Write {
+        remote_addr: to.mr.addr(),
+        rkey: to.mr.rkey(),
+    };
+    let sge = from.mr.sge(size, size as u32);
+    let wr = uwarp_control::SendWr {
+        signaled: false,
+        ..uwarp_control::SendWr::new(u64::from(round), op, uwarp_control::Payload::Sgl(vec![sge]))
+    };
+    from.qp.post_send(wr).unwrap();
+}
+
+/// Waits for `round` at the end of `end`'s sink half, running `device`.
+fn await_ping(device: &Device, end: &PingEnd, size: usize, round: u8) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut seen = [0u8];
+    loop {
+        end.mr.buffer().read_at(size - 1, &mut seen).unwrap();
+        if seen[0] == round {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "round {round} never arrived"
+        );
+        device.progress();
+    }
+}
+
+/// Unsignaled small RDMA Writes both ways, each answering the last (the
+/// latency workload of `uwarp-perf`): every round arrives, on threaded and
+/// on inline cores.
+#[test]
+fn unsignaled_write_ping_pong_both_ways() {
+    for threads in [CoreThreads::Spawned, CoreThreads::Inline] {
+        let (server, client) = devices(threads);
+        let size = 8;
+        let listener = server.listen("10.66.0.1:0").unwrap();
+        let addr = listener.local_addr();
+        let server_end = ping_end(&server, size);
+        let client_end = ping_end(&client, size);
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                let request = listener.get_request(Duration::from_secs(10)).unwrap();
+                request
+                    .accept(&server_end.qp, LocalParams::default())
+                    .unwrap();
+                for round in 1..=200u8 {
+                    await_ping(&server, &server_end, size, round);
+                    ping(&server_end, &client_end, size, round);
+                }
+                // Inline cores send the last reply only when stepped.
+                while !done.load(std::sync::atomic::Ordering::Acquire) {
+                    server.progress();
+                }
+            });
+            client
+                .connect(addr, &client_end.qp, ConnectParams::default())
+                .unwrap();
+            for round in 1..=200u8 {
+                ping(&client_end, &server_end, size, round);
+                await_ping(&client, &client_end, size, round);
+            }
+            done.store(true, std::sync::atomic::Ordering::Release);
+        });
+    }
+}

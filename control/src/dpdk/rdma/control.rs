@@ -1,6 +1,6 @@
 //! [`RdmaControl`]: the control core of the DPDK transport. It serves the
 //! connection manager's commands (listen, connect, accept, reject: the
-//! same [`ControlCmd`]s the socket transport's control thread serves) on
+//! same `ControlCmd`s the socket transport's control thread serves) on
 //! top of [`TcpSetup`], which runs the TCP handshakes; every connection's
 //! MPA startup phase (RFC 5044 section 7.1, RFC 6581) then runs in its
 //! [`RdmaStream`] on this core, which hands it to a dataplane core in

@@ -64,7 +64,13 @@ impl DpdkCores {
     ) -> Result<(Self, Driver), Error> {
         let up = PortUp::start(eal, device, &config.host)?;
         let clock = Clock::start();
-        let (setup, _requests) = TcpSetup::new(clock, config.host.tcp.clone(), isn_secret()?);
+        // FPDUs are records the engine already batches; Nagle would only
+        // hold a small one back for an ACK (siw sets TCP_NODELAY too).
+        let tcp = uwarp_stack::tcp::Config {
+            nagle: false,
+            ..config.host.tcp.clone()
+        };
+        let (setup, _requests) = TcpSetup::new(clock, tcp, isn_secret()?);
         let core = setup.dataplane_handler();
         let control = RdmaControl::new(setup, clock, commands, context);
         let (control, dataplanes) = assemble(

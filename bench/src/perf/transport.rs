@@ -1,0 +1,127 @@
+//! The two transports a perf run can measure, each as a pair of ends
+//! that connect to each other inside this process:
+//!
+//! - `dpdk`: two uwarp devices on uwarp's TCP over DPDK, joined by a
+//!   net_ring pair (a virtual link: no NIC, no hugepages), their cores
+//!   stepped inline by the thread that uses each end, so the server end
+//!   and the client end each take one CPU, pinned when there are two;
+//! - `socket`: one device of the kernel-socket transport (its control and
+//!   dataplane threads) with both ends connected over loopback TCP.
+
+use std::sync::OnceLock;
+
+use smoltcp::wire::{EthernetAddress, Ipv4Address};
+use uwarp_control::{CoreThreads, Device, DeviceConfig, DpdkConfig, HostConfig};
+use uwarp_dataplane::{ring_pair, Eal, EalConfig};
+
+/// Which transport carries a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// uwarp's TCP on DPDK poll-mode cores.
+    Dpdk,
+    /// The kernel's TCP sockets.
+    Socket,
+}
+
+impl Transport {
+    /// The transport's name in reports and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Dpdk => "dpdk",
+            Self::Socket => "socket",
+        }
+    }
+}
+
+/// The server end's address on the DPDK link.
+const SERVER_IP: Ipv4Address = Ipv4Address::new(10, 99, 0, 1);
+/// The client end's address on the DPDK link.
+const CLIENT_IP: Ipv4Address = Ipv4Address::new(10, 99, 0, 2);
+
+/// The ends of one run.
+pub struct Ends {
+    /// The transport.
+    pub transport: Transport,
+    /// The server's device.
+    pub server: Device,
+    /// The client's device (for `socket`, a second handle is not needed:
+    /// the server's device serves both ends).
+    client: Option<Device>,
+    /// Where the server listens.
+    pub listen: String,
+}
+
+impl Ends {
+    /// Opens the ends of `transport`.
+    pub fn open(transport: Transport) -> Result<Self, String> {
+        match transport {
+            Transport::Dpdk => {
+                let eal = eal()?;
+                let (a, b) = ring_pair(eal, 1, 4096).map_err(|e| format!("net_ring pair: {e}"))?;
+                let server = dpdk_device(eal, a, SERVER_IP, 1)?;
+                let client = dpdk_device(eal, b, CLIENT_IP, 2)?;
+                Ok(Ends {
+                    transport,
+                    server,
+                    client: Some(client),
+                    listen: format!("{SERVER_IP}:0"),
+                })
+            }
+            Transport::Socket => Ok(Ends {
+                transport,
+                server: Device::open(DeviceConfig::default()).map_err(|e| e.to_string())?,
+                client: None,
+                listen: "127.0.0.1:0".into(),
+            }),
+        }
+    }
+
+    /// The client's device.
+    pub fn client(&self) -> &Device {
+        self.client.as_ref().unwrap_or(&self.server)
+    }
+
+    /// Whether each end's thread runs its device's cores (so the server
+    /// end needs a thread of its own even when it only waits).
+    pub fn inline(&self) -> bool {
+        self.transport == Transport::Dpdk
+    }
+}
+
+fn dpdk_device(
+    eal: &'static Eal,
+    port: uwarp_dataplane::Device,
+    ip: Ipv4Address,
+    last: u8,
+) -> Result<Device, String> {
+    let mut host = HostConfig::new(ip, 24);
+    host.mac = Some(EthernetAddress([0x02, 0, 0, 0x99, 0, last]));
+    let dpdk = DpdkConfig {
+        host,
+        threads: CoreThreads::Inline,
+    };
+    Device::open_dpdk(eal, port, DeviceConfig::default(), dpdk)
+        .map_err(|e| format!("the DPDK device: {e}"))
+}
+
+/// The EAL of this process, with no PCI devices and no hugepages.
+fn eal() -> Result<&'static Eal, String> {
+    static EAL: OnceLock<Result<&'static Eal, String>> = OnceLock::new();
+    EAL.get_or_init(|| {
+        Eal::init(&EalConfig::virtual_devices(Vec::<String>::new()))
+            .map_err(|e| format!("EAL initialisation failed: {e}"))
+    })
+    .clone()
+}
+
+/// Pins the calling thread to CPU `index` of those this process could
+/// use when it started, when there are at least two, so the two ends of
+/// a DPDK run do not share one. (A thread inherits its creator's mask, so
+/// the list is taken once, before any thread was pinned.)
+pub fn pin(index: usize) {
+    static CPUS: OnceLock<Vec<core_affinity::CoreId>> = OnceLock::new();
+    let cpus = CPUS.get_or_init(|| core_affinity::get_core_ids().unwrap_or_default());
+    if cpus.len() >= 2 {
+        core_affinity::set_for_current(cpus[index % cpus.len()]);
+    }
+}
