@@ -35,7 +35,10 @@ down)
     [ -e "$state" ] || { echo "hugepages.sh: nothing to release"; exit 0; }
     read -r prev mounted < "$state"
     echo "$prev" > "$nr"
-    [ "$mounted" = yes ] && umount "$mnt" || true
+    # A mount still in use stays (umount says why); the pages go back all the same.
+    if [ "$mounted" = yes ]; then
+        umount "$mnt" || true
+    fi
     rm -f "$state"
     echo "hugepages.sh: restored $prev pages"
     ;;
