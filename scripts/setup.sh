@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Installs every system package uwarp needs on Debian 12, idempotently.
 #
-# Usage: scripts/setup.sh
+# Usage: scripts/setup.sh [PACKAGE...]
+#
+# With no arguments it installs uwarp's packages (listed below); given
+# package names it installs just those instead, the same way (this is how
+# scripts/lint-scripts.sh and vagrant/provision.sh get their extra tools).
 #
 # Works as root or as a user with sudo. Prints nothing when everything is
 # already installed; otherwise says what it installs.
@@ -29,6 +33,10 @@ packages=(
     build-essential
     ca-certificates
 )
+
+if [ $# -gt 0 ]; then
+    packages=("$@")
+fi
 
 missing=()
 for pkg in "${packages[@]}"; do
