@@ -26,6 +26,9 @@ fn settings(crc: bool, markers: bool, responder: bool, rtr: u8) -> u8 {
     u8::from(crc) | u8::from(markers) << 1 | u8::from(responder) << 2 | rtr << 3
 }
 
+/// The settings bit that reorders the pieces.
+const REORDER: u8 = 0x20;
+
 /// What a well-behaved peer sends: Writes, a two-segment Send, a Send with
 /// Invalidate, a Read Request and, when the engine is the initiator (whose
 /// Read Request is out before any input arrives), the response to its Read.
@@ -156,13 +159,16 @@ fn seeds() -> Vec<Vec<u8>> {
 fn a_well_behaved_peer_keeps_the_stream_open() {
     for seed in seeds() {
         for piece in [0u8, 1, 7, 200] {
-            let mut input = seed.clone();
-            input[1] = piece;
-            assert!(
-                engine(&input),
-                "settings {:#04x}, pieces of {piece}",
-                seed[0]
-            );
+            for reorder in [0, REORDER] {
+                let mut input = seed.clone();
+                input[0] |= reorder;
+                input[1] = piece;
+                assert!(
+                    engine(&input),
+                    "settings {:#04x}, pieces of {piece}",
+                    input[0]
+                );
+            }
         }
     }
 }
@@ -174,6 +180,9 @@ fn every_mutation_of_the_seeds_keeps_every_promise() {
             for flip in [0x01u8, 0x80, 0xFF] {
                 let mut input = seed.clone();
                 input[at] ^= flip;
+                engine(&input);
+                // The same, one FPDU a piece, every second one early.
+                input[0] |= REORDER;
                 engine(&input);
             }
             engine(&seed[..at]);

@@ -120,6 +120,43 @@ impl<B: UntaggedBuffer> UntaggedQueue<B> {
         last: bool,
         payload: &[u8],
     ) -> Result<(), UntaggedError> {
+        self.write(msn, mo, payload)?;
+        self.account(msn, mo, last, payload.len())
+    }
+
+    /// Writes one segment of message `msn` at `mo` into its buffer without
+    /// counting it as arrived: placement ahead of the in-order stream (RFC
+    /// 5041 section 5.3), whose [`account`](Self::account) follows when
+    /// the stream reaches the segment. Nothing is written on an error.
+    pub fn write(&mut self, msn: u32, mo: u32, payload: &[u8]) -> Result<(), UntaggedError> {
+        let index = self.fit(msn, mo, payload.len())?;
+        self.slots[index].buffer.write_at(mo as usize, payload);
+        Ok(())
+    }
+
+    /// Counts a segment of `len` octets of message `msn` at `mo` as
+    /// arrived, its octets already written; `last` is its L bit. Fails as
+    /// [`place`](Self::place) would, and then counts nothing.
+    pub fn account(
+        &mut self,
+        msn: u32,
+        mo: u32,
+        last: bool,
+        len: usize,
+    ) -> Result<(), UntaggedError> {
+        let index = self.fit(msn, mo, len)?;
+        let slot = &mut self.slots[index];
+        slot.placed += len as u64;
+        if last {
+            // `fit` checked that the end fits in 32 bits.
+            slot.total = Some(mo + len as u32);
+        }
+        Ok(())
+    }
+
+    /// The slot of message `msn`, once a segment of `len` octets at `mo`
+    /// is known to fit its buffer.
+    fn fit(&self, msn: u32, mo: u32, len: usize) -> Result<usize, UntaggedError> {
         let index = msn.wrapping_sub(self.next_msn) as usize;
         if index >= self.slots.len() {
             // The next expected message, or one a buffer could have been
@@ -131,22 +168,16 @@ impl<B: UntaggedBuffer> UntaggedQueue<B> {
                 UntaggedError::MsnRange
             });
         }
-        let len = u32::try_from(payload.len()).map_err(|_| UntaggedError::InvalidMo)?;
+        let len = u32::try_from(len).map_err(|_| UntaggedError::InvalidMo)?;
         let end = mo.checked_add(len).ok_or(UntaggedError::InvalidMo)?;
-        let slot = &mut self.slots[index];
-        let capacity = slot.buffer.capacity();
+        let capacity = self.slots[index].buffer.capacity();
         if mo as usize > capacity {
             return Err(UntaggedError::InvalidMo);
         }
         if end as usize > capacity {
             return Err(UntaggedError::TooLong);
         }
-        slot.buffer.write_at(mo as usize, payload);
-        slot.placed += u64::from(len);
-        if last {
-            slot.total = Some(end);
-        }
-        Ok(())
+        Ok(index)
     }
 
     /// The buffer matched to message `msn`, if one is posted for it.
@@ -210,6 +241,35 @@ mod tests {
         assert_eq!((delivered.msn, delivered.len), (1, 2048));
         assert_eq!(delivered.buffer[1481..1483], [1, 2]);
         assert_eq!(queue.next_msn(), 2);
+    }
+
+    #[test]
+    fn a_segment_written_early_counts_only_once_accounted() {
+        let mut queue = UntaggedQueue::new();
+        queue.post(vec![0u8; 100]);
+        queue.write(1, 60, &[7; 40]).unwrap();
+        assert_eq!(queue.buffer_mut(1).unwrap()[60..], [7; 40]);
+        queue.place(1, 0, false, &[1; 60]).unwrap();
+        assert!(
+            queue.deliver().is_none(),
+            "the early segment is not counted yet"
+        );
+        assert_eq!(queue.account(1, 60, true, 41), Err(UntaggedError::TooLong));
+        queue.account(1, 60, true, 40).unwrap();
+        let delivered = queue.deliver().unwrap();
+        assert_eq!(delivered.len, 100);
+        assert_eq!(delivered.buffer[59..61], [1, 7]);
+    }
+
+    #[test]
+    fn an_early_write_is_refused_like_a_placement() {
+        let mut queue: UntaggedQueue<Vec<u8>> = UntaggedQueue::new();
+        assert_eq!(queue.write(1, 0, &[1]), Err(UntaggedError::NoBuffer));
+        queue.post(vec![0u8; 10]);
+        assert_eq!(queue.write(1, 11, &[]), Err(UntaggedError::InvalidMo));
+        assert_eq!(queue.write(1, 5, &[1; 6]), Err(UntaggedError::TooLong));
+        assert_eq!(queue.write(9, 0, &[1]), Err(UntaggedError::MsnRange));
+        assert_eq!(queue.buffer_mut(1).unwrap(), &vec![0u8; 10]);
     }
 
     #[test]

@@ -145,16 +145,72 @@ impl FpduReader {
         let (ulpdu, used) = match parsed {
             Ok(Some(found)) => found,
             Ok(None) => return None,
-            Err(err) => {
-                self.failed = Some(err);
-                self.buf = Vec::new();
-                self.start = 0;
-                return Some(Err(err));
-            }
+            Err(err) => return Some(Err(self.fail(err))),
         };
         self.start += used;
         self.compact();
         Some(Ok(ulpdu))
+    }
+
+    /// The next whole ULPDU read in place from the front of `data`, which
+    /// then moves past its FPDU: the path of FPDUs aligned with the LLP's
+    /// segments (RFC 5044 appendix A.3), with no copy. It applies only
+    /// when nothing is buffered and the direction has no Markers; `None`
+    /// when it does not apply or `data` does not start with a whole FPDU
+    /// (then [`push`](Self::push) the rest). After an error it returns the
+    /// error, like [`next_ulpdu`](Self::next_ulpdu).
+    pub fn next_in_place<'d>(
+        &mut self,
+        data: &mut &'d [u8],
+    ) -> Option<Result<&'d [u8], FramingError>> {
+        if let Some(err) = self.failed {
+            return Some(Err(err));
+        }
+        if self.markers || self.buffered() > 0 {
+            return None;
+        }
+        let whole: &'d [u8] = data;
+        let fpdu = Fpdu::new_checked(whole).ok()?;
+        if let Err(err) = self.check(fpdu.verify(self.crc)) {
+            return Some(Err(self.fail(err)));
+        }
+        let (len, ulpdu_len) = (fpdu.fpdu_len(), fpdu.ulpdu_len());
+        *data = &whole[len..];
+        self.advance(len as u64);
+        Some(Ok(
+            &whole[fpdu::LENGTH_FIELD_LEN..fpdu::LENGTH_FIELD_LEN + ulpdu_len]
+        ))
+    }
+
+    /// The stream continues `len` octets further on: octets the LLP never
+    /// hands over in order, because whole FPDUs in them were placed out of
+    /// order. Refuses, skipping nothing, while part of an FPDU is buffered:
+    /// the skipped octets would then not start at an FPDU boundary.
+    pub fn skip(&mut self, len: u64) -> bool {
+        if self.buffered() > 0 {
+            return false;
+        }
+        self.advance(len);
+        true
+    }
+
+    /// Moves the stream offset of the next octet on by `len`; nothing may
+    /// be buffered.
+    fn advance(&mut self, len: u64) {
+        self.offset = self
+            .offset
+            .wrapping_add(self.start as u64)
+            .wrapping_add(len);
+        self.buf.clear();
+        self.start = 0;
+    }
+
+    /// Stops the reader for good with `err`.
+    fn fail(&mut self, err: FramingError) -> FramingError {
+        self.failed = Some(err);
+        self.buf = Vec::new();
+        self.start = 0;
+        err
     }
 
     fn read_plain(&self, pending: &[u8]) -> Result<Option<(Vec<u8>, usize)>, FramingError> {
@@ -217,19 +273,82 @@ mod tests {
                 writer.write(&[&ulpdu], &mut stream).unwrap();
             }
             assert_eq!(writer.offset(), stream.len() as u64);
-            for piece in [1, 3, 100, 1448, stream.len()] {
+            // Whole FPDUs in place (where the path applies), the rest
+            // through the buffer, or everything through the buffer.
+            for (piece, in_place) in [1, 3, 100, 1448, 4096, stream.len()]
+                .into_iter()
+                .flat_map(|piece| [(piece, false), (piece, true)])
+            {
                 let mut reader = FpduReader::new(crc, markers);
                 let mut got = Vec::new();
                 for chunk in stream.chunks(piece) {
-                    reader.push(chunk);
+                    let mut rest = chunk;
+                    while let Some(ulpdu) =
+                        in_place.then(|| reader.next_in_place(&mut rest)).flatten()
+                    {
+                        got.push(ulpdu.unwrap().to_vec());
+                    }
+                    reader.push(rest);
                     while let Some(ulpdu) = reader.next_ulpdu() {
                         got.push(ulpdu.unwrap());
                     }
                 }
-                assert_eq!(got, ulpdus(), "crc {crc} markers {markers} piece {piece}");
-                assert_eq!(reader.buffered(), 0);
+                let label =
+                    format!("crc {crc} markers {markers} piece {piece} in place {in_place}");
+                assert_eq!(got, ulpdus(), "{label}");
+                assert_eq!(reader.buffered(), 0, "{label}");
             }
         }
+    }
+
+    #[test]
+    fn in_place_reading_stops_at_a_bad_crc_for_good() {
+        let mut stream = Vec::new();
+        let mut writer = FpduWriter::new(true, false);
+        writer.write(&[b"first"], &mut stream).unwrap();
+        writer.write(&[b"second"], &mut stream).unwrap();
+        let last = stream.len() - 1;
+        stream[last] ^= 1;
+        let mut reader = FpduReader::new(true, false);
+        let mut rest = &stream[..];
+        assert_eq!(reader.next_in_place(&mut rest), Some(Ok(&b"first"[..])));
+        let err = reader.next_in_place(&mut rest).unwrap().unwrap_err();
+        assert_eq!(err.terminate_error(), TermError::MpaCrcError);
+        assert_eq!(reader.next_ulpdu(), Some(Err(err)));
+        assert_eq!(reader.next_in_place(&mut &b"x"[..]), Some(Err(err)));
+    }
+
+    #[test]
+    fn markers_or_a_partial_fpdu_keep_the_in_place_path_off() {
+        let mut stream = Vec::new();
+        FpduWriter::new(false, true)
+            .write(&[b"marked"], &mut stream)
+            .unwrap();
+        let mut marked = FpduReader::new(false, true);
+        assert_eq!(marked.next_in_place(&mut &stream[..]), None);
+        let mut plain = FpduReader::new(false, false);
+        plain.push(&[0]);
+        assert_eq!(plain.next_in_place(&mut &[0, 1, 2, 3, 4, 5][..]), None);
+        assert!(!plain.skip(8), "a partial FPDU is buffered");
+    }
+
+    #[test]
+    fn skipped_octets_keep_marker_positions() {
+        // Three FPDUs with Markers; the reader skips the second (placed
+        // out of order elsewhere) and still finds the third's Markers.
+        let mut writer = FpduWriter::new(true, true);
+        let mut stream = Vec::new();
+        let mut bounds = vec![0];
+        for ulpdu in [&[1u8; 700][..], &[2; 900], &[3; 600]] {
+            writer.write(&[ulpdu], &mut stream).unwrap();
+            bounds.push(stream.len());
+        }
+        let mut reader = FpduReader::new(true, true);
+        reader.push(&stream[..bounds[1]]);
+        assert_eq!(reader.next_ulpdu(), Some(Ok(vec![1; 700])));
+        assert!(reader.skip((bounds[2] - bounds[1]) as u64));
+        reader.push(&stream[bounds[2]..]);
+        assert_eq!(reader.next_ulpdu(), Some(Ok(vec![3; 600])));
     }
 
     #[test]

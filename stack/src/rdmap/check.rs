@@ -13,8 +13,13 @@
 //!
 //! The input: octet 0 holds the settings (bit 0 CRC, bit 1 Markers in
 //! what the peer sends, bit 2 the engine is the responder, bits 3-4 the
-//! RTR: none, Write, Send, Read); octet 1 the size of the pieces the rest
-//! is fed in (0: all at once); the rest is the peer's stream.
+//! RTR: none, Write, Send, Read, bit 5 reordering); octet 1 the size of
+//! the pieces the rest is fed in (0: all at once, or with reordering one
+//! FPDU a piece, as the ULPDU_Length fields cut it); the rest is the
+//! peer's stream. With reordering, of each two pieces the second arrives first
+//! and is offered for placement out of order (RFC 5041 section 5.3); if
+//! the engine declines it, it follows the first in order, as TCP's
+//! reassembly buffer would hand it over.
 //!
 //! The regions, each [`REGION_LEN`] octets with guard octets around it in
 //! its buffer: region `i` has STag `(i + 1) << 8` (key 0) and Tagged
@@ -35,6 +40,7 @@ use crate::mem::{Access, MemoryBuffer, PdId, RegionSpec, Stag, StagTable};
 use crate::mpa::{FpduReader, Negotiated, Rtr};
 use crate::rdmap::{CqKind, EngineConfig, QpEngine, Role};
 use crate::verbs::{Payload, QpState, RecvWr, SendOp, SendWr, Sge};
+use crate::wire::fpdu;
 use crate::wire::mpa::Revision;
 use crate::wire::rdmap::{Opcode, RdmapSegment};
 
@@ -106,6 +112,22 @@ fn sge(i: usize, offset: usize, length: usize) -> Sge {
         length: length as u32,
         lkey: Stag((i as u32 + 1) << 8),
     }
+}
+
+/// `stream` cut where its ULPDU_Length fields say each FPDU ends (the
+/// tail that is not a whole FPDU is the last piece).
+fn fpdu_pieces(mut stream: &[u8]) -> Vec<&[u8]> {
+    let mut pieces = Vec::new();
+    while let [high, low, ..] = *stream {
+        let len = fpdu::fpdu_len(usize::from(u16::from_be_bytes([high, low]))).min(stream.len());
+        let (piece, rest) = stream.split_at(len);
+        pieces.push(piece);
+        stream = rest;
+    }
+    if !stream.is_empty() {
+        pieces.push(stream);
+    }
+    pieces
 }
 
 /// Runs the engine over `input` (see the module documentation) and checks
@@ -185,13 +207,28 @@ pub fn engine(input: &[u8]) -> bool {
         while engine.poll_event().is_some() {}
     };
     drain(&mut engine, &mut sent);
-    let piece = if piece == 0 {
-        stream.len().max(1)
-    } else {
-        piece
+    let reorder = settings & 0x20 != 0;
+    let pieces: Vec<&[u8]> = match piece {
+        0 if reorder => fpdu_pieces(stream),
+        0 => vec![stream],
+        _ => stream.chunks(piece).collect(),
     };
-    for chunk in stream.chunks(piece) {
+    let mut chunks = pieces.into_iter();
+    let mut offset = 0u64;
+    while let Some(chunk) = chunks.next() {
+        let next = if reorder { chunks.next() } else { None };
+        let next_at = offset + chunk.len() as u64;
+        let placed = next.is_some_and(|next| engine.place_out_of_order(next_at, next));
+        drain(&mut engine, &mut sent);
         engine.on_bytes(chunk);
+        offset = next_at;
+        if let Some(next) = next {
+            if !placed {
+                engine.on_bytes(next);
+            }
+            offset += next.len() as u64;
+        }
+        assert_eq!(engine.rx_offset(), offset, "every octet is taken once");
         drain(&mut engine, &mut sent);
     }
     let open = matches!(engine.state(), QpState::Rts);

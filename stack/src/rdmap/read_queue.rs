@@ -103,6 +103,25 @@ impl<T> OutboundReads<T> {
         Ok(self.outstanding.pop_front().map(|o| o.context))
     }
 
+    /// Whether `len` octets at `sink_to` of `sink_stag` lie inside the sink
+    /// buffer of an outstanding Read: what a response segment that arrived
+    /// ahead of the in-order stream must satisfy before it is placed. The
+    /// order checks of [`on_response`](Self::on_response) follow when the
+    /// stream reaches the segment.
+    pub fn covers(&self, sink_stag: u32, sink_to: u64, len: u32) -> bool {
+        let Some(end) = sink_to.checked_add(u64::from(len)) else {
+            return false;
+        };
+        self.outstanding.iter().any(|o| {
+            let start = o.request.sink_to;
+            o.request.sink_stag == sink_stag
+                && sink_to >= start
+                && start
+                    .checked_add(u64::from(o.request.size))
+                    .is_some_and(|limit| end <= limit)
+        })
+    }
+
     /// Reads in flight.
     pub fn in_flight(&self) -> usize {
         self.outstanding.len()
@@ -269,6 +288,23 @@ mod tests {
             );
         }
         assert_eq!(reads.on_response(1, 0x1000, 10, true), Ok(Some(())));
+    }
+
+    #[test]
+    fn covers_any_outstanding_sink_range_without_advancing() {
+        let mut reads = OutboundReads::new(2);
+        reads.send(read(10, 1), ()).unwrap();
+        reads.send(read(u32::MAX, 2), ()).unwrap();
+        assert!(reads.covers(1, 0x1006, 4));
+        assert!(reads.covers(1, 0x1000, 10));
+        assert!(!reads.covers(1, 0x1006, 5), "past the end");
+        assert!(!reads.covers(1, 0x0fff, 2), "before the start");
+        assert!(!reads.covers(3, 0x1000, 1), "no Read names this STag");
+        assert!(reads.covers(2, 0x1000 + u64::from(u32::MAX) - 1, 1));
+        assert!(!reads.covers(2, u64::MAX, 1), "the end overflows");
+        // Nothing moved: the in-order response still starts at 0x1000.
+        assert_eq!(reads.on_response(1, 0x1000, 10, true), Ok(Some(())));
+        assert!(!reads.covers(1, 0x1000, 1), "answered in full");
     }
 
     #[test]

@@ -14,6 +14,9 @@
 //!   turn, the close after a graceful disconnect.
 //! - `receive.rs`: every inbound segment checked (RFC 5041 section 7.1,
 //!   RFC 5040 section 7) and placed, or answered with a Terminate.
+//! - `early.rs`: out-of-order segments of whole FPDUs placed at once and
+//!   delivered when the in-order stream reaches them (RFC 5041 section
+//!   5.3, RFC 5044 appendix A.3).
 //! - `terminate.rs`: building Terminate messages and choosing what they
 //!   echo (RFC 5040 sections 4.8 and 7).
 //!
@@ -24,6 +27,7 @@
 //! Error flushes every outstanding work request; work posted afterwards
 //! completes at once, flushed.
 
+mod early;
 mod receive;
 mod send_queue;
 mod terminate;
@@ -116,6 +120,10 @@ pub struct EngineCounters {
     pub fpdus_received: u64,
     /// Payload octets placed into registered memory.
     pub bytes_placed: u64,
+    /// FPDUs placed out of order, ahead of the in-order stream.
+    pub fpdus_placed_out_of_order: u64,
+    /// Payload octets of those FPDUs.
+    pub bytes_placed_out_of_order: u64,
     /// FPDUs dropped by a CRC mismatch in Full Operation (each ends the
     /// stream).
     pub crc_errors: u64,
@@ -151,6 +159,14 @@ pub struct QpEngine {
     srq: Option<Arc<SharedReceiveQueue>>,
     writer: FpduWriter,
     reader: FpduReader,
+    /// The reader stopped at a framing error: nothing more is read.
+    reader_failed: bool,
+    /// The stream offset of the next octet the LLP hands over in order.
+    rx_offset: u64,
+    /// Whether out-of-order segments may be placed early: CRCs on and no
+    /// Markers on what the peer sends.
+    early_placement: bool,
+    early: early::EarlyFpdus,
     sq: SendQueue,
     rq: UntaggedQueue<RecvSlot>,
     inbound_reads: InboundReads,
@@ -194,6 +210,10 @@ impl QpEngine {
             srq: config.srq,
             writer: FpduWriter::new(n.crc, n.markers_tx),
             reader: FpduReader::new(n.crc, n.markers_rx),
+            reader_failed: false,
+            rx_offset: 0,
+            early_placement: n.crc && !n.markers_rx,
+            early: early::EarlyFpdus::default(),
             sq,
             rq: UntaggedQueue::new(),
             inbound_reads: InboundReads::new(n.ird),

@@ -21,41 +21,62 @@ use crate::wire::terminate::{LayoutHint, TermError, TerminateRepr};
 use crate::wire::WireError;
 
 impl QpEngine {
-    /// Takes stream octets from the LLP, in order.
+    /// Takes stream octets from the LLP, in order. Whole FPDUs at the
+    /// front are read where they lie; the rest waits in the reader for the
+    /// octets that complete it. FPDUs placed out of order that the stream
+    /// now reaches are delivered after them.
     pub fn on_bytes(&mut self, data: &[u8]) {
-        if !self.hears_peer() {
-            return;
-        }
-        self.reader.push(data);
+        self.rx_offset += data.len() as u64;
+        let mut rest = data;
         while self.hears_peer() {
-            let ulpdu = match self.reader.next_ulpdu() {
+            match self.reader.next_in_place(&mut rest) {
                 None => break,
-                Some(Ok(ulpdu)) => ulpdu,
-                Some(Err(err)) => {
-                    // The reader repeats its error on every call: it is
-                    // counted and answered once, in Full Operation.
-                    if self.state != QpState::Terminate {
-                        if matches!(err, FramingError::Crc { .. }) {
-                            self.counters.crc_errors += 1;
-                        }
-                        self.send_terminate(Fault::new(err.terminate_error()), &[]);
-                    }
-                    break;
-                }
-            };
-            self.counters.fpdus_received += 1;
-            if self.state == QpState::Terminate {
-                self.on_ulpdu_terminated(&ulpdu);
-            } else {
-                self.on_ulpdu(&ulpdu);
+                Some(Ok(ulpdu)) => self.on_fpdu(ulpdu),
+                Some(Err(err)) => self.on_framing_error(err),
             }
+        }
+        if self.hears_peer() {
+            self.reader.push(rest);
+        }
+        while self.hears_peer() {
+            match self.reader.next_ulpdu() {
+                None => break,
+                Some(Ok(ulpdu)) => self.on_fpdu(&ulpdu),
+                Some(Err(err)) => self.on_framing_error(err),
+            }
+        }
+        self.deliver_early();
+    }
+
+    /// One whole FPDU's ULPDU, in order.
+    fn on_fpdu(&mut self, ulpdu: &[u8]) {
+        self.counters.fpdus_received += 1;
+        if self.state == QpState::Terminate {
+            self.on_ulpdu_terminated(ulpdu);
+        } else {
+            self.on_ulpdu(ulpdu);
         }
     }
 
+    /// The reader stopped. It repeats its error on every call: the error is
+    /// counted and answered once, in Full Operation, and nothing more is
+    /// read.
+    fn on_framing_error(&mut self, err: FramingError) {
+        if self.state != QpState::Terminate {
+            if matches!(err, FramingError::Crc { .. }) {
+                self.counters.crc_errors += 1;
+            }
+            self.send_terminate(Fault::new(err.terminate_error()), &[]);
+        }
+        // Terminate no longer hears a broken stream either.
+        self.reader_failed = true;
+    }
+
     /// Whether stream octets are still read: in Full Operation and, for
-    /// the peer's Terminate, in the Terminate state.
+    /// the peer's Terminate, in the Terminate state, while the framing
+    /// holds.
     fn hears_peer(&self) -> bool {
-        self.accepts_work() || self.state == QpState::Terminate
+        !self.reader_failed && (self.accepts_work() || self.state == QpState::Terminate)
     }
 
     /// Handles one whole ULPDU.
@@ -67,7 +88,7 @@ impl QpEngine {
                 if first && self.is_expected_rtr(&segment) {
                     return self.consume_rtr(&segment);
                 }
-                self.dispatch(&segment)
+                self.dispatch(&segment, Payload::Octets(segment.payload))
             });
         if let Err(fault) = result {
             self.send_terminate(fault, ulpdu);
@@ -120,14 +141,26 @@ impl QpEngine {
         Ok(())
     }
 
-    fn dispatch(&mut self, segment: &RdmapSegment) -> Result<(), Fault> {
-        let payload = segment.payload;
+    /// Checks and places one segment, then does what its arrival means
+    /// in order (completions, the Read's progress, invalidation). `payload`
+    /// says whether its octets are still to be placed or were placed out
+    /// of order (only Writes, Read Responses and Sends ever are).
+    pub(super) fn dispatch(
+        &mut self,
+        segment: &RdmapSegment,
+        payload: Payload,
+    ) -> Result<(), Fault> {
         match (segment.ddp.model, segment.opcode()) {
             (BufferModel::Tagged { stag, to }, Opcode::RdmaWrite) => {
-                self.table
-                    .place(Stag(stag), self.pd, to, payload)
-                    .map_err(|e| Fault::new(e.ddp_error()))?;
-                self.counters.bytes_placed += payload.len() as u64;
+                let placed = match payload {
+                    Payload::Octets(octets) => self.table.place(Stag(stag), self.pd, to, octets),
+                    Payload::Placed(len) => {
+                        self.table
+                            .check(Stag(stag), self.pd, Access::REMOTE_WRITE, to, len)
+                    }
+                };
+                placed.map_err(|e| Fault::new(e.ddp_error()))?;
+                self.count_placed(payload);
                 Ok(())
             }
             (BufferModel::Tagged { stag, to }, Opcode::ReadResponse) => {
@@ -139,13 +172,8 @@ impl QpEngine {
                     return Err(Fault::new(TermError::DdpUntaggedInvalidQn));
                 }
                 match qn {
-                    QN_SEND
-                        if !matches!(
-                            opcode,
-                            Opcode::ImmediateData | Opcode::ImmediateDataSolicited
-                        ) =>
-                    {
-                        self.on_send(segment, msn, mo)
+                    QN_SEND if carries_send_payload(opcode) => {
+                        self.on_send(segment, msn, mo, payload)
                     }
                     QN_READ_REQUEST if opcode == Opcode::ReadRequest => {
                         self.on_read_request(segment, msn, mo)
@@ -161,12 +189,20 @@ impl QpEngine {
         }
     }
 
+    /// Counts octets placed now (those placed out of order were counted
+    /// when they were).
+    fn count_placed(&mut self, payload: Payload) {
+        if let Payload::Octets(octets) = payload {
+            self.counters.bytes_placed += octets.len() as u64;
+        }
+    }
+
     fn on_read_response(
         &mut self,
         stag: u32,
         to: u64,
         last: bool,
-        payload: &[u8],
+        payload: Payload,
     ) -> Result<(), Fault> {
         let len = u32::try_from(payload.len()).unwrap_or(u32::MAX);
         // Every check before anything moves: the sink region, then the
@@ -178,16 +214,29 @@ impl QpEngine {
         self.sq
             .on_read_response(stag, to, len, last)
             .map_err(Fault::new)?;
-        self.table
-            .local_write(Stag(stag), self.pd, to, payload)
-            .map_err(|e| Fault::new(e.ddp_error()))?;
-        self.counters.bytes_placed += payload.len() as u64;
+        if let Payload::Octets(octets) = payload {
+            self.table
+                .local_write(Stag(stag), self.pd, to, octets)
+                .map_err(|e| Fault::new(e.ddp_error()))?;
+        }
+        self.count_placed(payload);
         Ok(())
     }
 
-    fn on_send(&mut self, segment: &RdmapSegment, msn: u32, mo: u32) -> Result<(), Fault> {
+    fn on_send(
+        &mut self,
+        segment: &RdmapSegment,
+        msn: u32,
+        mo: u32,
+        payload: Payload,
+    ) -> Result<(), Fault> {
         self.take_from_srq(msn);
-        if let Err(err) = self.rq.place(msn, mo, segment.ddp.last, segment.payload) {
+        let last = segment.ddp.last;
+        let placed = match payload {
+            Payload::Octets(octets) => self.rq.place(msn, mo, last, octets),
+            Payload::Placed(len) => self.rq.account(msn, mo, last, len),
+        };
+        if let Err(err) = placed {
             let error = err.terminate_error();
             // A receive too small for its message completes with a length
             // error; the other untagged errors are the peer's alone.
@@ -198,8 +247,8 @@ impl QpEngine {
             }
             return Err(Fault::new(error));
         }
-        self.counters.bytes_placed += segment.payload.len() as u64;
-        if segment.ddp.last {
+        self.count_placed(payload);
+        if last {
             if let Some(slot) = self.rq.buffer_mut(msn) {
                 slot.solicited = segment.opcode().solicited();
                 slot.invalidate = segment.invalidate_stag();
@@ -213,7 +262,7 @@ impl QpEngine {
 
     /// Moves receives from the shared receive queue to this stream's
     /// untagged queue until message `msn` has one (or the SRQ is empty).
-    fn take_from_srq(&mut self, msn: u32) {
+    pub(super) fn take_from_srq(&mut self, msn: u32) {
         let Some(srq) = &self.srq else {
             return;
         };
@@ -298,6 +347,34 @@ impl QpEngine {
             self.llp_close.get_or_insert(super::LlpClose::Graceful);
         }
     }
+}
+
+/// A segment's payload as its checks see it.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Payload<'a> {
+    /// Octets still to be placed.
+    Octets(&'a [u8]),
+    /// This many octets, already placed out of order.
+    Placed(usize),
+}
+
+impl Payload<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Self::Octets(octets) => octets.len(),
+            Self::Placed(len) => *len,
+        }
+    }
+}
+
+/// Whether a message with `opcode` on the Send queue carries a payload a
+/// posted receive takes (RFC 7306's Immediate Data does not).
+pub(super) fn carries_send_payload(opcode: Opcode) -> bool {
+    opcode.queue_number() == Some(QN_SEND)
+        && !matches!(
+            opcode,
+            Opcode::ImmediateData | Opcode::ImmediateDataSolicited
+        )
 }
 
 /// The Terminate error answering a ULPDU that does not parse (RFC 5041

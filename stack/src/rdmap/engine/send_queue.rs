@@ -389,6 +389,12 @@ impl SendQueue {
         Ok(())
     }
 
+    /// Whether a Read Response segment placed ahead of the in-order stream
+    /// would land inside an outstanding Read's sink buffer.
+    pub fn expects_read_response(&self, sink_stag: u32, sink_to: u64, len: u32) -> bool {
+        self.reads.covers(sink_stag, sink_to, len)
+    }
+
     fn mark_done(&mut self, seq: u64, status: WcStatus, byte_len: u32) {
         // Sequence numbers are consecutive in `order`: the index follows
         // from the oldest one, with no search on the per-message path.
