@@ -53,6 +53,7 @@
 //! ```
 
 mod cm;
+mod counters;
 mod cq;
 mod device;
 pub mod dpdk;
@@ -66,6 +67,7 @@ mod socket;
 mod startup;
 
 pub use cm::{ConnectParams, Connection, IncomingRequest, Listener};
+pub use counters::QpCounters;
 pub use cq::CompletionQueue;
 pub use device::{Device, DeviceConfig};
 pub use dpdk::rdma::{CoreThreads, DpdkConfig};

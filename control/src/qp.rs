@@ -12,6 +12,7 @@ use uwarp_stack::mem::PdId;
 use uwarp_stack::rdmap::{QpEvent, SharedReceiveQueue};
 use uwarp_stack::verbs::{Payload, QpState, RecvWr, SendOp, SendWr};
 
+use crate::counters::{CounterCells, QpCounters};
 use crate::cq::CompletionQueue;
 use crate::dpdk::Doorbell;
 use crate::driver::Driver;
@@ -79,6 +80,8 @@ pub(crate) struct QpShared {
     /// On the DPDK transport, the doorbell of the dataplane core that owns
     /// the connection; the socket transport polls every queue pair instead.
     pub(crate) doorbell: OnceLock<Doorbell>,
+    /// What the stream has carried, as its dataplane publishes it.
+    pub(crate) counters: CounterCells,
 }
 
 impl QpShared {
@@ -147,6 +150,7 @@ impl QueuePair {
                 events_tx,
                 events_rx,
                 doorbell: OnceLock::new(),
+                counters: CounterCells::default(),
             }),
             driver,
         }
@@ -155,6 +159,13 @@ impl QueuePair {
     /// The current state.
     pub fn state(&self) -> QpState {
         self.shared.state()
+    }
+
+    /// What the stream has carried since it connected: FPDUs, placement
+    /// in and out of order, reassembly, splits, CRC errors, Terminates
+    /// (all 0 before it connects).
+    pub fn counters(&self) -> QpCounters {
+        self.shared.counters.snapshot()
     }
 
     /// Posts a send work request. Requests posted before the connection is

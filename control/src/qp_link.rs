@@ -11,6 +11,7 @@ use std::sync::atomic::Ordering;
 use uwarp_stack::rdmap::{CqKind, QpEngine};
 use uwarp_stack::verbs::WorkCompletion;
 
+use crate::counters::{QpCounters, TransportCounters};
 use crate::qp::QueuePair;
 
 /// One established queue pair on a dataplane.
@@ -19,6 +20,8 @@ pub(crate) struct QpLink {
     qp: QueuePair,
     /// Completions that found their queue full.
     backlog: VecDeque<(CqKind, WorkCompletion)>,
+    /// What the transport below the engine counted, as last told.
+    transport: TransportCounters,
 }
 
 impl QpLink {
@@ -30,6 +33,7 @@ impl QpLink {
             engine,
             qp,
             backlog: VecDeque::new(),
+            transport: TransportCounters::default(),
         }
     }
 
@@ -67,8 +71,14 @@ impl QpLink {
         busy
     }
 
-    /// Gives the application the engine's events, completions and state,
-    /// and wakes its waiters; returns whether there was anything.
+    /// Takes the transport's counters, published with the engine's at the
+    /// next [`report`](Self::report).
+    pub(crate) fn set_transport_counters(&mut self, transport: TransportCounters) {
+        self.transport = transport;
+    }
+
+    /// Gives the application the engine's events, completions, state and
+    /// counters, and wakes its waiters; returns whether there was anything.
     pub(crate) fn report(&mut self) -> bool {
         let mut busy = false;
         while let Some(event) = self.engine.poll_event() {
@@ -94,6 +104,8 @@ impl QpLink {
             }
         }
         self.qp.shared.set_state(self.engine.state());
+        let counters = QpCounters::merge(self.engine.counters(), self.transport);
+        self.qp.shared.counters.publish(counters);
         if busy {
             let init = &self.qp.shared.init;
             init.send_cq.shared.wake_waiters();

@@ -19,6 +19,7 @@ use uwarp_stack::mpa::{FpduWriter, Rtr};
 use uwarp_stack::rdmap::{CqKind, QpEvent};
 use uwarp_stack::tcp::sim::SimRng;
 use uwarp_stack::verbs::{RecvWr, SendOp, WcStatus};
+use uwarp_stack::wire::rdmap::Opcode;
 use uwarp_stack::wire::terminate::TermError;
 
 /// Two engines past the responder's send fence: the initiator's Write RTR
@@ -445,13 +446,19 @@ fn early_placement_is_refused_before_the_responders_first_fpdu_and_in_order() {
     // Now it places; a second FPDU must still be whole.
     assert!(b.engine.place_out_of_order(100, &fpdu));
     assert!(!b.engine.place_out_of_order(300, &fpdu[..fpdu.len() - 1]));
-    // Nothing but Writes, Read Responses and Sends.
+    // A Read Request is kept whole for the in-order stream; a Terminate
+    // waits in the LLP.
+    let frame = |ulpdu: &[u8]| {
+        let mut framed = Vec::new();
+        FpduWriter::new(true, false)
+            .write(&[ulpdu], &mut framed)
+            .unwrap();
+        framed
+    };
     let request = common::read_request(1, &Default::default());
-    let mut framed = Vec::new();
-    FpduWriter::new(true, false)
-        .write(&[&request], &mut framed)
-        .unwrap();
-    assert!(!b.engine.place_out_of_order(400, &framed));
+    assert!(b.engine.place_out_of_order(400, &frame(&request)));
+    let terminate = common::untagged(Opcode::Terminate, true, (2, 1, 0), 0, &[0; 4]);
+    assert!(!b.engine.place_out_of_order(500, &frame(&terminate)));
 }
 
 /// Recomputes the CRC of the one FPDU in `octets` after its ULPDU changed.

@@ -3,6 +3,7 @@
 //! dataplane core running [`TcpCore`], on threads of their own.
 
 use std::net::SocketAddrV4;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -208,12 +209,13 @@ impl PortUp {
         device: Device,
         config: &HostConfig,
     ) -> Result<Self, Error> {
-        let pool = Arc::new(Mempool::new(
-            eal,
-            &format!("tcp{}", device.port_id()),
-            &config.mempool,
-            None,
-        )?);
+        // A name of its own, not the port's id: a port's id is free again
+        // as soon as the port is released, before the pool of its cores is
+        // freed, and a port opened on another thread in between may take
+        // the id (two devices' tests side by side did).
+        static POOLS: AtomicUsize = AtomicUsize::new(0);
+        let name = format!("tcp{}", POOLS.fetch_add(1, Ordering::Relaxed));
+        let pool = Arc::new(Mempool::new(eal, &name, &config.mempool, None)?);
         let port_settings = port_config(&device.capabilities()?, 1);
         let mut port = Port::configure(eal, device, &port_settings, std::slice::from_ref(&pool))?;
         port.start_until_link_up(config.link_wait, config.link_wait)?;

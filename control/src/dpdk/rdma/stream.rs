@@ -23,6 +23,7 @@ use uwarp_stack::tcp::{
 use uwarp_stack::wire::fpdu::mulpdu;
 
 use crate::cm::{ConnectParams, Connection as Established, ControlCmd, IncomingRequest};
+use crate::counters::TransportCounters;
 use crate::device::Shared;
 use crate::dpdk::{Doorbell, End, TcpApp};
 use crate::driver::Driver;
@@ -73,6 +74,9 @@ struct Deciding {
 /// Full Operation.
 struct Operating {
     link: QpLink,
+    /// The TCP stream position of the engine's offset 0, the first octet
+    /// of Full Operation.
+    base: u64,
     /// The FPDU the TCP send queue had no room for yet.
     out: Vec<u8>,
     out_pending: bool,
@@ -83,6 +87,15 @@ struct Operating {
     /// Whether our FPDUs carry Markers, and the EMSS the MULPDU is from.
     markers_tx: bool,
     emss: usize,
+}
+
+/// What Full Operation starts from.
+struct Start {
+    negotiated: Negotiated,
+    role: Role,
+    qp: QueuePair,
+    private_data: Vec<u8>,
+    answer: Answer,
 }
 
 enum Phase {
@@ -99,8 +112,11 @@ enum Phase {
 pub struct StreamCounters {
     /// Octets TCP handed over in place, in order.
     pub bytes_in_place: u64,
+    /// Out-of-order segments the engine placed at once.
+    pub segments_placed_out_of_order: u64,
     /// Octets read from TCP's reassembly buffer (they arrived out of
-    /// order, or while the stream could not take them).
+    /// order and could not be placed, or while the stream could not take
+    /// them).
     pub bytes_reassembled: u64,
 }
 
@@ -205,8 +221,14 @@ impl RdmaStream {
             leftover,
             ..
         } = *deciding;
-        self.operate(conn, negotiated, Role::Responder, qp, private_data, answer);
-        self.feed_engine(&leftover);
+        let start = Start {
+            negotiated,
+            role: Role::Responder,
+            qp,
+            private_data,
+            answer,
+        };
+        self.operate(conn, start, &leftover);
     }
 
     /// The application rejected the Request: the Reply carries
@@ -228,16 +250,16 @@ impl RdmaStream {
         Ok(())
     }
 
-    /// Starts Full Operation on `qp`.
-    fn operate(
-        &mut self,
-        conn: &Connection,
-        negotiated: Negotiated,
-        role: Role,
-        qp: QueuePair,
-        private_data: Vec<u8>,
-        answer: Answer,
-    ) {
+    /// Starts Full Operation as `start` says; `leftover` are the octets
+    /// that followed the last startup frame, the first of Full Operation.
+    fn operate(&mut self, conn: &Connection, start: Start, leftover: &[u8]) {
+        let Start {
+            negotiated,
+            role,
+            qp,
+            private_data,
+            answer,
+        } = start;
         let mulpdu = mulpdu(conn.emss(), negotiated.markers_tx);
         let engine = QpEngine::new(EngineConfig {
             negotiated,
@@ -256,6 +278,7 @@ impl RdmaStream {
         };
         self.phase = Phase::Operating(Box::new(Operating {
             link: QpLink::new(engine, qp),
+            base: self.rx_next - leftover.len() as u64,
             out: Vec::new(),
             out_pending: false,
             answer: Some((answer, established)),
@@ -264,6 +287,7 @@ impl RdmaStream {
             markers_tx: negotiated.markers_tx,
             emss: conn.emss(),
         }));
+        self.feed_engine(leftover);
     }
 
     /// Octets of the stream, in order.
@@ -283,11 +307,15 @@ impl RdmaStream {
         }
     }
 
+    /// Octets of Full Operation, in order, into the engine; the stream
+    /// then continues where the engine does (past FPDUs it had placed out
+    /// of order).
     fn feed_engine(&mut self, data: &[u8]) {
         if let Phase::Operating(operating) = &mut self.phase {
             if !data.is_empty() {
                 operating.link.engine.on_bytes(data);
             }
+            self.rx_next = operating.base + operating.link.engine.rx_offset();
         }
     }
 
@@ -310,8 +338,14 @@ impl RdmaStream {
                     unreachable!("matched above");
                 };
                 let Initiating { qp, answer, .. } = *initiating;
-                self.operate(conn, negotiated, Role::Initiator, qp, private_data, answer);
-                self.feed_engine(&leftover);
+                let start = Start {
+                    negotiated,
+                    role: Role::Initiator,
+                    qp,
+                    private_data,
+                    answer,
+                };
+                self.operate(conn, start, &leftover);
             }
             Progress::Replied(InitiatorOutcome::Rejected { private_data, .. }, _) => {
                 let _ = initiating
@@ -421,9 +455,20 @@ impl RdmaStream {
                 conn.release_received(end);
                 continue;
             }
+            if pos > self.rx_next {
+                // Octets between were neither held nor placed early: the
+                // stream cannot go on.
+                self.phase = Phase::Finished;
+                conn.abort();
+                return;
+            }
             let fresh = data[(self.rx_next.saturating_sub(pos)) as usize..].to_vec();
             self.rx_next = end;
-            self.counters.bytes_reassembled += fresh.len() as u64;
+            if matches!(self.phase, Phase::Operating(_)) {
+                // The startup frames are always read from the buffer; only
+                // Full Operation counts.
+                self.counters.bytes_reassembled += fresh.len() as u64;
+            }
             conn.release_received(end);
             self.on_stream(conn, &fresh);
         }
@@ -520,17 +565,25 @@ impl Operating {
 
 impl Consumer for RdmaStream {
     fn on_data(&mut self, pos: u64, data: &[u8], in_order: bool) -> Disposition {
-        match &mut self.phase {
-            Phase::Operating(operating) if in_order && pos == self.rx_next => {
-                self.rx_next += data.len() as u64;
-                self.counters.bytes_in_place += data.len() as u64;
-                operating.link.engine.on_bytes(data);
-                Disposition::Consumed
-            }
-            // The startup phase reads from the connection, where it can
-            // answer at once; out-of-order data waits for what precedes it.
-            _ => Disposition::Keep,
+        // The startup phase reads from the connection, where it can answer
+        // at once; data it cannot take waits for what precedes it.
+        let Phase::Operating(operating) = &mut self.phase else {
+            return Disposition::Keep;
+        };
+        if in_order && pos == self.rx_next {
+            self.counters.bytes_in_place += data.len() as u64;
+            self.feed_engine(data);
+            return Disposition::Consumed;
         }
+        // Whole FPDUs out of order go straight into registered memory when
+        // the engine can place them (RFC 5044 appendix A.3).
+        let engine = &mut operating.link.engine;
+        if !in_order && pos > self.rx_next && engine.place_out_of_order(pos - operating.base, data)
+        {
+            self.counters.segments_placed_out_of_order += 1;
+            return Disposition::Consumed;
+        }
+        Disposition::Keep
     }
 
     fn on_left_edge(&mut self, _left_edge: u64) {}
@@ -554,6 +607,11 @@ impl TcpApp for RdmaStream {
             operating.link.take_work();
             operating.transmit(conn);
             operating.close_if_asked(conn);
+            operating.link.set_transport_counters(TransportCounters {
+                segments_placed_out_of_order: self.counters.segments_placed_out_of_order,
+                bytes_reassembled: self.counters.bytes_reassembled,
+                fpdus_split: conn.stats().records_split,
+            });
             operating.link.report();
             if operating.link.has_backlog() {
                 // Completions wait for the application to make room:

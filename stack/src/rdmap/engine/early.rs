@@ -3,11 +3,18 @@
 //!
 //! An out-of-order TCP segment that holds whole FPDUs, each with a CRC
 //! that checks, is placed at once: Writes and Read Responses through the
-//! STag table, Sends into their posted receive at their MO. Nothing else
-//! of their arrival happens yet. When the in-order stream reaches such an
-//! FPDU it is delivered like any other, its checks run again, with no
-//! copy: the Read's progress, the receive's completion, invalidation, and
-//! the Terminate an error earns all come in stream order.
+//! STag table, Sends into their posted receive at their MO; a Read
+//! Request's 28 octets are kept with it. Nothing else of their arrival
+//! happens yet. When the in-order stream reaches such an FPDU it is
+//! delivered like any other, its checks run again, with no copy: the
+//! Read's progress, the receive's completion, invalidation, the Read
+//! Request joining the inbound queue, and the Terminate an error earns
+//! all come in stream order.
+//!
+//! As with any RNIC that places out of order, a Write that follows a Read
+//! Request in the stream may be placed before the Read is answered; an
+//! application that needs the Read to see the older data fences the
+//! Write (the verbs' fence), as RFC 5040 section 5.5 leaves it.
 //!
 //! A segment qualifies only if every FPDU in it places; otherwise the LLP
 //! keeps it and it arrives in order later (what was written meanwhile is
@@ -27,7 +34,7 @@ use super::QpEngine;
 use crate::mem::Stag;
 use crate::wire::ddp::{BufferModel, DdpRepr};
 use crate::wire::fpdu::{CrcVerdict, Fpdu, LENGTH_FIELD_LEN};
-use crate::wire::rdmap::{Opcode, RdmapControl, RdmapSegment};
+use crate::wire::rdmap::{Opcode, RdmapControl, RdmapSegment, QN_READ_REQUEST, READ_REQUEST_LEN};
 use crate::wire::terminate::TermError;
 
 /// At most this many FPDUs wait, placed, for the in-order stream; past
@@ -43,6 +50,8 @@ struct Early {
     control: RdmapControl,
     /// Payload octets placed.
     placed: usize,
+    /// A Read Request's header, for the inbound queue at delivery.
+    read_request: Option<[u8; READ_REQUEST_LEN]>,
 }
 
 /// The FPDUs placed ahead of the in-order stream, by stream offset.
@@ -123,6 +132,20 @@ impl QpEngine {
                 self.take_from_srq(msn);
                 self.rq.write(msn, mo, payload).is_ok()
             }
+            // A whole Read Request is kept; its checks come in order.
+            (BufferModel::Untagged { qn, mo: 0, .. }, Opcode::ReadRequest)
+                if qn == QN_READ_REQUEST && segment.ddp.last =>
+            {
+                let request = payload.try_into().ok()?;
+                let early = Early {
+                    wire_len: wire_len as u64,
+                    ddp: segment.ddp,
+                    control: segment.control,
+                    placed: 0,
+                    read_request: Some(request),
+                };
+                return Some((early, wire_len));
+            }
             _ => false,
         };
         let early = Early {
@@ -130,6 +153,7 @@ impl QpEngine {
             ddp: segment.ddp,
             control: segment.control,
             placed: payload.len(),
+            read_request: None,
         };
         placed.then_some((early, wire_len))
     }
@@ -156,7 +180,7 @@ impl QpEngine {
             let segment = RdmapSegment {
                 ddp: early.ddp,
                 control: early.control,
-                payload: &[],
+                payload: early.read_request.as_ref().map_or(&[], |r| &r[..]),
             };
             if let Err(fault) = self.dispatch(&segment, Payload::Placed(early.placed)) {
                 self.send_terminate(fault, &echo(&segment, early.placed));
@@ -172,11 +196,12 @@ impl QpEngine {
     }
 }
 
-/// A ULPDU to echo in a Terminate for an FPDU placed early: its header
+/// A ULPDU to echo in a Terminate for an FPDU placed early: its header,
 /// and a payload of its length (a Terminate echoes only the header and
-/// the segment's length).
+/// the segment's length; a Read Request's is the kept one).
 fn echo(segment: &RdmapSegment, placed: usize) -> Vec<u8> {
-    let mut ulpdu = vec![0; segment.ddp.header_len() + placed];
+    let payload = placed.max(segment.payload.len());
+    let mut ulpdu = vec![0; segment.ddp.header_len() + payload];
     // The buffer holds the header; the empty payload leaves the rest.
     let _ = segment.emit(&mut ulpdu);
     ulpdu

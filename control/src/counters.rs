@@ -1,0 +1,145 @@
+//! [`QpCounters`]: what a queue pair's stream has carried, for the
+//! application and the perf tool. The dataplane that runs the stream
+//! publishes them as it works (relaxed atomic stores, no lock); the
+//! application reads a snapshot with [`crate::QueuePair::counters`].
+//!
+//! They name the events RFC 5044 appendix A and RFC 5041 section 5.3 are
+//! about: FPDUs placed out of order, octets that had to wait in TCP's
+//! reassembly buffer, FPDUs split across segments by the appendix A.1
+//! exceptions, CRC errors, and Terminates (RFC 5040 section 4.8).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use uwarp_stack::rdmap::EngineCounters;
+
+/// What a queue pair's stream has carried since it connected. Fields a
+/// transport has no such event for stay 0: the kernel-socket transport
+/// sees only an in-order byte stream, so it places nothing out of order
+/// and cannot see the kernel's own reassembly.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QpCounters {
+    /// FPDUs sent.
+    pub fpdus_sent: u64,
+    /// FPDUs received.
+    pub fpdus_received: u64,
+    /// Payload octets placed into registered memory.
+    pub bytes_placed: u64,
+    /// TCP segments placed out of order, straight into registered memory.
+    pub segments_placed_out_of_order: u64,
+    /// FPDUs in those segments.
+    pub fpdus_placed_out_of_order: u64,
+    /// Payload octets in those FPDUs.
+    pub bytes_placed_out_of_order: u64,
+    /// Stream octets that waited in TCP's reassembly buffer (out of
+    /// order and not placed, or not aligned with an FPDU).
+    pub bytes_reassembled: u64,
+    /// FPDUs this end split across TCP segments (RFC 5044 appendix A.1:
+    /// the MSS shrank, or the peer's window stayed below one FPDU).
+    pub fpdus_split: u64,
+    /// FPDUs whose CRC did not check (each ends the stream).
+    pub crc_errors: u64,
+    /// Terminates sent.
+    pub terminates_sent: u64,
+    /// Terminates received.
+    pub terminates_received: u64,
+}
+
+/// What the transport below the engine counts (the engine counts the
+/// rest).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct TransportCounters {
+    pub(crate) segments_placed_out_of_order: u64,
+    pub(crate) bytes_reassembled: u64,
+    pub(crate) fpdus_split: u64,
+}
+
+impl QpCounters {
+    /// The engine's counters and the transport's together.
+    pub(crate) fn merge(engine: EngineCounters, transport: TransportCounters) -> Self {
+        Self {
+            fpdus_sent: engine.fpdus_sent,
+            fpdus_received: engine.fpdus_received,
+            bytes_placed: engine.bytes_placed,
+            segments_placed_out_of_order: transport.segments_placed_out_of_order,
+            fpdus_placed_out_of_order: engine.fpdus_placed_out_of_order,
+            bytes_placed_out_of_order: engine.bytes_placed_out_of_order,
+            bytes_reassembled: transport.bytes_reassembled,
+            fpdus_split: transport.fpdus_split,
+            crc_errors: engine.crc_errors,
+            terminates_sent: engine.terminates_sent,
+            terminates_received: engine.terminates_received,
+        }
+    }
+
+    fn to_array(self) -> [u64; FIELDS] {
+        [
+            self.fpdus_sent,
+            self.fpdus_received,
+            self.bytes_placed,
+            self.segments_placed_out_of_order,
+            self.fpdus_placed_out_of_order,
+            self.bytes_placed_out_of_order,
+            self.bytes_reassembled,
+            self.fpdus_split,
+            self.crc_errors,
+            self.terminates_sent,
+            self.terminates_received,
+        ]
+    }
+
+    fn from_array(a: [u64; FIELDS]) -> Self {
+        Self {
+            fpdus_sent: a[0],
+            fpdus_received: a[1],
+            bytes_placed: a[2],
+            segments_placed_out_of_order: a[3],
+            fpdus_placed_out_of_order: a[4],
+            bytes_placed_out_of_order: a[5],
+            bytes_reassembled: a[6],
+            fpdus_split: a[7],
+            crc_errors: a[8],
+            terminates_sent: a[9],
+            terminates_received: a[10],
+        }
+    }
+}
+
+const FIELDS: usize = 11;
+
+/// A queue pair's counters as the dataplane publishes them.
+#[derive(Debug, Default)]
+pub(crate) struct CounterCells([AtomicU64; FIELDS]);
+
+impl CounterCells {
+    /// Publishes `counters` (from the one dataplane thread that runs the
+    /// stream).
+    pub(crate) fn publish(&self, counters: QpCounters) {
+        for (cell, value) in self.0.iter().zip(counters.to_array()) {
+            cell.store(value, Ordering::Relaxed);
+        }
+    }
+
+    /// The last published counters. Each field is one the dataplane
+    /// stored; fields may come from successive publications.
+    pub(crate) fn snapshot(&self) -> QpCounters {
+        QpCounters::from_array(std::array::from_fn(|i| self.0[i].load(Ordering::Relaxed)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_publication_reads_back_field_for_field() {
+        let counters = QpCounters::from_array(std::array::from_fn(|i| i as u64 * 3 + 1));
+        let cells = CounterCells::default();
+        assert_eq!(cells.snapshot(), QpCounters::default());
+        cells.publish(counters);
+        assert_eq!(cells.snapshot(), counters);
+        assert_eq!(
+            counters.to_array(),
+            std::array::from_fn(|i| i as u64 * 3 + 1)
+        );
+    }
+}
