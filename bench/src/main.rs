@@ -22,6 +22,7 @@ use uwarp_bench::capture::read_capture;
 use uwarp_bench::decode::{decode_streams, CrcMode, DecodeOptions};
 use uwarp_bench::perf::{self, Op, Transport, Workload};
 use uwarp_bench::pollloop::{self, Link, PollLoopConfig};
+use uwarp_bench::port;
 use uwarp_bench::tcp::compare::{self, CompareConfig, Pinning};
 use uwarp_bench::tcp::{self, Open, Role, TcpRun};
 use uwarp_control::dpdk::End;
@@ -361,23 +362,8 @@ fn calibrate(args: &CalibrateArgs) {
 }
 
 fn tcp(args: &TcpArgs) -> Result<(), String> {
-    let (ip, prefix_len) = args
-        .ip
-        .split_once('/')
-        .and_then(|(ip, len)| Some((ip.parse().ok()?, len.parse::<u8>().ok()?)))
-        .filter(|&(_, len)| len <= 32)
-        .ok_or_else(|| {
-            format!(
-                "--ip {}: expected ADDRESS/PREFIX, e.g. 10.0.0.2/24",
-                args.ip
-            )
-        })?;
-    let mac = match &args.mac {
-        Some(text) => Some(smoltcp::wire::EthernetAddress::from_bytes(&parse_mac(
-            text,
-        )?)),
-        None => None,
-    };
+    let (ip, prefix_len) = port::parse_cidr(&args.ip)?;
+    let mac = args.mac.as_deref().map(port::parse_mac).transpose()?;
     let run = TcpRun {
         role: match args.role {
             RoleArg::Sink => Role::Sink,
@@ -393,7 +379,7 @@ fn tcp(args: &TcpArgs) -> Result<(), String> {
         connections: args.connections,
         eal: args.eal.split_whitespace().map(str::to_owned).collect(),
         device: args.device.clone(),
-        ip: std::net::Ipv4Addr::into(ip),
+        ip,
         prefix_len,
         mac,
         gateway: args.gateway,
@@ -462,18 +448,6 @@ fn parse_cpus(text: &str) -> Result<Placement, String> {
         control,
         dataplanes: vec![dataplane],
     })
-}
-
-/// Six colon-separated hex octets.
-fn parse_mac(text: &str) -> Result<[u8; 6], String> {
-    let octets: Vec<u8> = text
-        .split(':')
-        .map(|part| u8::from_str_radix(part, 16))
-        .collect::<Result<_, _>>()
-        .map_err(|_| format!("--mac {text}: expected six hex octets like 02:00:00:00:00:01"))?;
-    octets
-        .try_into()
-        .map_err(|_| format!("--mac {text}: expected six hex octets like 02:00:00:00:00:01"))
 }
 
 fn pollloop(args: &PollLoopArgs) -> Result<(), String> {

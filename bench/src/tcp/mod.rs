@@ -15,7 +15,6 @@ use serde_json::json;
 use smoltcp::wire::{EthernetAddress, Ipv4Address};
 use uwarp_control::dpdk::{End, HostConfig, HostReport, TcpHost};
 use uwarp_dataplane::runtime::{Impairment, Placement};
-use uwarp_dataplane::{Device, Eal, EalConfig};
 use uwarp_stack::tcp::CongestionControl;
 
 pub use roles::{pattern_block, Report, Role, RoleApp};
@@ -78,40 +77,12 @@ pub struct TcpOutcome {
     pub host: HostReport,
 }
 
-/// The name of the port of the first `--vdev` among `eal`.
-fn first_vdev(eal: &[String]) -> Option<String> {
-    let mut args = eal.iter();
-    while let Some(arg) = args.next() {
-        let value = match arg.strip_prefix("--vdev") {
-            Some("") => args.next().map(String::as_str),
-            Some(rest) => rest.strip_prefix('='),
-            None => None,
-        };
-        if let Some(value) = value {
-            return value.split(',').next().map(str::to_owned);
-        }
-    }
-    None
-}
-
 /// Runs the transfer(s) and returns what they measured.
 pub fn run(config: &TcpRun) -> Result<TcpOutcome, String> {
     if config.connections == 0 {
         return Err("--connections must be at least 1".into());
     }
-    let device_name = config
-        .device
-        .clone()
-        .or_else(|| first_vdev(&config.eal))
-        .ok_or("name the DPDK port with --device, or give a --vdev in --eal")?;
-    let prefix = format!("uwarp-perf-{}", std::process::id());
-    let mut eal_config = EalConfig::virtual_devices(Vec::<String>::new()).file_prefix(&prefix);
-    for arg in &config.eal {
-        eal_config = eal_config.arg(arg.clone());
-    }
-    let eal = Eal::init(&eal_config).map_err(|e| format!("the EAL did not start: {e}"))?;
-    let device = Device::by_name(eal, &device_name)
-        .map_err(|e| format!("no DPDK port {device_name}: {e}"))?;
+    let (eal, device) = crate::port::open(&config.eal, config.device.as_deref())?;
     let mut host_config = HostConfig::new(config.ip, config.prefix_len);
     host_config.mac = config.mac;
     host_config.gateway = config.gateway;
@@ -226,24 +197,5 @@ impl Report {
             hex(&self.sent_sha256),
             hex(&self.received_sha256),
         )
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_port_name_comes_from_the_first_vdev() {
-        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(
-            first_vdev(&args(&["--vdev", "net_tap0,iface=x", "--vdev=net_ring1"])),
-            Some("net_tap0".into())
-        );
-        assert_eq!(
-            first_vdev(&args(&["-l", "0", "--vdev=net_memif0,role=server"])),
-            Some("net_memif0".into())
-        );
-        assert_eq!(first_vdev(&args(&["--no-pci"])), None);
     }
 }
