@@ -15,11 +15,62 @@ use std::io::{Read, Seek, Write};
 use std::os::fd::AsRawFd;
 
 use smoltcp::wire::{EthernetAddress, Ipv4Address};
+use uwarp_control::HostConfig;
 use uwarp_dataplane::{Device, Eal, EalConfig};
 
 /// The EAL arguments that name PCI devices (then the EAL scans the bus
 /// and wants hugepages, unless the arguments say `--no-huge`).
 const PCI_OPTIONS: [&str; 4] = ["-a", "--allow", "-b", "--block"];
+
+/// A DPDK port and this host's addresses on it, as the command line
+/// gives them (`--eal`, `--device`, `--ip`, `--mac`, `--gateway`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PortHost {
+    /// EAL arguments (e.g. `--vdev net_tap0,iface=uw0`).
+    pub eal: Vec<String>,
+    /// The port's name; `None` takes the first `--vdev`'s or `-a`'s.
+    pub device: Option<String>,
+    /// This host's address.
+    pub ip: Ipv4Address,
+    /// Its prefix length.
+    pub prefix_len: u8,
+    /// This host's MAC address (`None`: the port's).
+    pub mac: Option<EthernetAddress>,
+    /// The default gateway.
+    pub gateway: Option<Ipv4Address>,
+}
+
+impl PortHost {
+    /// The host of the options: `eal` split at white space, `ip` as
+    /// ADDRESS/PREFIX, `mac` as six hex octets.
+    pub fn parse(
+        eal: &str,
+        device: Option<&str>,
+        ip: &str,
+        mac: Option<&str>,
+        gateway: Option<Ipv4Address>,
+    ) -> Result<Self, String> {
+        let (ip, prefix_len) = parse_cidr(ip)?;
+        Ok(PortHost {
+            eal: eal.split_whitespace().map(str::to_owned).collect(),
+            device: device.map(str::to_owned),
+            ip,
+            prefix_len,
+            mac: mac.map(parse_mac).transpose()?,
+            gateway,
+        })
+    }
+
+    /// Starts the EAL and finds the port ([`open`]); with the host's
+    /// settings on it (the rest at their defaults).
+    pub fn open(&self) -> Result<(&'static Eal, Device, HostConfig), String> {
+        let (eal, port) = open(&self.eal, self.device.as_deref())?;
+        let mut host = HostConfig::new(self.ip, self.prefix_len);
+        host.mac = self.mac;
+        host.gateway = self.gateway;
+        Ok((eal, port, host))
+    }
+}
 
 /// Starts this process's EAL with `eal` (split at white space) and a file
 /// prefix of its own, and finds the port `device`, by default the first
@@ -170,7 +221,7 @@ fn eal_reason(stderr: &str) -> Option<String> {
 }
 
 /// `ADDRESS/PREFIX`, e.g. `10.0.0.2/24`.
-pub fn parse_cidr(text: &str) -> Result<(Ipv4Address, u8), String> {
+fn parse_cidr(text: &str) -> Result<(Ipv4Address, u8), String> {
     text.split_once('/')
         .and_then(|(ip, len)| Some((ip.parse().ok()?, len.parse::<u8>().ok()?)))
         .filter(|&(_, len)| len <= 32)
@@ -178,7 +229,7 @@ pub fn parse_cidr(text: &str) -> Result<(Ipv4Address, u8), String> {
 }
 
 /// Six colon-separated hex octets.
-pub fn parse_mac(text: &str) -> Result<EthernetAddress, String> {
+fn parse_mac(text: &str) -> Result<EthernetAddress, String> {
     let bad = || format!("--mac {text}: expected six hex octets like 02:00:00:00:00:01");
     let octets: Vec<u8> = text
         .split(':')

@@ -12,12 +12,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use smoltcp::wire::{EthernetAddress, Ipv4Address};
-use uwarp_control::dpdk::{End, HostConfig, HostReport, TcpHost};
+use uwarp_control::dpdk::{End, HostReport, TcpHost};
 use uwarp_dataplane::runtime::{Impairment, Placement};
 use uwarp_stack::tcp::CongestionControl;
 
-pub use roles::{pattern_block, Report, Role, RoleApp};
+use crate::port::PortHost;
+
+pub use roles::{pattern, pattern_block, Report, Role, RoleApp};
 
 /// Which side opens the connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,18 +40,8 @@ pub struct TcpRun {
     pub bytes: u64,
     /// Connections to serve (listen) or open (connect), one after another.
     pub connections: usize,
-    /// Extra EAL arguments (e.g. `--vdev net_tap0,iface=uw0`).
-    pub eal: Vec<String>,
-    /// The DPDK port's name; `None` takes the first `--vdev`'s.
-    pub device: Option<String>,
-    /// Our address.
-    pub ip: Ipv4Address,
-    /// Its prefix length.
-    pub prefix_len: u8,
-    /// Our MAC address (`None`: the port's).
-    pub mac: Option<EthernetAddress>,
-    /// The default gateway.
-    pub gateway: Option<Ipv4Address>,
+    /// The DPDK port and our addresses on it.
+    pub host: PortHost,
     /// Nagle's algorithm.
     pub nagle: bool,
     /// Congestion control.
@@ -82,10 +73,7 @@ pub fn run(config: &TcpRun) -> Result<TcpOutcome, String> {
     if config.connections == 0 {
         return Err("--connections must be at least 1".into());
     }
-    let (eal, device) = crate::port::open(&config.eal, config.device.as_deref())?;
-    let mut host_config = HostConfig::new(config.ip, config.prefix_len);
-    host_config.mac = config.mac;
-    host_config.gateway = config.gateway;
+    let (eal, device, mut host_config) = config.host.open()?;
     host_config.tcp.nagle = config.nagle;
     host_config.tcp.congestion = config.congestion;
     host_config.impairment = config.impairment;
