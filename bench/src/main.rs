@@ -90,9 +90,10 @@ enum Command {
 /// queue pairs and depth from its client; both must give the same MPA
 /// revision.
 #[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("side").required(true).args(["server", "connect"])))]
 struct TwoHostArgs {
     /// Serve one client run, then exit.
-    #[arg(long, conflicts_with = "connect", required_unless_present = "connect")]
+    #[arg(long)]
     server: bool,
     /// Run against the server at ADDR:PORT.
     #[arg(long, value_name = "ADDR:PORT")]

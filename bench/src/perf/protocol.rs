@@ -200,7 +200,8 @@ pub enum Control {
         /// The problem.
         problem: Option<String>,
     },
-    /// Client: no more measurements.
+    /// Client: no more measurements; the server answers with the same
+    /// before the client disconnects.
     Bye,
 }
 

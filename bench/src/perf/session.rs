@@ -11,7 +11,9 @@
 //! End {what it measured} ─────▶  checks the data it holds
 //!                      ◀───────  Verdict {problem}
 //! ... the next size ...
-//! Bye, then disconnect ───────▶  waits for the close
+//! Bye                  ───────▶
+//!                      ◀───────  Bye
+//! disconnects          ───────▶  waits for the close
 //! ```
 //!
 //! Both sides come out with the same [`Outcome`]: the numbers are the
@@ -190,8 +192,14 @@ pub fn run_client(
         let phase = client_phase(&mut ep, run, size).map_err(|e| format!("{size} B: {e}"))?;
         phases.push(phase);
     }
+    // Disconnecting before the server has the Bye would flush its
+    // receives on the other queue pairs first, which it would take for a
+    // failure: the server answers the Bye, then the client hangs up.
     ep.send_control(&Control::Bye)?;
-    ep.close(true);
+    match ep.control()? {
+        Control::Bye => ep.close(true),
+        other => return Err(format!("expected the server's Bye, got {other:?}")),
+    }
     Ok(Outcome {
         negotiated: connection.negotiated,
         local: connection.local_addr,
@@ -209,7 +217,7 @@ fn connect_error(peer: SocketAddr, err: Error) -> String {
             format!("{peer} refused the connection: nothing listens there (is the server running?)")
         }
         Error::Io(e) if e.kind() == ErrorKind::HostUnreachable => {
-            format!("{peer} is unreachable: nobody answered ({e})")
+            format!("{peer} is unreachable: no host answered for its address")
         }
         Error::Io(e) if e.kind() == ErrorKind::TimedOut => {
             format!("connecting to {peer} timed out: nobody answered")
@@ -366,6 +374,7 @@ pub fn serve(
             other => return Err(format!("unexpected from the client: {other:?}")),
         }
     }
+    ep.send_control(&Control::Bye)?;
     ep.close(false);
     Ok(Outcome {
         negotiated: connection.negotiated,
