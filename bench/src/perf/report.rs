@@ -1,8 +1,9 @@
 //! The numbers a perf run reports, as text or as JSON with the field
 //! names every subcommand shares: `bw_gbps`, `msg_rate`, `lat_p50_us`,
-//! `lat_p99_us` (and `lat_p90_us`, `lat_p999_us`, `lat_max_us`),
-//! `setup_per_s` where measured, and `calibrate` with `memcpy_gbps` and
-//! `crc32c_gbps`.
+//! `lat_p99_us` (and `lat_p90_us`, `lat_p999_us`, `lat_max_us`), null
+//! where a run does not measure them. Loopback reports ([`Report`]) add
+//! `setup_per_s` and `calibrate` with `memcpy_gbps` and `crc32c_gbps`;
+//! two-host reports ([`RunReport`]) one entry of `results` per size.
 
 use hdrhistogram::Histogram;
 use serde_json::{json, Map, Value};
@@ -11,7 +12,7 @@ use uwarp_control::Rtr;
 
 use super::calibrate::Calibration;
 use super::session::Outcome;
-use super::{Mode, Workload};
+use super::{Metric, Mode, Workload};
 
 /// Latency percentiles (from hdrhistogram), one way: half a round trip
 /// (the whole round trip for RDMA Reads).
@@ -319,15 +320,18 @@ impl RunReport {
     pub fn to_text(&self) -> String {
         let o = &self.outcome;
         let n = o.negotiated;
+        let depth = match self.mode.metric {
+            Metric::Bandwidth => format!(", tx depth {}", o.tx_depth),
+            Metric::Latency => String::new(),
+        };
         let mut out = format!(
-            "{} {} over {}: {} <-> {}, {} QP, tx depth {}, MPA rev {}, CRC {}, Markers {}/{}, RTR {}\n",
+            "{} {} over {}: {} <-> {}, {} QP{depth}, MPA rev {}, CRC {}, Markers {}/{}, RTR {}\n",
             self.mode.name(),
             self.role,
             self.transport,
             o.local,
             o.peer,
             o.qps,
-            o.tx_depth,
             n.revision as u8,
             on_off(n.crc),
             on_off(n.markers_tx),
