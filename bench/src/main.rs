@@ -474,6 +474,9 @@ fn two_host(op: Op, metric: Metric, args: &TwoHostArgs) -> Result<(), String> {
 
 /// The largest message: 4 GiB - 1 octets.
 const MAX_MESSAGE: usize = u32::MAX as usize;
+/// The deepest send queue a run keeps full (its completion queue has
+/// room for all of it on every queue pair).
+const MAX_TX_DEPTH: usize = 16_384;
 
 /// What the two-host options ask for, checked.
 fn two_host_config(mode: Mode, args: &TwoHostArgs) -> Result<TwoHost, String> {
@@ -504,8 +507,8 @@ fn two_host_config(mode: Mode, args: &TwoHostArgs) -> Result<TwoHost, String> {
     if latency && args.qps != 1 {
         return Err("the latency modes run on one queue pair (-q 1)".into());
     }
-    if args.tx_depth == 0 {
-        return Err("-t (tx-depth) must be at least 1".into());
+    if args.tx_depth == 0 || args.tx_depth > MAX_TX_DEPTH {
+        return Err(format!("-t (tx-depth) must be 1 to {MAX_TX_DEPTH}"));
     }
     let revision = if args.mpa_rev == 1 {
         Revision::Rfc5044

@@ -64,10 +64,20 @@ pub struct Shape {
     pub max: usize,
     /// Receives kept posted on each queue pair.
     pub receives: usize,
-    /// Completion queue entries.
-    pub cq_depth: usize,
+    /// Signaled work requests outstanding on each queue pair at most.
+    pub sends: usize,
     /// Messages up to this long are posted inline.
     pub inline: usize,
+}
+
+impl Shape {
+    /// Completion queue entries: room for every completion the queue
+    /// pairs can have at once, every posted receive flushed at the close
+    /// included. (A full queue makes the transport hold completions back
+    /// until the application polls, and a closing side stops polling.)
+    fn cq_depth(&self) -> usize {
+        self.qps * (self.receives + self.sends) + 64
+    }
 }
 
 /// One side's resources before its queue pairs connect.
@@ -86,7 +96,7 @@ impl<'d> Resources<'d> {
     /// connected).
     pub fn new(device: &'d Device, shape: Shape) -> Result<Self, String> {
         let pd = device.alloc_pd().map_err(|e| e.to_string())?;
-        let cq = device.create_cq(shape.cq_depth);
+        let cq = device.create_cq(shape.cq_depth());
         let caps = QpCaps {
             max_inline_data: shape.inline.max(SLOT),
             ..QpCaps::default()
@@ -417,19 +427,23 @@ impl Endpoint<'_> {
     }
 
     /// Closes the connections: the client disconnects (`initiate`), the
-    /// server waits for that; either gives up after a few seconds.
+    /// server waits for that; either gives up after a few seconds. The
+    /// receives the close flushes are taken off the completion queue.
     pub fn close(mut self, initiate: bool) {
         let qps = &self.resources.qps;
         if initiate {
             qps.iter().for_each(QueuePair::disconnect);
         }
         let deadline = Instant::now() + Duration::from_secs(5);
-        for qp in qps {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if !qp.wait_closed(left) {
-                qp.disconnect();
+        while qps.iter().any(|qp| qp.state() != QpState::Error) && Instant::now() < deadline {
+            if self.resources.cq.poll_one().is_none() {
+                self.idle();
             }
         }
+        qps.iter()
+            .filter(|qp| qp.state() != QpState::Error)
+            .for_each(QueuePair::disconnect);
+        while self.resources.cq.poll_one().is_some() {}
         self.closed = true;
     }
 }

@@ -159,7 +159,7 @@ pub fn run_client(
         qps: run.qps,
         max,
         receives: slots,
-        cq_depth: run.qps * run.tx_depth + slots + 64,
+        sends: run.tx_depth,
         inline: run.inline,
     };
     let resources = Resources::new(device, shape)?;
@@ -329,7 +329,8 @@ pub fn serve(
         qps,
         max: usize::try_from(hello.region.max).map_err(|e| e.to_string())?,
         receives: window,
-        cq_depth: qps * window + 64,
+        // The server's own work requests are unsignaled.
+        sends: 0,
         inline: run.inline,
     };
     let resources = Resources::new(device, shape)?;
