@@ -4,4 +4,5 @@ pub mod capture;
 pub mod decode;
 pub mod perf;
 pub mod pollloop;
+pub mod port;
 pub mod tcp;

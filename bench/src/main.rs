@@ -11,7 +11,11 @@
 //! poll loop in packets per second beside dpdk-testpmd. `uwarp-perf tcp`
 //! runs uwarp's TCP on DPDK against any TCP peer; `uwarp-perf tcp-compare`
 //! measures a bulk transfer between two uwarp processes over net_memif
-//! beside the kernel's TCP over loopback.
+//! beside the kernel's TCP over loopback. `uwarp-perf write-bw`,
+//! `write-lat`, `read-bw`, `read-lat`, `send-bw` and `send-lat` are the
+//! perftest-style two-host modes: one process serves (`--server`), the
+//! other connects (`--connect ADDR:PORT`), each on DPDK or kernel
+//! sockets.
 
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
@@ -20,11 +24,16 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use uwarp_bench::capture::read_capture;
 use uwarp_bench::decode::{decode_streams, CrcMode, DecodeOptions};
-use uwarp_bench::perf::{self, Op, Transport, Workload};
+use uwarp_bench::perf::protocol::{self, Stop};
+use uwarp_bench::perf::session::{ClientRun, Mpa};
+use uwarp_bench::perf::twohost::{self, Carrier, Side, TwoHost};
+use uwarp_bench::perf::{self, plot, Metric, Mode, Op, Transport, Workload};
 use uwarp_bench::pollloop::{self, Link, PollLoopConfig};
+use uwarp_bench::port::PortHost;
 use uwarp_bench::tcp::compare::{self, CompareConfig, Pinning};
 use uwarp_bench::tcp::{self, Open, Role, TcpRun};
 use uwarp_control::dpdk::End;
+use uwarp_control::{Revision, RtrSet};
 use uwarp_dataplane::runtime::{Impairment, Placement};
 use uwarp_stack::tcp::CongestionControl;
 use uwarp_stack::wire::terminate::LayoutHint;
@@ -60,6 +69,109 @@ enum Command {
     /// beside the kernel's TCP over loopback: Gbit/s, packets per second
     /// and their ratio.
     TcpCompare(TcpCompareArgs),
+    /// RDMA Write bandwidth between a server and a client process (like
+    /// ib_write_bw).
+    WriteBw(TwoHostArgs),
+    /// RDMA Write ping-pong latency, half the round trip (like
+    /// ib_write_lat).
+    WriteLat(TwoHostArgs),
+    /// RDMA Read bandwidth: the client reads the server's memory (like
+    /// ib_read_bw).
+    ReadBw(TwoHostArgs),
+    /// RDMA Read latency, the whole round trip (like ib_read_lat).
+    ReadLat(TwoHostArgs),
+    /// Send bandwidth into the server's posted receives (like ib_send_bw).
+    SendBw(TwoHostArgs),
+    /// Send ping-pong latency, half the round trip (like ib_send_lat).
+    SendLat(TwoHostArgs),
+}
+
+/// The options of the two-host modes. The server takes the sizes, counts,
+/// queue pairs and depth from its client; both must give the same MPA
+/// revision.
+#[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("side").required(true).args(["server", "connect"])))]
+struct TwoHostArgs {
+    /// Serve one client run, then exit.
+    #[arg(long)]
+    server: bool,
+    /// Run against the server at ADDR:PORT.
+    #[arg(long, value_name = "ADDR:PORT")]
+    connect: Option<std::net::SocketAddr>,
+    /// The server's port.
+    #[arg(long, default_value_t = 18515)]
+    port: u16,
+    /// The transport: uwarp's TCP on a DPDK port, or the kernel's sockets.
+    #[arg(long, value_enum, default_value_t = TransportArg::Dpdk)]
+    transport: TransportArg,
+    /// EAL arguments (dpdk), e.g. "--vdev net_tap0,iface=uw0" (then
+    /// DPDK runs with --no-huge -m 256 --no-pci unless these say
+    /// otherwise) or "-a 0000:00:07.0" (then only these, with hugepages).
+    #[arg(long, allow_hyphen_values = true)]
+    eal: Option<String>,
+    /// The DPDK port's name (default: the first --vdev's or -a's).
+    #[arg(long)]
+    device: Option<String>,
+    /// This host's address: ADDRESS/PREFIX on dpdk; on socket, the
+    /// address the server binds (default: any).
+    #[arg(long)]
+    ip: Option<String>,
+    /// This host's MAC address (dpdk; default: the port's).
+    #[arg(long)]
+    mac: Option<String>,
+    /// The default gateway (dpdk).
+    #[arg(long)]
+    gateway: Option<std::net::Ipv4Addr>,
+    /// Message size in octets (default: 65536 for bandwidth, 8 for
+    /// latency).
+    #[arg(long, short = 's', conflicts_with = "all")]
+    size: Option<usize>,
+    /// Every size from 2 to 8 MiB by powers of two.
+    #[arg(long, short = 'a')]
+    all: bool,
+    /// Messages (round trips, for latency) at each size (default: 5000
+    /// for bandwidth, 1000 for latency).
+    #[arg(long, short = 'n', conflicts_with = "duration")]
+    iters: Option<u64>,
+    /// Seconds at each size, instead of a count.
+    #[arg(long, short = 'D', value_name = "SECONDS")]
+    duration: Option<f64>,
+    /// Queue pairs (connections), messages spread round-robin (bandwidth).
+    #[arg(long, short = 'q', default_value_t = 1)]
+    qps: usize,
+    /// Work requests outstanding on each queue pair (bandwidth).
+    #[arg(long, short = 't', default_value_t = 128)]
+    tx_depth: usize,
+    /// Post Writes and Sends up to this size inline (copied at posting).
+    #[arg(long, short = 'I', value_name = "SIZE", default_value_t = 0)]
+    inline: usize,
+    /// Ask for MPA CRCs.
+    #[arg(long)]
+    crc: bool,
+    /// Ask the peer for MPA Markers.
+    #[arg(long)]
+    markers: bool,
+    /// The MPA revision.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=2))]
+    mpa_rev: u8,
+    /// The peer-to-peer RTR the client offers (default: write in
+    /// revision 2, none in revision 1, which has no peer-to-peer mode).
+    #[arg(long, value_enum)]
+    p2p: Option<P2pArg>,
+    /// One JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Draw the results against the message size into this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum P2pArg {
+    None,
+    Write,
+    Read,
+    Send,
 }
 
 #[derive(clap::Args)]
@@ -295,6 +407,12 @@ fn main() -> ExitCode {
         Command::Pollloop(args) => pollloop(&args),
         Command::Tcp(args) => tcp(&args),
         Command::TcpCompare(args) => tcp_compare(&args),
+        Command::WriteBw(args) => two_host(Op::Write, Metric::Bandwidth, &args),
+        Command::WriteLat(args) => two_host(Op::Write, Metric::Latency, &args),
+        Command::ReadBw(args) => two_host(Op::Read, Metric::Bandwidth, &args),
+        Command::ReadLat(args) => two_host(Op::Read, Metric::Latency, &args),
+        Command::SendBw(args) => two_host(Op::Send, Metric::Bandwidth, &args),
+        Command::SendLat(args) => two_host(Op::Send, Metric::Latency, &args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -339,6 +457,139 @@ fn loopback(args: &LoopbackArgs, transports: &[Transport]) -> Result<(), String>
     Ok(())
 }
 
+fn two_host(op: Op, metric: Metric, args: &TwoHostArgs) -> Result<(), String> {
+    let config = two_host_config(Mode { op, metric }, args)?;
+    let report = twohost::run(&config)?;
+    if args.json {
+        println!("{}", report.to_json());
+    } else {
+        print!("{}", report.to_text());
+    }
+    if let Some(file) = &args.plot {
+        std::fs::write(file, plot::chart(&report))
+            .map_err(|e| format!("--plot {}: {e}", file.display()))?;
+    }
+    Ok(())
+}
+
+/// The largest message: 4 GiB - 1 octets.
+const MAX_MESSAGE: usize = u32::MAX as usize;
+/// The deepest send queue a run keeps full (its completion queue has
+/// room for all of it on every queue pair).
+const MAX_TX_DEPTH: usize = 16_384;
+
+/// What the two-host options ask for, checked.
+fn two_host_config(mode: Mode, args: &TwoHostArgs) -> Result<TwoHost, String> {
+    let latency = mode.metric == Metric::Latency;
+    let sizes = if args.all {
+        (1..=23).map(|k| 1usize << k).collect()
+    } else {
+        vec![args.size.unwrap_or(if latency { 8 } else { 65_536 })]
+    };
+    if sizes.iter().any(|&s| s == 0 || s > MAX_MESSAGE) {
+        return Err(format!("-s must be 1 to {MAX_MESSAGE} octets"));
+    }
+    let stop = match (args.duration, args.iters) {
+        (Some(seconds), _) if seconds > 0.0 && seconds.is_finite() => {
+            Stop::Duration(std::time::Duration::from_secs_f64(seconds))
+        }
+        (Some(seconds), _) => {
+            return Err(format!(
+                "-D {seconds}: must be a positive number of seconds"
+            ))
+        }
+        (None, Some(0)) => return Err("-n must be at least 1".into()),
+        (None, iters) => Stop::Iters(iters.unwrap_or(if latency { 1000 } else { 5000 })),
+    };
+    if args.qps == 0 || args.qps > protocol::MAX_QPS {
+        return Err(format!("-q must be 1 to {}", protocol::MAX_QPS));
+    }
+    if latency && args.qps != 1 {
+        return Err("the latency modes run on one queue pair (-q 1)".into());
+    }
+    if args.tx_depth == 0 || args.tx_depth > MAX_TX_DEPTH {
+        return Err(format!("-t (tx-depth) must be 1 to {MAX_TX_DEPTH}"));
+    }
+    let revision = if args.mpa_rev == 1 {
+        Revision::Rfc5044
+    } else {
+        Revision::Enhanced
+    };
+    let p2p = match (args.p2p, revision) {
+        (Some(P2pArg::None), _) | (None, Revision::Rfc5044) => None,
+        (Some(_), Revision::Rfc5044) => {
+            return Err("--p2p needs --mpa-rev 2: revision 1 has no peer-to-peer mode".into())
+        }
+        (rtr, _) => Some(RtrSet {
+            write: matches!(rtr, None | Some(P2pArg::Write)),
+            read: rtr == Some(P2pArg::Read),
+            send: rtr == Some(P2pArg::Send),
+        }),
+    };
+    let side = match args.connect {
+        Some(peer) => Side::Client { peer },
+        None => Side::Server { port: args.port },
+    };
+    let carrier = match args.transport {
+        TransportArg::Dpdk => {
+            let eal = args
+                .eal
+                .as_deref()
+                .ok_or("--transport dpdk needs --eal, e.g. --eal \"--vdev net_tap0,iface=uw0\"")?;
+            let ip = args
+                .ip
+                .as_deref()
+                .ok_or("--transport dpdk needs --ip ADDRESS/PREFIX, e.g. --ip 10.0.0.2/24")?;
+            Carrier::Dpdk(PortHost::parse(
+                eal,
+                args.device.as_deref(),
+                ip,
+                args.mac.as_deref(),
+                args.gateway,
+            )?)
+        }
+        TransportArg::Socket => {
+            if args.eal.is_some()
+                || args.device.is_some()
+                || args.mac.is_some()
+                || args.gateway.is_some()
+            {
+                return Err("--eal, --device, --mac and --gateway are for --transport dpdk".into());
+            }
+            let bind = args
+                .ip
+                .as_deref()
+                .map(|ip| {
+                    let address = ip.split_once('/').map_or(ip, |(address, _)| address);
+                    address
+                        .parse()
+                        .map_err(|_| format!("--ip {ip}: expected an address, e.g. 10.0.0.1"))
+                })
+                .transpose()?;
+            Carrier::Socket { bind }
+        }
+    };
+    Ok(TwoHost {
+        side,
+        carrier,
+        run: ClientRun {
+            mode,
+            sizes,
+            stop,
+            qps: args.qps,
+            tx_depth: args.tx_depth,
+            inline: args.inline,
+            mpa: Mpa {
+                revision,
+                crc: args.crc,
+                markers: args.markers,
+                p2p,
+            },
+            progress: true,
+        },
+    })
+}
+
 fn calibrate(args: &CalibrateArgs) {
     let c = perf::calibrate(std::time::Duration::from_millis(500));
     if args.json {
@@ -361,23 +612,6 @@ fn calibrate(args: &CalibrateArgs) {
 }
 
 fn tcp(args: &TcpArgs) -> Result<(), String> {
-    let (ip, prefix_len) = args
-        .ip
-        .split_once('/')
-        .and_then(|(ip, len)| Some((ip.parse().ok()?, len.parse::<u8>().ok()?)))
-        .filter(|&(_, len)| len <= 32)
-        .ok_or_else(|| {
-            format!(
-                "--ip {}: expected ADDRESS/PREFIX, e.g. 10.0.0.2/24",
-                args.ip
-            )
-        })?;
-    let mac = match &args.mac {
-        Some(text) => Some(smoltcp::wire::EthernetAddress::from_bytes(&parse_mac(
-            text,
-        )?)),
-        None => None,
-    };
     let run = TcpRun {
         role: match args.role {
             RoleArg::Sink => Role::Sink,
@@ -391,12 +625,13 @@ fn tcp(args: &TcpArgs) -> Result<(), String> {
         },
         bytes: args.bytes,
         connections: args.connections,
-        eal: args.eal.split_whitespace().map(str::to_owned).collect(),
-        device: args.device.clone(),
-        ip: std::net::Ipv4Addr::into(ip),
-        prefix_len,
-        mac,
-        gateway: args.gateway,
+        host: PortHost::parse(
+            &args.eal,
+            args.device.as_deref(),
+            &args.ip,
+            args.mac.as_deref(),
+            args.gateway,
+        )?,
         nagle: !args.no_nagle,
         congestion: match args.cc {
             CcArg::Newreno => CongestionControl::NewReno,
@@ -462,18 +697,6 @@ fn parse_cpus(text: &str) -> Result<Placement, String> {
         control,
         dataplanes: vec![dataplane],
     })
-}
-
-/// Six colon-separated hex octets.
-fn parse_mac(text: &str) -> Result<[u8; 6], String> {
-    let octets: Vec<u8> = text
-        .split(':')
-        .map(|part| u8::from_str_radix(part, 16))
-        .collect::<Result<_, _>>()
-        .map_err(|_| format!("--mac {text}: expected six hex octets like 02:00:00:00:00:01"))?;
-    octets
-        .try_into()
-        .map_err(|_| format!("--mac {text}: expected six hex octets like 02:00:00:00:00:01"))
 }
 
 fn pollloop(args: &PollLoopArgs) -> Result<(), String> {

@@ -18,11 +18,15 @@
 //! size of the big transfers is `UWARP_INTEROP_BYTES` (default 1 GiB).
 //! Needs root (tap devices).
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+
+use common::Perf;
 use std::sync::mpsc;
 use std::sync::{Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -133,78 +137,30 @@ fn lines_of(pipe: impl Read + Send + 'static) -> mpsc::Receiver<String> {
 }
 
 /// A running `uwarp-perf tcp`, killed if the test ends early.
-struct Uwarp {
-    child: Child,
-    stderr: mpsc::Receiver<String>,
-    stderr_seen: Vec<String>,
-}
+struct Uwarp(Perf);
 
 impl Uwarp {
     fn start(tap: &Tap, args: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_uwarp-perf"))
-            .arg("tcp")
-            .args(args)
-            .args(tap.uwarp_args())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("uwarp-perf starts");
-        let stderr = lines_of(child.stderr.take().expect("piped"));
-        Uwarp {
-            child,
-            stderr,
-            stderr_seen: Vec::new(),
-        }
+        let mut list = vec!["tcp".to_string()];
+        list.extend(args.iter().map(|a| a.to_string()));
+        list.extend(tap.uwarp_args());
+        Uwarp(Perf::start("uwarp-perf tcp", &[], &list))
     }
 
     /// Waits for a line of stderr containing `text`.
     fn wait_for(&mut self, text: &str) {
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
-            match self.stderr.recv_timeout(left) {
-                Ok(line) => {
-                    let found = line.contains(text);
-                    self.stderr_seen.push(line);
-                    if found {
-                        return;
-                    }
-                }
-                Err(_) => break,
-            }
-        }
-        panic!(
-            "uwarp-perf never said {text:?}; it said:\n{}",
-            self.stderr_seen.join("\n")
-        );
+        self.0.wait_for(text);
     }
 
     /// Waits for the process; returns its status and its JSON reports.
-    fn finish(mut self) -> (ExitStatus, Vec<serde_json::Value>, String) {
-        let mut stdout = String::new();
-        self.child
+    fn finish(self) -> (ExitStatus, Vec<serde_json::Value>, String) {
+        let finished = self.0.finish();
+        let reports = finished
             .stdout
-            .take()
-            .expect("piped")
-            .read_to_string(&mut stdout)
-            .expect("stdout reads");
-        let status = self.child.wait().expect("uwarp-perf ends");
-        let stderr: Vec<String> = self
-            .stderr_seen
-            .drain(..)
-            .chain(self.stderr.try_iter())
-            .collect();
-        let reports = stdout
             .lines()
             .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
             .collect();
-        (status, reports, stderr.join("\n"))
-    }
-}
-
-impl Drop for Uwarp {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        (finished.status, reports, finished.stderr)
     }
 }
 

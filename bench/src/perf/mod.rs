@@ -1,25 +1,51 @@
-//! `uwarp-perf loopback`, `compare` and `calibrate`: perftest-style
-//! measurements with both ends in one process, so they need no second
-//! host and no NIC.
+//! The perf tool: perftest-style measurements of uwarp.
 //!
-//! - `transport.rs`: the ends of a run: two DPDK devices on a net_ring
-//!   pair, or one device of the kernel-socket transport.
-//! - `workload.rs`: bandwidth (Writes, Reads or Sends outstanding), RDMA
-//!   Write ping-pong latency, connection setup rate.
+//! - `uwarp-perf write-bw`, `write-lat`, `read-bw`, `read-lat`,
+//!   `send-bw`, `send-lat` ([`twohost`]): one side of a run, the server
+//!   or the client, in this process; the other side in another process
+//!   or on another host.
+//! - `uwarp-perf loopback`, `compare` and `calibrate`: the same runs
+//!   with both ends in one process, so they need no second host and no
+//!   NIC, plus the connection setup rate and this core's memcpy and
+//!   CRC32c rates.
+//!
+//! The modules:
+//!
+//! - `mode.rs`: the operation and the metric of a run.
+//! - `protocol.rs`: what client and server tell each other: the
+//!   connection request and reply, the control messages of a run.
+//! - `endpoint.rs`: one side's queue pairs, memory and control channel.
+//! - `loops.rs`: the measuring loops of both sides.
+//! - `session.rs`: the run between a client and a server.
+//! - `twohost.rs`: the two-host modes' device and side.
+//! - `transport.rs`: the ends of a loopback run: two DPDK devices on a
+//!   net_ring pair, or one device of the kernel-socket transport.
+//! - `workload.rs`: the loopback run, and the connection setup rate.
 //! - `calibrate.rs`: this core's memcpy and CRC32c rates.
 //! - `report.rs`: the numbers and their text and JSON forms.
+//! - `progress.rs`: the progress bar of long runs.
+//! - `plot.rs`: the SVG chart of a size sweep.
 
 mod calibrate;
+mod endpoint;
+mod loops;
+mod mode;
+pub mod plot;
+mod progress;
+pub mod protocol;
 mod report;
+pub mod session;
 mod transport;
+pub mod twohost;
 mod workload;
 
 use std::time::Duration;
 
 pub use calibrate::{calibrate, Calibration};
-pub use report::{Latency, Measurement, Report};
+pub use mode::{Metric, Mode, Op};
+pub use report::{Latency, Measurement, Report, RunReport};
 pub use transport::Transport;
-pub use workload::{Op, Workload};
+pub use workload::Workload;
 
 /// How long each calibration loop runs.
 const CALIBRATE_FOR: Duration = Duration::from_millis(300);

@@ -1,15 +1,21 @@
 //! The numbers a perf run reports, as text or as JSON with the field
 //! names every subcommand shares: `bw_gbps`, `msg_rate`, `lat_p50_us`,
-//! `lat_p99_us` (and `lat_p90_us`, `lat_p999_us`, `lat_max_us`),
-//! `setup_per_s` where measured, and `calibrate` with `memcpy_gbps` and
-//! `crc32c_gbps`.
+//! `lat_p99_us` (and `lat_p90_us`, `lat_p999_us`, `lat_max_us`), null
+//! where a run does not measure them. Loopback reports ([`Report`]) add
+//! `setup_per_s` and `calibrate` with `memcpy_gbps` and `crc32c_gbps`;
+//! two-host reports ([`RunReport`]) one entry of `results` per size.
 
-use serde_json::{json, Value};
+use hdrhistogram::Histogram;
+use serde_json::{json, Map, Value};
+
+use uwarp_control::Rtr;
 
 use super::calibrate::Calibration;
-use super::Workload;
+use super::session::Outcome;
+use super::{Metric, Mode, Workload};
 
-/// Latency percentiles (from hdrhistogram), one way: half a round trip.
+/// Latency percentiles (from hdrhistogram), one way: half a round trip
+/// (the whole round trip for RDMA Reads).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Latency {
     /// Median, in microseconds.
@@ -22,6 +28,91 @@ pub struct Latency {
     pub p999_us: f64,
     /// The largest.
     pub max_us: f64,
+}
+
+impl Latency {
+    /// The percentiles of samples recorded in nanoseconds.
+    pub fn from_histogram(histogram: &Histogram<u64>) -> Self {
+        let at = |q: f64| histogram.value_at_quantile(q) as f64 / 1e3;
+        Latency {
+            p50_us: at(0.5),
+            p90_us: at(0.9),
+            p99_us: at(0.99),
+            p999_us: at(0.999),
+            max_us: histogram.max() as f64 / 1e3,
+        }
+    }
+
+    /// p50, p90, p99, p99.9 and the maximum, in that order.
+    pub fn values(self) -> [f64; 5] {
+        [
+            self.p50_us,
+            self.p90_us,
+            self.p99_us,
+            self.p999_us,
+            self.max_us,
+        ]
+    }
+
+    /// The latency [`Latency::values`] gave.
+    pub fn from_values([p50_us, p90_us, p99_us, p999_us, max_us]: [f64; 5]) -> Self {
+        Latency {
+            p50_us,
+            p90_us,
+            p99_us,
+            p999_us,
+            max_us,
+        }
+    }
+}
+
+/// The JSON names of [`Latency::values`].
+const LATENCY_FIELDS: [&str; 5] = [
+    "lat_p50_us",
+    "lat_p90_us",
+    "lat_p99_us",
+    "lat_p999_us",
+    "lat_max_us",
+];
+
+/// The fields every perf report shares: `bw_gbps` and `msg_rate` from
+/// `bandwidth` (Gbit/s, messages/s), the `lat_*_us` from `latency`; null
+/// where not measured.
+fn fields(bandwidth: Option<(f64, f64)>, latency: Option<Latency>) -> Map<String, Value> {
+    let mut out = Map::new();
+    out.insert("bw_gbps".into(), json!(bandwidth.map(|b| b.0)));
+    out.insert("msg_rate".into(), json!(bandwidth.map(|b| b.1)));
+    let values = latency.map(Latency::values);
+    for (i, name) in LATENCY_FIELDS.into_iter().enumerate() {
+        out.insert(name.into(), json!(values.map(|v| v[i])));
+    }
+    out
+}
+
+/// The header of [`columns`].
+fn columns_header() -> String {
+    format!(
+        "{:>8} {:>11} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "Gbit/s", "msg/s", "p50 us", "p90 us", "p99 us", "p99.9", "max us"
+    )
+}
+
+/// The columns every perf table shares, `-` where not measured.
+fn columns(bandwidth: Option<(f64, f64)>, latency: Option<Latency>) -> String {
+    let (bw, rate) = match bandwidth {
+        Some((bw, rate)) => (format!("{bw:.2}"), format!("{rate:.0}")),
+        None => ("-".into(), "-".into()),
+    };
+    let mut out = format!("{bw:>8} {rate:>11}");
+    match latency {
+        Some(latency) => {
+            for value in latency.values() {
+                out += &format!(" {value:>8.2}");
+            }
+        }
+        None => out += &format!(" {:>8}", "-").repeat(5),
+    }
+    out
 }
 
 /// One transport's result.
@@ -39,17 +130,9 @@ pub struct Measurement {
 
 impl Measurement {
     fn to_json(self) -> Value {
-        let l = self.latency;
-        json!({
-            "bw_gbps": self.bw_gbps,
-            "msg_rate": self.msg_rate,
-            "lat_p50_us": l.p50_us,
-            "lat_p90_us": l.p90_us,
-            "lat_p99_us": l.p99_us,
-            "lat_p999_us": l.p999_us,
-            "lat_max_us": l.max_us,
-            "setup_per_s": self.setup_per_s,
-        })
+        let mut out = fields(Some((self.bw_gbps, self.msg_rate)), Some(self.latency));
+        out.insert("setup_per_s".into(), json!(self.setup_per_s));
+        Value::Object(out)
     }
 }
 
@@ -135,30 +218,16 @@ impl Report {
             w.size,
             w.iters,
             w.tx_depth,
-            if w.crc { "on" } else { "off" },
+            on_off(w.crc),
             w.latency_size,
         );
-        out += &format!(
-            "{:<9} {:>8} {:>11} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}\n",
-            "transport",
-            "Gbit/s",
-            "msg/s",
-            "p50 us",
-            "p90 us",
-            "p99 us",
-            "p99.9",
-            "max us",
-            "setup/s"
-        );
+        out += &format!("{:<9} {} {:>9}\n", "transport", columns_header(), "setup/s");
         for (name, m) in &self.runs {
-            let l = m.latency;
             let setup = m
                 .setup_per_s
                 .map_or_else(|| "-".to_string(), |s| format!("{s:.0}"));
-            out += &format!(
-                "{name:<9} {:>8.2} {:>11.0} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9}\n",
-                m.bw_gbps, m.msg_rate, l.p50_us, l.p90_us, l.p99_us, l.p999_us, l.max_us, setup
-            );
+            let numbers = columns(Some((m.bw_gbps, m.msg_rate)), Some(m.latency));
+            out += &format!("{name:<9} {numbers} {setup:>9}\n");
         }
         let c = &self.calibrate;
         out += &format!(
@@ -181,5 +250,122 @@ impl Report {
             out += "\n";
         }
         out
+    }
+}
+
+/// A run of the two-host modes as one side reports it: the numbers the
+/// client measured, on both sides.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// The test.
+    pub mode: Mode,
+    /// `client` or `server`.
+    pub role: &'static str,
+    /// The transport's name.
+    pub transport: &'static str,
+    /// What the run did.
+    pub outcome: Outcome,
+}
+
+/// An RTR's name.
+fn rtr_name(rtr: Option<Rtr>) -> &'static str {
+    match rtr {
+        None => "none",
+        Some(Rtr::Write) => "write",
+        Some(Rtr::Read) => "read",
+        Some(Rtr::Send) => "send",
+    }
+}
+
+impl RunReport {
+    /// One JSON object: the run's settings, and one entry of `results`
+    /// per message size.
+    pub fn to_json(&self) -> Value {
+        let o = &self.outcome;
+        let n = o.negotiated;
+        let results: Vec<Value> = o
+            .phases
+            .iter()
+            .map(|phase| {
+                let mut out = Map::new();
+                out.insert("size".into(), json!(phase.size));
+                out.insert("iters".into(), json!(phase.summary.messages()));
+                out.insert("seconds".into(), json!(phase.summary.seconds));
+                out.extend(fields(phase.bandwidth(), phase.summary.latency));
+                Value::Object(out)
+            })
+            .collect();
+        json!({
+            "mode": self.mode.name(),
+            "role": self.role,
+            "transport": self.transport,
+            "local": o.local.to_string(),
+            "peer": o.peer.to_string(),
+            "qps": o.qps,
+            "tx_depth": o.tx_depth,
+            "mpa": {
+                "revision": n.revision as u8,
+                "crc": n.crc,
+                "markers_tx": n.markers_tx,
+                "markers_rx": n.markers_rx,
+                "rtr": rtr_name(n.rtr),
+            },
+            "verified": true,
+            "verification": self.mode.verification(),
+            "results": results,
+        })
+    }
+
+    /// A table for people.
+    pub fn to_text(&self) -> String {
+        let o = &self.outcome;
+        let n = o.negotiated;
+        let depth = match self.mode.metric {
+            Metric::Bandwidth => format!(", tx depth {}", o.tx_depth),
+            Metric::Latency => String::new(),
+        };
+        let mut out = format!(
+            "{} {} over {}: {} <-> {}, {} QP{depth}, MPA rev {}, CRC {}, Markers {}/{}, RTR {}\n",
+            self.mode.name(),
+            self.role,
+            self.transport,
+            o.local,
+            o.peer,
+            o.qps,
+            n.revision as u8,
+            on_off(n.crc),
+            on_off(n.markers_tx),
+            on_off(n.markers_rx),
+            rtr_name(n.rtr),
+        );
+        out += &format!(
+            "{:>9} {:>10} {:>8} {}\n",
+            "size",
+            "iters",
+            "seconds",
+            columns_header()
+        );
+        for phase in &o.phases {
+            out += &format!(
+                "{:>9} {:>10} {:>8.3} {}\n",
+                phase.size,
+                phase.summary.messages(),
+                phase.summary.seconds,
+                columns(phase.bandwidth(), phase.summary.latency)
+            );
+        }
+        out += &format!(
+            "data verified: {}; numbers measured by the client\n",
+            self.mode.verification()
+        );
+        out
+    }
+}
+
+fn on_off(on: bool) -> &'static str {
+    if on {
+        "on"
+    } else {
+        "off"
     }
 }

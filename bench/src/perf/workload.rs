@@ -1,11 +1,11 @@
-//! The RDMA measurements of a perf run, on either transport
-//! ([`super::transport`]), in the spirit of perftest:
+//! The loopback measurements of a perf run, on either transport
+//! ([`super::transport`]): the client and the server of the two-host
+//! modes ([`super::session`]) on two threads of this process, plus the
+//! connection setup rate:
 //!
-//! - bandwidth: `tx_depth` RDMA Writes, Reads or Sends kept outstanding
-//!   until `iters` complete (`ib_write_bw`, `ib_read_bw`, `ib_send_bw`);
-//! - latency: an RDMA Write ping-pong of `latency_size` octets, each side
-//!   polling its own memory for the peer's next Write (`ib_write_lat`),
-//!   reported as half the round trip;
+//! - bandwidth: `write-bw`, `read-bw` or `send-bw` at one size;
+//! - latency: `write-lat`, an RDMA Write ping-pong of `latency_size`
+//!   octets, reported as half the round trip;
 //! - connection setup: `setups` connections one after another, TCP plus
 //!   the MPA startup in revision 2 with a peer-to-peer RTR (Write), each
 //!   done when the client's queue pair is in RTS and the server accepted.
@@ -17,36 +17,16 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use hdrhistogram::Histogram;
 use uwarp_control::{
-    Access, CompletionQueue, ConnectParams, Device, Listener, LocalParams, MemoryRegion, Payload,
-    QpInit, QpState, QueuePair, RecvWr, RtrSet, SendOp, SendWr, WcStatus, WorkCompletion,
+    CompletionQueue, ConnectParams, Device, Listener, LocalParams, QpInit, QpState, QueuePair,
+    Revision, RtrSet,
 };
 
+use super::endpoint::STALL;
+use super::protocol::Stop;
+use super::session::{run_client, serve, ClientRun, Mpa, Phase, ServerRun};
 use super::transport::{pin, Ends, Transport};
-use super::{Latency, Measurement};
-
-/// Which operation a bandwidth run uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    /// RDMA Write.
-    Write,
-    /// RDMA Read.
-    Read,
-    /// Send into posted receives.
-    Send,
-}
-
-impl Op {
-    /// The operation's name in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Write => "write",
-            Self::Read => "read",
-            Self::Send => "send",
-        }
-    }
-}
+use super::{Measurement, Metric, Mode, Op};
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -69,9 +49,6 @@ pub struct Workload {
     pub crc: bool,
 }
 
-/// How long one step may take before the run is declared stuck.
-const STALL: Duration = Duration::from_secs(20);
-
 /// Measures `workload` over `transport`.
 pub fn run(transport: Transport, workload: &Workload) -> Result<Measurement, String> {
     // Pinning happens on threads of the run's own, so the caller's
@@ -90,8 +67,27 @@ fn measure(transport: Transport, workload: &Workload) -> Result<Measurement, Str
     if ends.inline() {
         pin(0);
     }
-    let (bw_gbps, msg_rate) = bandwidth(&ends, workload)?;
-    let latency = latency(&ends, workload)?;
+    let bandwidth = Mode {
+        op: workload.op,
+        metric: Metric::Bandwidth,
+    };
+    let (bw_gbps, msg_rate) = session(&ends, workload, bandwidth, workload.size, workload.iters)?
+        .bandwidth()
+        .ok_or("the bandwidth run measured nothing")?;
+    let latency = Mode {
+        op: Op::Write,
+        metric: Metric::Latency,
+    };
+    let latency = session(
+        &ends,
+        workload,
+        latency,
+        workload.latency_size.max(1),
+        workload.latency_iters,
+    )?
+    .summary
+    .latency
+    .ok_or("the latency run measured nothing")?;
     let setup_per_s = if workload.setups > 0 {
         Some(setup_rate(&ends, workload)?)
     } else {
@@ -105,22 +101,74 @@ fn measure(transport: Transport, workload: &Workload) -> Result<Measurement, Str
     })
 }
 
-/// One end of a connection.
+/// One run of `mode` at `size`, `iters` messages, between the two ends:
+/// the server on a thread of its own (pinned to the second CPU when it
+/// runs cores), the client on this one.
+fn session(
+    ends: &Ends,
+    workload: &Workload,
+    mode: Mode,
+    size: usize,
+    iters: usize,
+) -> Result<Phase, String> {
+    let mpa = Mpa {
+        revision: Revision::Enhanced,
+        crc: workload.crc,
+        markers: false,
+        p2p: Some(RtrSet::WRITE_AND_READ),
+    };
+    let client = ClientRun {
+        mode,
+        sizes: vec![size],
+        stop: Stop::Iters(iters as u64),
+        qps: 1,
+        tx_depth: workload.tx_depth,
+        inline: 0,
+        mpa,
+        progress: false,
+    };
+    let server = ServerRun {
+        mode,
+        inline: 0,
+        mpa,
+        wait: Some(STALL),
+    };
+    let listener = ends
+        .server
+        .listen(&ends.listen)
+        .map_err(|e| e.to_string())?;
+    let addr = listener.local_addr();
+    let (client, server) = std::thread::scope(|scope| {
+        let serving = scope.spawn(|| {
+            if ends.inline() {
+                pin(1);
+            }
+            serve(&ends.server, ends.inline(), &listener, &server)
+        });
+        let client = run_client(ends.client(), ends.inline(), addr, &client);
+        let server = serving
+            .join()
+            .unwrap_or_else(|_| Err("the server thread panicked".into()));
+        (client, server)
+    });
+    let mut client = client.map_err(|e| format!("client: {e}"))?;
+    server.map_err(|e| format!("server: {e}"))?;
+    client.phases.pop().ok_or_else(|| "no measurement".into())
+}
+
+/// One end of a connection of the setup run.
 struct End {
     qp: QueuePair,
-    cq: CompletionQueue,
-    mr: MemoryRegion,
+    // Kept alive as long as the queue pair that reports to it.
+    _cq: CompletionQueue,
 }
 
 impl End {
-    fn new(device: &Device, len: usize, depth: usize) -> Result<Self, String> {
+    fn new(device: &Device) -> Result<Self, String> {
         let pd = device.alloc_pd().map_err(|e| e.to_string())?;
-        let cq = device.create_cq(depth);
+        let cq = device.create_cq(16);
         let qp = device.create_qp(&pd, QpInit::new(&cq));
-        let mr = pd
-            .alloc_mr(len.max(1), Access::ALL)
-            .map_err(|e| e.to_string())?;
-        Ok(End { qp, cq, mr })
+        Ok(End { qp, _cq: cq })
     }
 }
 
@@ -134,43 +182,6 @@ fn params(workload: &Workload) -> LocalParams {
     }
 }
 
-/// Connects a client end to a server end (each with a region of `len`
-/// octets), the server accepting on its own thread.
-fn connect(
-    ends: &Ends,
-    workload: &Workload,
-    len: usize,
-    depth: usize,
-    prepare_server: impl FnOnce(&End) -> Result<(), String>,
-) -> Result<(End, End), String> {
-    let listener = ends
-        .server
-        .listen(&ends.listen)
-        .map_err(|e| e.to_string())?;
-    let addr = listener.local_addr();
-    let server = End::new(&ends.server, len, depth)?;
-    prepare_server(&server)?;
-    let client = End::new(ends.client(), len, depth)?;
-    let connect = ConnectParams {
-        mpa: params(workload),
-        ..ConnectParams::default()
-    };
-    let local = params(workload);
-    std::thread::scope(|scope| {
-        let accepting = scope.spawn(|| accept(&listener, &server.qp, &local));
-        let connected = ends
-            .client()
-            .connect(addr, &client.qp, connect)
-            .map(drop)
-            .map_err(|e| format!("connect: {e}"));
-        let accepted = accepting
-            .join()
-            .map_err(|_| "the server thread panicked".to_string())?;
-        connected.and(accepted)
-    })?;
-    Ok((client, server))
-}
-
 fn accept(listener: &Listener, qp: &QueuePair, params: &LocalParams) -> Result<(), String> {
     let request = listener
         .get_request(STALL)
@@ -179,29 +190,6 @@ fn accept(listener: &Listener, qp: &QueuePair, params: &LocalParams) -> Result<(
         .accept(qp, params.clone())
         .map(drop)
         .map_err(|e| format!("accept: {e}"))
-}
-
-/// The next completion of `cq`, which must be a success. Inline ends
-/// spin (each poll runs their cores); socket ends sleep on the queue.
-fn wait(ends: &Ends, cq: &CompletionQueue) -> Result<WorkCompletion, String> {
-    let wc = if ends.inline() {
-        let deadline = Instant::now() + STALL;
-        loop {
-            if let Some(wc) = cq.poll_one() {
-                break Some(wc);
-            }
-            if Instant::now() >= deadline {
-                break None;
-            }
-        }
-    } else {
-        cq.poll_blocking(STALL)
-    };
-    let wc = wc.ok_or_else(|| "no completion: the run stalled".to_string())?;
-    if wc.status != WcStatus::Success {
-        return Err(format!("work request failed: {wc:?}"));
-    }
-    Ok(wc)
 }
 
 /// Runs `device`'s cores until `stop` (for an inline end that has
@@ -231,190 +219,6 @@ fn close(ends: &Ends, client: &End, server: &End) {
     });
 }
 
-fn bandwidth(ends: &Ends, workload: &Workload) -> Result<(f64, f64), String> {
-    let iters = workload.iters;
-    let send = workload.op == Op::Send;
-    let depth = iters + workload.tx_depth + 16;
-    let (client, server) = connect(ends, workload, workload.size, depth, |server| {
-        // Every receive is posted before the run: a Send finding none
-        // would be a protocol error, not a slow measurement.
-        if send {
-            for i in 0..iters {
-                let wr = RecvWr {
-                    wr_id: i as u64,
-                    sgl: vec![server.mr.whole()],
-                };
-                server.qp.post_recv(wr).map_err(|e| e.to_string())?;
-            }
-        }
-        Ok(())
-    })?;
-    let op = match workload.op {
-        Op::Write => SendOp::Write {
-            remote_addr: server.mr.addr(),
-            rkey: server.mr.rkey(),
-        },
-        Op::Read => SendOp::Read {
-            remote_addr: server.mr.addr(),
-            rkey: server.mr.rkey(),
-        },
-        Op::Send => SendOp::Send,
-    };
-    let sge = client.mr.sge(0, workload.size as u32);
-    let stop = AtomicBool::new(false);
-    let elapsed = std::thread::scope(|scope| -> Result<f64, String> {
-        let serving = scope.spawn(|| -> Result<(), String> {
-            if ends.inline() {
-                pin(1);
-            }
-            if send {
-                // A Send is done when it has arrived.
-                for _ in 0..iters {
-                    wait(ends, &server.cq)?;
-                }
-            }
-            keep_running(ends, &ends.server, &stop);
-            Ok(())
-        });
-        let start = Instant::now();
-        let (mut posted, mut completed) = (0, 0);
-        let mut result = Ok(());
-        while completed < iters && result.is_ok() {
-            while posted < iters && posted - completed < workload.tx_depth {
-                let wr = SendWr::new(posted as u64, op, Payload::Sgl(vec![sge]));
-                if let Err(err) = client.qp.post_send(wr) {
-                    result = Err(err.to_string());
-                    break;
-                }
-                posted += 1;
-            }
-            result = result.and(wait(ends, &client.cq).map(drop));
-            completed += 1;
-        }
-        if result.is_err() {
-            client.qp.abort();
-        }
-        stop.store(true, Ordering::Release);
-        let served = serving
-            .join()
-            .map_err(|_| "the server thread panicked".to_string())?;
-        result.and(served)?;
-        Ok(start.elapsed().as_secs_f64())
-    })?;
-    close(ends, &client, &server);
-    Ok((
-        (workload.size * iters * 8) as f64 / elapsed / 1e9,
-        iters as f64 / elapsed,
-    ))
-}
-
-/// The round number the last octets of a latency message carry (one
-/// octet for a 1-octet message, up to eight).
-fn stamp(round: u64, size: usize) -> Vec<u8> {
-    let width = size.clamp(1, 8);
-    round.to_le_bytes()[..width].to_vec()
-}
-
-/// Waits until the last octets of the sink half of `mr` (its first
-/// `size` octets, where the peer writes) read `want`, running the end's
-/// cores.
-fn await_stamp(
-    ends: &Ends,
-    device: &Device,
-    mr: &MemoryRegion,
-    size: usize,
-    want: &[u8],
-) -> Result<(), String> {
-    let at = size - want.len();
-    let mut seen = vec![0u8; want.len()];
-    let deadline = Instant::now() + STALL;
-    loop {
-        mr.buffer()
-            .read_at(at, &mut seen)
-            .map_err(|e| e.to_string())?;
-        if seen == want {
-            return Ok(());
-        }
-        if Instant::now() >= deadline {
-            return Err("no Write arrived: the latency run stalled".into());
-        }
-        if ends.inline() {
-            device.progress();
-        } else {
-            std::thread::yield_now();
-        }
-    }
-}
-
-/// One RDMA Write of the source half of `end`'s region (its second
-/// `size` octets), stamped with `round`, into the sink half of `remote`.
-fn write_stamped(end: &End, remote: &MemoryRegion, round: u64, size: usize) -> Result<(), String> {
-    let tail = stamp(round, size);
-    end.mr
-        .buffer()
-        .write_at(2 * size - tail.len(), &tail)
-        .map_err(|e| e.to_string())?;
-    let op = SendOp::Write {
-        remote_addr: remote.addr(),
-        rkey: remote.rkey(),
-    };
-    let source = end.mr.sge(size, size as u32);
-    let wr = SendWr {
-        signaled: false,
-        ..SendWr::new(round, op, Payload::Sgl(vec![source]))
-    };
-    end.qp.post_send(wr).map_err(|e| e.to_string())
-}
-
-fn latency(ends: &Ends, workload: &Workload) -> Result<Latency, String> {
-    let size = workload.latency_size.max(1);
-    let rounds = workload.latency_iters as u64;
-    // Each region is a sink the peer writes into, then a source.
-    let (client, server) = connect(ends, workload, 2 * size, 64, |_| Ok(()))?;
-    let mut histogram = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
-    let done = AtomicBool::new(false);
-    std::thread::scope(|scope| -> Result<(), String> {
-        let echo = scope.spawn(|| -> Result<(), String> {
-            if ends.inline() {
-                pin(1);
-            }
-            for round in 1..=rounds {
-                await_stamp(ends, &ends.server, &server.mr, size, &stamp(round, size))?;
-                write_stamped(&server, &client.mr, round, size)?;
-            }
-            // Inline cores send the last answer only when they run.
-            keep_running(ends, &ends.server, &done);
-            Ok(())
-        });
-        let mut result = Ok(());
-        for round in 1..=rounds {
-            let sent = Instant::now();
-            result = write_stamped(&client, &server.mr, round, size).and_then(|()| {
-                await_stamp(ends, ends.client(), &client.mr, size, &stamp(round, size))
-            });
-            if result.is_err() {
-                client.qp.abort();
-                break;
-            }
-            let _ = histogram.record(sent.elapsed().as_nanos() as u64 / 2);
-        }
-        done.store(true, Ordering::Release);
-        let echoed = echo
-            .join()
-            .map_err(|_| "the echo thread panicked".to_string())?;
-        result.and(echoed)
-    })?;
-    close(ends, &client, &server);
-    let at = |q: f64| histogram.value_at_quantile(q) as f64 / 1e3;
-    Ok(Latency {
-        p50_us: at(0.5),
-        p90_us: at(0.9),
-        p99_us: at(0.99),
-        p999_us: at(0.999),
-        max_us: histogram.max() as f64 / 1e3,
-    })
-}
-
 fn setup_rate(ends: &Ends, workload: &Workload) -> Result<f64, String> {
     let count = workload.setups;
     let listener = ends
@@ -427,8 +231,8 @@ fn setup_rate(ends: &Ends, workload: &Workload) -> Result<f64, String> {
     let mut servers = Vec::with_capacity(count);
     let done = AtomicBool::new(false);
     for _ in 0..count {
-        servers.push(End::new(&ends.server, 64, 16)?);
-        clients.push(End::new(ends.client(), 64, 16)?);
+        servers.push(End::new(&ends.server)?);
+        clients.push(End::new(ends.client())?);
     }
     let elapsed = std::thread::scope(|scope| -> Result<f64, String> {
         let accepting = scope.spawn(|| -> Result<(), String> {

@@ -12,13 +12,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use smoltcp::wire::{EthernetAddress, Ipv4Address};
-use uwarp_control::dpdk::{End, HostConfig, HostReport, TcpHost};
+use uwarp_control::dpdk::{End, HostReport, TcpHost};
 use uwarp_dataplane::runtime::{Impairment, Placement};
-use uwarp_dataplane::{Device, Eal, EalConfig};
 use uwarp_stack::tcp::CongestionControl;
 
-pub use roles::{pattern_block, Report, Role, RoleApp};
+use crate::port::PortHost;
+
+pub use roles::{pattern, pattern_block, Report, Role, RoleApp};
 
 /// Which side opens the connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,18 +40,8 @@ pub struct TcpRun {
     pub bytes: u64,
     /// Connections to serve (listen) or open (connect), one after another.
     pub connections: usize,
-    /// Extra EAL arguments (e.g. `--vdev net_tap0,iface=uw0`).
-    pub eal: Vec<String>,
-    /// The DPDK port's name; `None` takes the first `--vdev`'s.
-    pub device: Option<String>,
-    /// Our address.
-    pub ip: Ipv4Address,
-    /// Its prefix length.
-    pub prefix_len: u8,
-    /// Our MAC address (`None`: the port's).
-    pub mac: Option<EthernetAddress>,
-    /// The default gateway.
-    pub gateway: Option<Ipv4Address>,
+    /// The DPDK port and our addresses on it.
+    pub host: PortHost,
     /// Nagle's algorithm.
     pub nagle: bool,
     /// Congestion control.
@@ -78,43 +68,12 @@ pub struct TcpOutcome {
     pub host: HostReport,
 }
 
-/// The name of the port of the first `--vdev` among `eal`.
-fn first_vdev(eal: &[String]) -> Option<String> {
-    let mut args = eal.iter();
-    while let Some(arg) = args.next() {
-        let value = match arg.strip_prefix("--vdev") {
-            Some("") => args.next().map(String::as_str),
-            Some(rest) => rest.strip_prefix('='),
-            None => None,
-        };
-        if let Some(value) = value {
-            return value.split(',').next().map(str::to_owned);
-        }
-    }
-    None
-}
-
 /// Runs the transfer(s) and returns what they measured.
 pub fn run(config: &TcpRun) -> Result<TcpOutcome, String> {
     if config.connections == 0 {
         return Err("--connections must be at least 1".into());
     }
-    let device_name = config
-        .device
-        .clone()
-        .or_else(|| first_vdev(&config.eal))
-        .ok_or("name the DPDK port with --device, or give a --vdev in --eal")?;
-    let prefix = format!("uwarp-perf-{}", std::process::id());
-    let mut eal_config = EalConfig::virtual_devices(Vec::<String>::new()).file_prefix(&prefix);
-    for arg in &config.eal {
-        eal_config = eal_config.arg(arg.clone());
-    }
-    let eal = Eal::init(&eal_config).map_err(|e| format!("the EAL did not start: {e}"))?;
-    let device = Device::by_name(eal, &device_name)
-        .map_err(|e| format!("no DPDK port {device_name}: {e}"))?;
-    let mut host_config = HostConfig::new(config.ip, config.prefix_len);
-    host_config.mac = config.mac;
-    host_config.gateway = config.gateway;
+    let (eal, device, mut host_config) = config.host.open()?;
     host_config.tcp.nagle = config.nagle;
     host_config.tcp.congestion = config.congestion;
     host_config.impairment = config.impairment;
@@ -226,24 +185,5 @@ impl Report {
             hex(&self.sent_sha256),
             hex(&self.received_sha256),
         )
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_port_name_comes_from_the_first_vdev() {
-        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(
-            first_vdev(&args(&["--vdev", "net_tap0,iface=x", "--vdev=net_ring1"])),
-            Some("net_tap0".into())
-        );
-        assert_eq!(
-            first_vdev(&args(&["-l", "0", "--vdev=net_memif0,role=server"])),
-            Some("net_memif0".into())
-        );
-        assert_eq!(first_vdev(&args(&["--no-pci"])), None);
     }
 }

@@ -70,8 +70,14 @@ pub struct Report {
 /// The block a source repeats: pseudo-random octets (xorshift), fixed so
 /// runs can be compared.
 pub fn pattern_block() -> Vec<u8> {
-    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
-    (0..BLOCK_LEN)
+    pattern(BLOCK_LEN, 1)
+}
+
+/// `len` pseudo-random octets (xorshift) from `seed`: the same for the
+/// same seed, and each a prefix of the longer ones.
+pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    let mut state: u64 = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
         .map(|_| {
             state ^= state << 13;
             state ^= state >> 7;

@@ -1,0 +1,114 @@
+//! The two-host modes (`uwarp-perf write-bw`, `read-lat`, ...): this
+//! process is one side of a run, the server or the client, on a device
+//! of either transport, and the other side is another `uwarp-perf`
+//! process, here or on another host.
+//!
+//! On the DPDK transport the device's cores run inline on the measuring
+//! thread (run to completion, one busy thread per process); the socket
+//! transport runs its own control and dataplane threads.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use uwarp_control::{CoreThreads, Device, DeviceConfig, DpdkConfig};
+
+use super::report::RunReport;
+use super::session::{run_client, serve, ClientRun, ServerRun};
+use super::Transport;
+use crate::port::PortHost;
+
+/// Which transport carries the run, and how it is set up.
+#[derive(Debug, Clone)]
+pub enum Carrier {
+    /// uwarp's TCP on a DPDK port.
+    Dpdk(PortHost),
+    /// The kernel's TCP; a server binds `bind` (default: any address).
+    Socket {
+        /// The server's address.
+        bind: Option<IpAddr>,
+    },
+}
+
+/// Which side this process is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// Serve one client run on this port, then exit.
+    Server {
+        /// The port.
+        port: u16,
+    },
+    /// Run against the server at this address.
+    Client {
+        /// The server.
+        peer: SocketAddr,
+    },
+}
+
+/// What a two-host process runs.
+#[derive(Debug, Clone)]
+pub struct TwoHost {
+    /// Server or client.
+    pub side: Side,
+    /// The transport.
+    pub carrier: Carrier,
+    /// The run; a server takes its mode, inline size and MPA settings,
+    /// and the rest from its client.
+    pub run: ClientRun,
+}
+
+/// Opens the device, runs this side, and reports.
+pub fn run(config: &TwoHost) -> Result<RunReport, String> {
+    let (device, transport) = open(&config.carrier)?;
+    let inline = transport == Transport::Dpdk;
+    let outcome = match config.side {
+        Side::Server { port } => {
+            let ip = match &config.carrier {
+                Carrier::Dpdk(setup) => IpAddr::V4(setup.ip),
+                Carrier::Socket { bind } => bind.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+            };
+            let addr = SocketAddr::new(ip, port);
+            let listener = device
+                .listen(addr)
+                .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+            // Scripts and tests wait for this line before they connect.
+            eprintln!("uwarp-perf: listening on {}", listener.local_addr());
+            let server = ServerRun {
+                mode: config.run.mode,
+                inline: config.run.inline,
+                mpa: config.run.mpa,
+                wait: None,
+            };
+            serve(&device, inline, &listener, &server)?
+        }
+        Side::Client { peer } => run_client(&device, inline, peer, &config.run)?,
+    };
+    Ok(RunReport {
+        mode: config.run.mode,
+        role: match config.side {
+            Side::Server { .. } => "server",
+            Side::Client { .. } => "client",
+        },
+        transport: transport.name(),
+        outcome,
+    })
+}
+
+/// The device of `carrier`.
+fn open(carrier: &Carrier) -> Result<(Device, Transport), String> {
+    match carrier {
+        Carrier::Dpdk(setup) => {
+            let (eal, port, host) = setup.open()?;
+            let dpdk = DpdkConfig {
+                host,
+                threads: CoreThreads::Inline,
+            };
+            let device = Device::open_dpdk(eal, port, DeviceConfig::default(), dpdk)
+                .map_err(|e| format!("the DPDK device: {e}"))?;
+            Ok((device, Transport::Dpdk))
+        }
+        Carrier::Socket { .. } => {
+            let device = Device::open(DeviceConfig::default())
+                .map_err(|e| format!("the socket device: {e}"))?;
+            Ok((device, Transport::Socket))
+        }
+    }
+}

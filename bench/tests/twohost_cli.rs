@@ -1,0 +1,198 @@
+//! The two-host modes between two processes on the kernel-socket
+//! transport over loopback (no root needed), and the ways a run fails:
+//! a port nobody listens on, a server of another mode, a bad `--eal`,
+//! bad arguments. Each failure exits non-zero with one line naming the
+//! cause, and prints no report.
+
+mod common;
+
+use common::{args, check_pair, finish_and_check, finish_pair, quick_iters, quick_run};
+use common::{root_or_skip, side_args, Finished, Perf, MODES};
+
+/// The first port of this file's servers (each test its own).
+const PORT: u16 = 18800;
+
+/// The socket transport, and a server's address.
+const SOCKET: [&str; 4] = ["--transport", "socket", "--ip", "127.0.0.1"];
+
+/// A server of `mode` on the socket transport, listening on 127.0.0.1,
+/// with `extra` arguments.
+fn server(mode: &str, port: u16, extra: &[&str]) -> Perf {
+    let port = port.to_string();
+    let list = side_args(mode, &["--server", "--port", &port], &SOCKET, &args(extra));
+    let mut server = Perf::start("server", &[], &list);
+    server.wait_for("listening on 127.0.0.1");
+    server
+}
+
+/// A client of `mode` on the socket transport, to 127.0.0.1:`port`.
+fn client(mode: &str, port: u16, extra: &[String]) -> Perf {
+    let peer = format!("127.0.0.1:{port}");
+    let list = side_args(mode, &["--connect", &peer], &SOCKET[..2], extra);
+    Perf::start("client", &[], &list)
+}
+
+/// `uwarp-perf ARGS`, to its end.
+fn perf(list: &[&str]) -> Finished {
+    Perf::start("uwarp-perf", &[], &args(list)).finish()
+}
+
+#[test]
+fn every_mode_runs_between_two_processes_over_kernel_sockets() {
+    for (i, mode) in MODES.into_iter().enumerate() {
+        let port = PORT + i as u16;
+        let server = server(mode, port, &[]);
+        let client = client(mode, port, &quick_run(mode));
+        let (_, client) = finish_and_check(server, client, mode, quick_iters(mode));
+        assert_eq!(client["transport"], "socket");
+        assert_eq!(client["peer"], format!("127.0.0.1:{port}"));
+    }
+}
+
+/// Sixteen queue pairs: every receive the close flushes must fit the
+/// client's completion queue, or the socket transport holds them back
+/// and the client never finishes.
+#[test]
+fn writes_spread_over_sixteen_queue_pairs_in_revision_1() {
+    let server = server("write-bw", 18810, &["--mpa-rev", "1"]);
+    let client = client(
+        "write-bw",
+        18810,
+        &args(&[
+            "-q",
+            "16",
+            "-t",
+            "4",
+            "-n",
+            "3000",
+            "-s",
+            "4096",
+            "--mpa-rev",
+            "1",
+            "--crc",
+        ]),
+    );
+    let (server, client) = finish_pair(server, client);
+    check_pair(&server, &client, "write-bw", &[4096], Some(3000));
+    assert_eq!(client["qps"], 16);
+    assert_eq!(client["mpa"]["revision"], 1);
+    assert_eq!(client["mpa"]["rtr"], "none");
+    assert_eq!(server["mpa"]["crc"], true);
+}
+
+#[test]
+fn a_port_nobody_listens_on_refuses_at_once() {
+    // Port 18819 is bound by no test.
+    let refused = client("write-bw", 18819, &[]).finish();
+    let reason = refused.failure();
+    assert!(
+        reason.contains("127.0.0.1:18819 refused the connection"),
+        "{reason}"
+    );
+    assert!(refused.stdout.is_empty());
+}
+
+#[test]
+fn a_server_of_another_mode_rejects_the_client() {
+    let server = server("write-bw", 18811, &[]);
+    let client = client("read-bw", 18811, &[]).finish();
+    let server = server.finish();
+    let reason = client.failure();
+    assert!(
+        reason
+            .contains("rejected the run: this server runs write-bw, the client asked for read-bw"),
+        "{reason}"
+    );
+    assert!(server.failure().contains("this server runs write-bw"));
+}
+
+#[test]
+fn a_bad_eal_fails_with_the_eals_reason() {
+    if !root_or_skip("the EAL") {
+        return;
+    }
+    let bad_device = perf(&[
+        "read-lat",
+        "--connect",
+        "10.81.90.1:1",
+        "--eal",
+        "--vdev net_bogus0",
+        "--ip",
+        "10.81.90.2/24",
+    ]);
+    let reason = bad_device.failure();
+    assert!(
+        reason.contains("the EAL did not start: failed to parse device \"net_bogus0\""),
+        "{reason}"
+    );
+    let bad_option = perf(&[
+        "send-bw",
+        "--server",
+        "--eal",
+        "--vdev net_tap0,iface=uwpbad --no-such-option",
+        "--ip",
+        "10.81.90.1/24",
+    ]);
+    let reason = bad_option.failure();
+    assert!(
+        reason.contains("unrecognized option '--no-such-option'"),
+        "{reason}"
+    );
+    // The EAL's usage text does not reach standard output.
+    assert!(bad_option.stdout.is_empty(), "{}", bad_option.stdout);
+}
+
+#[test]
+fn bad_arguments_are_refused_with_one_line() {
+    let refused = |list: &[&str], cause: &str| {
+        let reason = perf(list).failure();
+        assert!(reason.contains(cause), "{list:?}: {reason}");
+    };
+    // A socket client with one bad option each.
+    let clients: [(&str, &[&str], &str); 7] = [
+        ("write-lat", &["-q", "2"], "one queue pair"),
+        ("write-bw", &["-q", "17"], "-q must be 1 to 16"),
+        ("send-bw", &["-t", "0"], "-t (tx-depth) must be 1 to"),
+        ("send-bw", &["-s", "0"], "-s must be"),
+        ("read-bw", &["-D", "0"], "-D 0"),
+        (
+            "write-bw",
+            &["--mpa-rev", "1", "--p2p", "read"],
+            "--p2p needs --mpa-rev 2",
+        ),
+        (
+            "read-lat",
+            &["--eal", "--vdev net_tap0"],
+            "are for --transport dpdk",
+        ),
+    ];
+    for (mode, bad, cause) in clients {
+        let mut list = vec![mode, "--connect", "127.0.0.1:1", "--transport", "socket"];
+        list.extend_from_slice(bad);
+        refused(&list, cause);
+    }
+    // DPDK servers without what they need.
+    refused(
+        &["write-bw", "--server", "--ip", "10.0.0.1/24"],
+        "--transport dpdk needs --eal",
+    );
+    refused(
+        &[
+            "write-bw",
+            "--server",
+            "--eal",
+            "--vdev net_tap0",
+            "--ip",
+            "10.0.0.1",
+        ],
+        "expected ADDRESS/PREFIX",
+    );
+    // The argument parser's own refusals name the options too.
+    let neither = perf(&["write-bw"]);
+    assert!(!neither.status.success());
+    assert!(
+        neither.stderr.contains("--server|--connect"),
+        "{}",
+        neither.stderr
+    );
+}

@@ -1,0 +1,170 @@
+//! The two-host modes between two `uwarp-perf` processes on DPDK, joined
+//! by a net_memif link (each process with its own `--file-prefix`, which
+//! `uwarp-perf` gives it): every mode at a small count with its data
+//! verified, a size sweep with its chart, Sends for a duration over four
+//! queue pairs, and a refused connection. Needs root (DPDK's memif).
+
+mod common;
+
+use common::{args, check_pair, finish_and_check, finish_pair, root_or_skip, serial, side_args};
+use common::{small_run, Perf, ITERS, MODES};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The server's address on the link (the link is private to the two
+/// processes, so the tests of this file share the subnet).
+const SERVER_IP: &str = "10.81.0.1";
+const CLIENT_IP: &str = "10.81.0.2";
+const PORT: u16 = 18515;
+
+/// The memif socket of one run, removed afterwards.
+struct Socket(PathBuf);
+
+impl Socket {
+    fn new(test: &str) -> Self {
+        let path =
+            std::env::temp_dir().join(format!("uwarp-twohost-{}-{test}.sock", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        Socket(path)
+    }
+
+    /// The `--eal` of the memif `role` side.
+    fn eal(&self, role: &str, mac: &str) -> String {
+        format!(
+            "--vdev net_memif0,role={role},socket={},socket-abstract=no,mac={mac}",
+            self.0.display()
+        )
+    }
+}
+
+impl Drop for Socket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Starts the server of `mode` (memif's server side too) and, once its
+/// memif socket exists, the client with `client_args` aimed at `port`.
+fn start(mode: &str, test: &str, port: u16, client_args: &[String]) -> (Perf, Perf, Socket) {
+    let socket = Socket::new(test);
+    let server_args = side_args(
+        mode,
+        &["--server", "--port", &PORT.to_string()],
+        &[
+            "--eal",
+            &socket.eal("server", "02:fe:00:00:00:01"),
+            "--ip",
+            &format!("{SERVER_IP}/24"),
+        ],
+        &[],
+    );
+    let mut server = Perf::start("server", &[], &server_args);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !socket.0.exists() {
+        assert!(
+            !server.exited(),
+            "the server exited before its memif socket existed"
+        );
+        assert!(Instant::now() < deadline, "no memif socket");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The socket exists from the EAL's probe, a moment before the port
+    // starts; a memif client arriving in between is refused for good.
+    std::thread::sleep(Duration::from_millis(100));
+    let client_args = side_args(
+        mode,
+        &["--connect", &format!("{SERVER_IP}:{port}")],
+        &[
+            "--eal",
+            &socket.eal("client", "02:fe:00:00:00:02"),
+            "--ip",
+            &format!("{CLIENT_IP}/24"),
+        ],
+        client_args,
+    );
+    let client = Perf::start("client", &[], &client_args);
+    (server, client, socket)
+}
+
+/// A run of `mode` with `client_args`; both reports.
+fn run(mode: &str, test: &str, client_args: &[String]) -> (Value, Value) {
+    let (server, client, _socket) = start(mode, test, PORT, client_args);
+    finish_pair(server, client)
+}
+
+#[test]
+fn every_mode_runs_between_two_processes_over_memif() {
+    if !root_or_skip("DPDK's net_memif") {
+        return;
+    }
+    let _serial = serial();
+    for mode in MODES {
+        let (server, client, _socket) = start(mode, "modes", PORT, &small_run(mode));
+        let (_, client) = finish_and_check(server, client, mode, ITERS);
+        assert_eq!(client["transport"], "dpdk");
+        assert_eq!(client["mpa"]["rtr"], "write", "{client}");
+    }
+}
+
+#[test]
+fn a_size_sweep_draws_its_chart() {
+    if !root_or_skip("DPDK's net_memif") {
+        return;
+    }
+    let _serial = serial();
+    let chart = std::env::temp_dir().join(format!("uwarp-twohost-{}.svg", std::process::id()));
+    let _ = std::fs::remove_file(&chart);
+    let sweep = args(&[
+        "-a",
+        "-n",
+        "50",
+        "--crc",
+        "--plot",
+        &chart.display().to_string(),
+    ]);
+    let (server, client) = run("write-bw", "sweep", &sweep);
+    let sizes: Vec<u64> = (1..=23).map(|k| 1 << k).collect();
+    check_pair(&server, &client, "write-bw", &sizes, Some(50));
+    assert_eq!(client["mpa"]["crc"], true);
+    let svg = std::fs::read_to_string(&chart).expect("the chart was written");
+    let _ = std::fs::remove_file(&chart);
+    assert!(
+        svg.starts_with("<svg ") && svg.contains("<path d=\"M"),
+        "{svg}"
+    );
+    assert_eq!(svg.matches("<circle ").count(), sizes.len());
+}
+
+#[test]
+fn sends_for_a_duration_over_four_queue_pairs_all_arrive() {
+    if !root_or_skip("DPDK's net_memif") {
+        return;
+    }
+    let _serial = serial();
+    let run_args = args(&["-D", "1", "-q", "4", "-t", "16", "-s", "4096"]);
+    let (server, client) = run("send-bw", "duration", &run_args);
+    // The server counted every Send the client counted, on each queue
+    // pair, before it agreed.
+    check_pair(&server, &client, "send-bw", &[4096], None);
+    assert_eq!(client["qps"], 4);
+    assert_eq!(server["qps"], 4);
+}
+
+#[test]
+fn a_port_without_a_server_refuses_the_client() {
+    if !root_or_skip("DPDK's net_memif") {
+        return;
+    }
+    let _serial = serial();
+    let (server, client, _socket) = start("write-bw", "refused", PORT + 1, &[]);
+    let refused = client.finish();
+    drop(server);
+    let reason = refused.failure();
+    assert!(
+        reason.contains(&format!("{SERVER_IP}:{} refused the connection", PORT + 1)),
+        "{reason}"
+    );
+    assert!(refused.stdout.is_empty(), "{}", refused.stdout);
+}

@@ -1,0 +1,141 @@
+//! uwarp against uwarp across the two transports: one `uwarp-perf` on
+//! DPDK's net_tap, the other on the kernel's sockets on the tap's kernel
+//! side, in both directions, every mode at a small count with its data
+//! verified.
+//!
+//! - DPDK server, socket client: the server makes the tap; once it
+//!   listens the tap's kernel side gets its address, then the client
+//!   connects to the server's address through it.
+//! - Socket server, DPDK client: the server listens on every kernel
+//!   address (the tap does not exist yet: the client makes it); the
+//!   tap's kernel side gets its address while the client is asking for
+//!   it by ARP.
+//!
+//! A round trip between the two takes a quarter of a millisecond here,
+//! and milliseconds when the machine is busy (the DPDK process polls one
+//! of two CPUs without pause; the socket process's threads and the
+//! kernel's tap share the other): the latency runs are short.
+//!
+//! Each test has its own tap and subnet. Needs root (taps).
+
+mod common;
+
+use common::{finish_and_check, quick_iters, quick_run, root_or_skip, serial, sh, side_args};
+use common::{Perf, MODES};
+
+/// One test's tap: the kernel at 10.81.N.1, uwarp at 10.81.N.2. The tap
+/// goes with the DPDK process that made it; dropping this takes the
+/// kernel's address off a tap still there.
+struct Tap {
+    name: String,
+    subnet: u8,
+}
+
+impl Tap {
+    fn new(subnet: u8) -> Self {
+        Tap {
+            name: format!("uwpt{subnet}"),
+            subnet,
+        }
+    }
+
+    fn kernel_ip(&self) -> String {
+        format!("10.81.{}.1", self.subnet)
+    }
+
+    fn uwarp_ip(&self) -> String {
+        format!("10.81.{}.2", self.subnet)
+    }
+
+    /// `uwarp-perf MODE SIDE...` on DPDK on this tap.
+    fn dpdk(&self, mode: &str, side: &[&str], extra: &[String]) -> Vec<String> {
+        let eal = format!("--vdev net_tap0,iface={}", self.name);
+        let ip = format!("{}/24", self.uwarp_ip());
+        side_args(mode, side, &["--eal", &eal, "--ip", &ip], extra)
+    }
+
+    /// Gives the kernel's side its address (waiting for the tap).
+    fn up(&self) {
+        let script = common::scripts().join("topo-tap.sh");
+        let cidr = format!("{}/24", self.kernel_ip());
+        sh(
+            "bash",
+            &[&script.display().to_string(), "up", &self.name, &cidr],
+        );
+    }
+}
+
+impl Drop for Tap {
+    fn drop(&mut self) {
+        let script = common::scripts().join("topo-tap.sh");
+        let _ = std::process::Command::new("bash")
+            .arg(script)
+            .args(["down", &self.name])
+            .status();
+    }
+}
+
+/// `uwarp-perf MODE SIDE... --transport socket` (with `extra`).
+fn socket(mode: &str, side: &[&str], extra: &[String]) -> Vec<String> {
+    side_args(mode, side, &["--transport", "socket"], extra)
+}
+
+/// Every mode over its own tap, with the DPDK side serving (`dpdk_serves`)
+/// or connecting; the socket side is the other.
+fn every_mode(subnet: u8, dpdk_serves: bool) {
+    if !root_or_skip("a tap device") {
+        return;
+    }
+    let _serial = serial();
+    let tap = Tap::new(subnet);
+    for (i, mode) in MODES.into_iter().enumerate() {
+        let port = (18700 + 10 * usize::from(subnet) + i).to_string();
+        let server_side = ["--server", "--port", port.as_str()];
+        let (mut server, peer) = if dpdk_serves {
+            let server = Perf::start("DPDK server", &[], &tap.dpdk(mode, &server_side, &[]));
+            (server, format!("{}:{port}", tap.uwarp_ip()))
+        } else {
+            let server = Perf::start("socket server", &[], &socket(mode, &server_side, &[]));
+            (server, format!("{}:{port}", tap.kernel_ip()))
+        };
+        server.wait_for("listening on");
+        let client_side = ["--connect", peer.as_str()];
+        let client = if dpdk_serves {
+            tap.up();
+            Perf::start(
+                "socket client",
+                &[],
+                &socket(mode, &client_side, &quick_run(mode)),
+            )
+        } else {
+            // The client makes the tap, then asks for the server's
+            // address until the kernel's side has it.
+            let client = Perf::start(
+                "DPDK client",
+                &[],
+                &tap.dpdk(mode, &client_side, &quick_run(mode)),
+            );
+            tap.up();
+            client
+        };
+        let (server, client) = finish_and_check(server, client, mode, quick_iters(mode));
+        let transports = (server["transport"].as_str(), client["transport"].as_str());
+        let expected = if dpdk_serves {
+            ("dpdk", "socket")
+        } else {
+            ("socket", "dpdk")
+        };
+        assert_eq!(transports, (Some(expected.0), Some(expected.1)));
+        assert_eq!(client["peer"], peer.as_str());
+    }
+}
+
+#[test]
+fn a_dpdk_server_serves_a_socket_client_in_every_mode() {
+    every_mode(31, true);
+}
+
+#[test]
+fn a_socket_server_serves_a_dpdk_client_in_every_mode() {
+    every_mode(32, false);
+}
