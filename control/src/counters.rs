@@ -104,6 +104,16 @@ impl QpCounters {
     }
 }
 
+impl std::ops::Add for QpCounters {
+    type Output = Self;
+
+    /// Field by field: the counters of several queue pairs together.
+    fn add(self, other: Self) -> Self {
+        let (a, b) = (self.to_array(), other.to_array());
+        Self::from_array(std::array::from_fn(|i| a[i] + b[i]))
+    }
+}
+
 const FIELDS: usize = 11;
 
 /// A queue pair's counters as the dataplane publishes them.
@@ -140,6 +150,11 @@ mod tests {
         assert_eq!(
             counters.to_array(),
             std::array::from_fn(|i| i as u64 * 3 + 1)
+        );
+        let doubled = counters + counters;
+        assert_eq!(
+            doubled.to_array(),
+            std::array::from_fn(|i| i as u64 * 6 + 2)
         );
     }
 }

@@ -13,8 +13,8 @@
 use std::time::{Duration, Instant};
 
 use uwarp_control::{
-    Access, CompletionQueue, Device, MemoryRegion, Payload, QpCaps, QpEvent, QpInit, QpState,
-    QueuePair, RecvWr, SendOp, SendWr, WcStatus, WorkCompletion,
+    Access, CompletionQueue, Device, MemoryRegion, Payload, QpCaps, QpCounters, QpEvent, QpInit,
+    QpState, QueuePair, RecvWr, SendOp, SendWr, WcStatus, WorkCompletion,
 };
 
 use super::protocol::{mailbox_slots, Control, Region, SLOT};
@@ -179,6 +179,13 @@ impl Endpoint<'_> {
     /// Queue pairs.
     pub fn qps(&self) -> usize {
         self.resources.qps.len()
+    }
+
+    /// What this side's queue pairs carried, together.
+    pub fn counters(&self) -> QpCounters {
+        let qps = self.resources.qps.iter();
+        qps.map(QueuePair::counters)
+            .fold(QpCounters::default(), |a, b| a + b)
     }
 
     /// Receives kept posted on each queue pair.

@@ -8,7 +8,7 @@
 use hdrhistogram::Histogram;
 use serde_json::{json, Map, Value};
 
-use uwarp_control::Rtr;
+use uwarp_control::{QpCounters, Rtr};
 
 use super::calibrate::Calibration;
 use super::session::Outcome;
@@ -313,6 +313,7 @@ impl RunReport {
             "verified": true,
             "verification": self.mode.verification(),
             "results": results,
+            "counters": counters_json(&o.counters),
         })
     }
 
@@ -358,8 +359,45 @@ impl RunReport {
             "data verified: {}; numbers measured by the client\n",
             self.mode.verification()
         );
+        out += &counters_text(&o.counters);
         out
     }
+}
+
+/// This side's queue pair counters as JSON.
+fn counters_json(c: &QpCounters) -> Value {
+    json!({
+        "fpdus_sent": c.fpdus_sent,
+        "fpdus_received": c.fpdus_received,
+        "bytes_placed": c.bytes_placed,
+        "segments_placed_out_of_order": c.segments_placed_out_of_order,
+        "fpdus_placed_out_of_order": c.fpdus_placed_out_of_order,
+        "bytes_placed_out_of_order": c.bytes_placed_out_of_order,
+        "bytes_reassembled": c.bytes_reassembled,
+        "fpdus_split": c.fpdus_split,
+        "crc_errors": c.crc_errors,
+        "terminates_sent": c.terminates_sent,
+        "terminates_received": c.terminates_received,
+    })
+}
+
+/// This side's queue pair counters, two lines for people.
+fn counters_text(c: &QpCounters) -> String {
+    format!(
+        "this side: FPDUs sent {} received {}, placed {} B ({} B out of order in {} segments), \
+         reassembled {} B, FPDUs split {}\n\
+         CRC errors {}, Terminates sent {} received {}\n",
+        c.fpdus_sent,
+        c.fpdus_received,
+        c.bytes_placed,
+        c.bytes_placed_out_of_order,
+        c.segments_placed_out_of_order,
+        c.bytes_reassembled,
+        c.fpdus_split,
+        c.crc_errors,
+        c.terminates_sent,
+        c.terminates_received,
+    )
 }
 
 fn on_off(on: bool) -> &'static str {

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use uwarp_control::{
     ConnectParams, Connection, Device, Error, IncomingRequest, Listener, LocalParams, Negotiated,
-    Revision, RtrSet,
+    QpCounters, Revision, RtrSet,
 };
 
 use super::endpoint::{stamp_len, Endpoint, Resources, Shape, CLIENT_SEED, SERVER_SEED, STALL};
@@ -135,6 +135,8 @@ pub struct Outcome {
     pub tx_depth: usize,
     /// The measurements, one per size.
     pub phases: Vec<Phase>,
+    /// What this side's queue pairs carried.
+    pub counters: QpCounters,
 }
 
 /// The run's number, telling its queue pairs from another client's.
@@ -196,6 +198,7 @@ pub fn run_client(
     // receives on the other queue pairs first, which it would take for a
     // failure: the server answers the Bye, then the client hangs up.
     ep.send_control(&Control::Bye)?;
+    let counters = ep.counters();
     match ep.control()? {
         Control::Bye => ep.close(true),
         other => return Err(format!("expected the server's Bye, got {other:?}")),
@@ -207,6 +210,7 @@ pub fn run_client(
         qps: run.qps,
         tx_depth: run.tx_depth,
         phases,
+        counters,
     })
 }
 
@@ -376,6 +380,7 @@ pub fn serve(
         }
     }
     ep.send_control(&Control::Bye)?;
+    let counters = ep.counters();
     ep.close(false);
     Ok(Outcome {
         negotiated: connection.negotiated,
@@ -384,6 +389,7 @@ pub fn serve(
         qps,
         tx_depth: hello.tx_depth as usize,
         phases,
+        counters,
     })
 }
 

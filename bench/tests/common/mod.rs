@@ -334,4 +334,17 @@ pub fn check_pair(server: &Value, client: &Value, mode: &str, sizes: &[u64], ite
     assert_eq!(client["role"], "client");
     assert_eq!(server["role"], "server");
     assert_eq!(server["results"], client["results"]);
+    // Each side reports its own queue pairs' counters: both received
+    // FPDUs (the control messages at least), and a clean run has no
+    // errors.
+    for report in [server, client] {
+        let counters = &report["counters"];
+        assert!(
+            counters["fpdus_received"].as_u64().is_some_and(|n| n > 0),
+            "{report}"
+        );
+        for field in ["crc_errors", "terminates_sent", "terminates_received"] {
+            assert_eq!(counters[field], 0, "{field}: {report}");
+        }
+    }
 }
