@@ -91,6 +91,26 @@ impl FramingError {
     }
 }
 
+/// The whole FPDU (without Markers) at the front of `data`: its ULPDU and
+/// its length, its CRC checked when `crc` is set; `None` while `data`
+/// holds less than one FPDU.
+pub fn front_fpdu(data: &[u8], crc: bool) -> Option<Result<(&[u8], usize), FramingError>> {
+    let fpdu = Fpdu::new_checked(data).ok()?;
+    if let Err(err) = crc_result(fpdu.verify(crc)) {
+        return Some(Err(err));
+    }
+    let ulpdu = &data[fpdu::LENGTH_FIELD_LEN..fpdu::LENGTH_FIELD_LEN + fpdu.ulpdu_len()];
+    Some(Ok((ulpdu, fpdu.fpdu_len())))
+}
+
+/// A CRC verdict as the reader answers it.
+fn crc_result(verdict: CrcVerdict) -> Result<(), FramingError> {
+    match verdict {
+        CrcVerdict::Bad { carried, computed } => Err(FramingError::Crc { carried, computed }),
+        CrcVerdict::Good | CrcVerdict::Off => Ok(()),
+    }
+}
+
 /// Reads FPDUs of one direction from stream data.
 #[derive(Debug, Clone)]
 pub struct FpduReader {
@@ -170,16 +190,14 @@ impl FpduReader {
             return None;
         }
         let whole: &'d [u8] = data;
-        let fpdu = Fpdu::new_checked(whole).ok()?;
-        if let Err(err) = self.check(fpdu.verify(self.crc)) {
-            return Some(Err(self.fail(err)));
+        match front_fpdu(whole, self.crc)? {
+            Ok((ulpdu, len)) => {
+                *data = &whole[len..];
+                self.advance(len as u64);
+                Some(Ok(ulpdu))
+            }
+            Err(err) => Some(Err(self.fail(err))),
         }
-        let (len, ulpdu_len) = (fpdu.fpdu_len(), fpdu.ulpdu_len());
-        *data = &whole[len..];
-        self.advance(len as u64);
-        Some(Ok(
-            &whole[fpdu::LENGTH_FIELD_LEN..fpdu::LENGTH_FIELD_LEN + ulpdu_len]
-        ))
     }
 
     /// The stream continues `len` octets further on: octets the LLP never
@@ -214,12 +232,10 @@ impl FpduReader {
     }
 
     fn read_plain(&self, pending: &[u8]) -> Result<Option<(Vec<u8>, usize)>, FramingError> {
-        let Ok(fpdu) = Fpdu::new_checked(pending) else {
-            // Only a short buffer fails without Markers: wait for more.
-            return Ok(None);
-        };
-        self.check(fpdu.verify(self.crc))?;
-        Ok(Some((fpdu.ulpdu().to_vec(), fpdu.fpdu_len())))
+        // Without Markers only a short buffer has no FPDU: wait for more.
+        front_fpdu(pending, self.crc)
+            .transpose()
+            .map(|found| found.map(|(ulpdu, len)| (ulpdu.to_vec(), len)))
     }
 
     fn read_marked(
@@ -229,18 +245,11 @@ impl FpduReader {
     ) -> Result<Option<(Vec<u8>, usize)>, FramingError> {
         match MarkedFpdu::parse(offset, pending) {
             Ok(fpdu) => {
-                self.check(fpdu.verify(self.crc))?;
+                crc_result(fpdu.verify(self.crc))?;
                 Ok(Some((fpdu.ulpdu().to_vec(), fpdu.marked_len)))
             }
             Err(WireError::Truncated { .. }) => Ok(None),
             Err(err) => Err(FramingError::Marker(err)),
-        }
-    }
-
-    fn check(&self, verdict: CrcVerdict) -> Result<(), FramingError> {
-        match verdict {
-            CrcVerdict::Bad { carried, computed } => Err(FramingError::Crc { carried, computed }),
-            CrcVerdict::Good | CrcVerdict::Off => Ok(()),
         }
     }
 

@@ -32,8 +32,8 @@ use super::receive::{carries_send_payload, Payload};
 use super::terminate::Fault;
 use super::QpEngine;
 use crate::mem::Stag;
+use crate::mpa::framer::front_fpdu;
 use crate::wire::ddp::{BufferModel, DdpRepr};
-use crate::wire::fpdu::{CrcVerdict, Fpdu, LENGTH_FIELD_LEN};
 use crate::wire::rdmap::{Opcode, RdmapControl, RdmapSegment, QN_READ_REQUEST, READ_REQUEST_LEN};
 use crate::wire::terminate::TermError;
 
@@ -106,12 +106,7 @@ impl QpEngine {
     /// checks and it is a Write, Read Response or Send that fits where it
     /// goes; returns it and its length.
     fn place_one(&mut self, data: &[u8]) -> Option<(Early, usize)> {
-        let fpdu = Fpdu::new_checked(data).ok()?;
-        if fpdu.verify(true) != CrcVerdict::Good {
-            return None;
-        }
-        let wire_len = fpdu.fpdu_len();
-        let ulpdu = &data[LENGTH_FIELD_LEN..LENGTH_FIELD_LEN + fpdu.ulpdu_len()];
+        let (ulpdu, wire_len) = front_fpdu(data, true)?.ok()?;
         let segment = RdmapSegment::parse(ulpdu).ok()?;
         let payload = segment.payload;
         let placed = match (segment.ddp.model, segment.opcode()) {
