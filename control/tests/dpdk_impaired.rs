@@ -14,14 +14,11 @@ mod dpdk_common;
 
 use std::time::Duration;
 
-use dpdk_common::eal;
-use smoltcp::wire::{EthernetAddress, Ipv4Address};
+use dpdk_common::device_pair;
 use uwarp_control::{
-    Access, CompletionQueue, ConnectParams, CoreThreads, Device, DeviceConfig, DpdkConfig,
-    HostConfig, LocalParams, MemoryRegion, Payload, ProtectionDomain, QpCounters, QpInit,
-    QueuePair, SendOp, SendWr, WcStatus,
+    Access, CompletionQueue, ConnectParams, CoreThreads, Device, LocalParams, MemoryRegion,
+    Payload, ProtectionDomain, QpCounters, QpInit, QueuePair, SendOp, SendWr, WcStatus,
 };
-use uwarp_dataplane::ring_pair;
 use uwarp_dataplane::runtime::{ImpairConfig, Impairment};
 
 const CHUNK: usize = 64 << 10;
@@ -41,22 +38,13 @@ struct Link {
 }
 
 fn link(impair: &str, subnet: u8) -> Link {
-    let (a, b) = ring_pair(eal(), 1, 4096).expect("a ring pair");
-    let open = |port, last: u8| {
-        let mut host = HostConfig::new(Ipv4Address::new(10, subnet, 0, last), 24);
-        host.mac = Some(EthernetAddress([2, 0, 0, subnet, 0, last]));
-        let rx: ImpairConfig = impair.parse().expect("an impairment");
+    let rx: ImpairConfig = impair.parse().expect("an impairment");
+    let (server, client) = device_pair(subnet, 4096, CoreThreads::Spawned, |host| {
         host.impairment = Impairment {
             rx,
             tx: ImpairConfig::default(),
         };
-        let dpdk = DpdkConfig {
-            host,
-            threads: CoreThreads::Spawned,
-        };
-        Device::open_dpdk(eal(), port, DeviceConfig::default(), dpdk).expect("a DPDK device")
-    };
-    let (server, client) = (open(a, 1), open(b, 2));
+    });
     let listener = server.listen(format!("10.{subnet}.0.1:0")).expect("listen");
     let addr = listener.local_addr();
     let crc = LocalParams {

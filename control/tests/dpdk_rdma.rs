@@ -11,30 +11,19 @@ mod dpdk_common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use dpdk_common::eal;
-use smoltcp::wire::{EthernetAddress, Ipv4Address};
+use dpdk_common::device_pair;
 use uwarp_control::rping::{self, Options};
-use uwarp_control::{
-    ConnectParams, CoreThreads, Device, DeviceConfig, DpdkConfig, Error, HostConfig, LocalParams,
-    QpInit,
-};
-use uwarp_dataplane::ring_pair;
+use uwarp_control::{ConnectParams, CoreThreads, Device, Error, LocalParams, QpInit};
 
 const PINGS: u64 = 100;
 
 /// Two devices joined by a net_ring pair: 10.66.0.1 and 10.66.0.2.
 fn devices(threads: CoreThreads) -> (Device, Device) {
-    let (a, b) = ring_pair(eal(), 1, 1024).expect("a ring pair");
-    let open = |port, last: u8| {
-        let mut host = HostConfig::new(Ipv4Address::new(10, 66, 0, last), 24);
-        host.mac = Some(EthernetAddress([2, 0, 0, 0x66, 0, last]));
+    device_pair(66, 1024, threads, |host| {
         // Small pools: the tests of this binary run side by side in the
         // EAL's 256 MiB.
         host.mempool.capacity = 2047;
-        let dpdk = DpdkConfig { host, threads };
-        Device::open_dpdk(eal(), port, DeviceConfig::default(), dpdk).expect("a DPDK device")
-    };
-    (open(a, 1), open(b, 2))
+    })
 }
 
 fn options(size: usize) -> Options {

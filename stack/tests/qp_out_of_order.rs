@@ -448,26 +448,25 @@ fn early_placement_is_refused_before_the_responders_first_fpdu_and_in_order() {
     assert!(!b.engine.place_out_of_order(300, &fpdu[..fpdu.len() - 1]));
     // A Read Request is kept whole for the in-order stream; a Terminate
     // waits in the LLP.
-    let frame = |ulpdu: &[u8]| {
-        let mut framed = Vec::new();
-        FpduWriter::new(true, false)
-            .write(&[ulpdu], &mut framed)
-            .unwrap();
-        framed
-    };
     let request = common::read_request(1, &Default::default());
     assert!(b.engine.place_out_of_order(400, &frame(&request)));
     let terminate = common::untagged(Opcode::Terminate, true, (2, 1, 0), 0, &[0; 4]);
     assert!(!b.engine.place_out_of_order(500, &frame(&terminate)));
 }
 
+/// `ulpdu` in one FPDU with a CRC.
+fn frame(ulpdu: &[u8]) -> Vec<u8> {
+    let mut framed = Vec::new();
+    FpduWriter::new(true, false)
+        .write(&[ulpdu], &mut framed)
+        .unwrap();
+    framed
+}
+
 /// Recomputes the CRC of the one FPDU in `octets` after its ULPDU changed.
 fn refresh_crc(octets: &mut [u8]) {
     let ulpdu_len = usize::from(u16::from_be_bytes([octets[0], octets[1]]));
-    let mut framed = Vec::new();
-    FpduWriter::new(true, false)
-        .write(&[&octets[2..2 + ulpdu_len]], &mut framed)
-        .unwrap();
+    let framed = frame(&octets[2..2 + ulpdu_len]);
     octets.copy_from_slice(&framed);
 }
 

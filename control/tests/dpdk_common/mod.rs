@@ -28,6 +28,7 @@ use smoltcp::wire::{
 use uwarp_control::dpdk::{
     Clock, End, SetupCounters, TcpApp, TcpCore, TcpCoreCounters, TcpRequests, TcpSetup,
 };
+use uwarp_control::{CoreThreads, Device, DeviceConfig, DpdkConfig, HostConfig};
 use uwarp_dataplane::net::{FourTuple, InterfaceAddress, InterfaceConfig, NetCounters};
 use uwarp_dataplane::runtime::{start_port, DataplaneCounters, Stepper};
 use uwarp_dataplane::{
@@ -59,6 +60,27 @@ pub const SETTLE_STEPS: usize = 30;
 pub fn eal() -> &'static Eal {
     static EAL: OnceLock<&'static Eal> = OnceLock::new();
     EAL.get_or_init(|| Eal::init(&EalConfig::virtual_devices(Vec::<String>::new())).expect("EAL"))
+}
+
+/// Two iWARP devices joined by a net_ring pair of `ring_size` descriptors:
+/// 10.`subnet`.0.1 (the first) and 10.`subnet`.0.2, with MACs of the same
+/// numbers, their cores placed as `threads` says, each host's settings
+/// changed by `tune` before it opens.
+pub fn device_pair(
+    subnet: u8,
+    ring_size: u32,
+    threads: CoreThreads,
+    tune: impl Fn(&mut HostConfig),
+) -> (Device, Device) {
+    let (a, b) = ring_pair(eal(), 1, ring_size).expect("a ring pair");
+    let open = |port, last: u8| {
+        let mut host = HostConfig::new(Ipv4Address::new(10, subnet, 0, last), 24);
+        host.mac = Some(EthernetAddress([2, 0, 0, subnet, 0, last]));
+        tune(&mut host);
+        let dpdk = DpdkConfig { host, threads };
+        Device::open_dpdk(eal(), port, DeviceConfig::default(), dpdk).expect("a DPDK device")
+    };
+    (open(a, 1), open(b, 2))
 }
 
 /// The TCP settings of the tests: the defaults, with buffers small enough
