@@ -12,9 +12,11 @@ mod common;
 
 use common::{pair, pump, read_from, write_at, write_to, Region, Setup, Side, REMOTE_ALL};
 use uwarp_stack::mem::Access;
+use uwarp_stack::mpa::{FpduSink, VecSink};
 use uwarp_stack::rdmap::CqKind;
 use uwarp_stack::verbs::{Payload, SendOp, SendWr, WcOpcode, WcStatus};
 use uwarp_stack::wire::ddp::{TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN};
+use uwarp_stack::wire::terminate::TermError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Op {
@@ -332,7 +334,7 @@ fn poll_fpdu_gives_one_whole_fpdu_per_call() {
     a.post(3, SendOp::Send, vec![send_src.whole()]);
     let mut pieces = Vec::new();
     let mut piece = Vec::new();
-    while a.engine.poll_fpdu(&mut piece) {
+    while a.engine.poll_fpdu(&mut VecSink::new(&mut piece)) {
         pieces.push(std::mem::take(&mut piece));
     }
     let tagged_room = 1001 - TAGGED_HEADER_LEN;
@@ -353,4 +355,97 @@ fn poll_fpdu_gives_one_whole_fpdu_per_call() {
     assert_eq!(send_dst.contents(), sent);
     let received = b.take(CqKind::Recv);
     assert_eq!((received[0].wr_id, received[0].byte_len), (1, 3_000));
+}
+
+/// A sink that has room only every third time it is asked, as a TCP send
+/// queue that fills up: nothing is lost or sent twice, and a request
+/// completes only once its last FPDU was taken.
+struct Stingy {
+    asked: u32,
+    taken: Vec<u8>,
+    reserved: Vec<u8>,
+}
+
+impl FpduSink for Stingy {
+    fn reserve(&mut self, len: usize) -> Option<&mut [u8]> {
+        self.asked += 1;
+        if self.asked % 3 != 0 {
+            return None;
+        }
+        self.reserved = vec![0xEE; len];
+        Some(&mut self.reserved)
+    }
+
+    fn commit(&mut self) {
+        self.taken.append(&mut self.reserved);
+    }
+}
+
+#[test]
+fn a_sink_without_room_holds_the_fpdu_and_its_completion() {
+    let (mut a, mut b) = pair(Setup {
+        crc: true,
+        mulpdu: 1001,
+        ..Setup::default()
+    });
+    let write_src = a.region(4_935, Access::NONE);
+    let write_dst = b.region(4_935, REMOTE_ALL);
+    let send_src = a.region(2_949, Access::NONE);
+    let send_dst = b.region(2_949, Access::LOCAL_WRITE);
+    let written = write_src.fill(8);
+    let sent = send_src.fill(9);
+    b.post_recv(1, vec![send_dst.whole()]);
+    a.post(2, write_to(&write_dst, 0), vec![write_src.whole()]);
+    a.post(3, SendOp::Send, vec![send_src.whole()]);
+    let mut sink = Stingy {
+        asked: 0,
+        taken: Vec::new(),
+        reserved: Vec::new(),
+    };
+    let mut framed = 0;
+    for _ in 0..100 {
+        if a.engine.poll_fpdu(&mut sink) {
+            framed += 1;
+        }
+        a.collect();
+        let done: Vec<u64> = a.completions.iter().map(|(_, wc)| wc.wr_id).collect();
+        // Five Write segments of 987 octets then three Send segments of
+        // 983: each request completes exactly when its last one was taken.
+        let expect: &[u64] = match framed {
+            0..=4 => &[],
+            5..=7 => &[2],
+            _ => &[2, 3],
+        };
+        assert_eq!(done, expect, "after {framed} FPDUs");
+    }
+    assert_eq!(framed, 8);
+    b.engine.on_bytes(&sink.taken);
+    assert_eq!(write_dst.contents(), written);
+    assert_eq!(send_dst.contents(), sent);
+    let received = b.take(CqKind::Recv);
+    assert_eq!((received.len(), received[0].byte_len), (1, 2_949));
+}
+
+#[test]
+fn a_region_gone_mid_message_fails_the_request_with_a_terminate() {
+    let (mut a, b) = pair(Setup {
+        mulpdu: 1001,
+        ..Setup::default()
+    });
+    let src = a.region(5_000, Access::NONE);
+    let dst = b.region(5_000, REMOTE_ALL);
+    src.fill(3);
+    a.post(1, write_to(&dst, 0), vec![src.whole()]);
+    a.record();
+    let mut out = Vec::new();
+    assert!(a.transmit(&mut out, 1) > 0);
+    // The application deregisters the source while the Write is out.
+    a.table.deregister(src.stag).unwrap();
+    a.transmit(&mut out, 1 << 20);
+    let ulpdus = a.take_sent();
+    assert_eq!(ulpdus.len(), 2, "one Write segment, then the Terminate");
+    let term = common::as_terminate(&ulpdus[1]).expect("a Terminate");
+    assert_eq!(term.error, TermError::RdmapLocalCatastrophic);
+    let sent = a.take(CqKind::Send);
+    assert_eq!(sent[0].status, WcStatus::LocalProtectionError);
 }

@@ -66,7 +66,7 @@ impl ReorderingLink {
         loop {
             let mut octets = Vec::new();
             for _ in 0..rng.between(1, max_fpdus) {
-                if !from.engine.poll_fpdu(&mut octets) {
+                if from.engine.poll_transmit(&mut octets, 1) == 0 {
                     break;
                 }
             }
@@ -437,7 +437,7 @@ fn early_placement_is_refused_before_the_responders_first_fpdu_and_in_order() {
     let source = a.region(4096, Access::LOCAL_WRITE);
     a.post(1, write_to(&sink, 0), vec![source.sge(0, 10)]);
     let mut fpdu = Vec::new();
-    assert!(a.engine.poll_fpdu(&mut fpdu));
+    assert!(a.engine.poll_transmit(&mut fpdu, 1) > 0);
     // In order is never out of order.
     assert!(!b.engine.place_out_of_order(0, &fpdu));
     // The responder waits for the initiator's first FPDU in order.

@@ -14,6 +14,64 @@ use crate::wire::marker::{self, MarkedFpdu};
 use crate::wire::terminate::TermError;
 use crate::wire::{Result as WireResult, WireError};
 
+/// Where a sender frames its FPDUs, one at a time: room for exactly one
+/// FPDU, kept only once committed. A transport that cuts TCP segments at
+/// FPDU boundaries (RFC 5044 section 5.2) hands out room in its send
+/// queue, so FPDUs are framed where they will be sent from.
+pub trait FpduSink {
+    /// Room for an FPDU of exactly `len` octets, or `None` when there is
+    /// none now (the sender offers the same FPDU again later). A
+    /// reservation that is not committed is dropped by the next one.
+    fn reserve(&mut self, len: usize) -> Option<&mut [u8]>;
+
+    /// Keeps the FPDU written into the last reservation.
+    fn commit(&mut self);
+}
+
+/// An [`FpduSink`] that appends committed FPDUs to a vector.
+#[derive(Debug)]
+pub struct VecSink<'a> {
+    out: &'a mut Vec<u8>,
+    /// Length of `out` up to the last committed FPDU.
+    kept: usize,
+}
+
+impl<'a> VecSink<'a> {
+    /// Appends to `out` after what it already holds.
+    pub fn new(out: &'a mut Vec<u8>) -> Self {
+        let kept = out.len();
+        Self { out, kept }
+    }
+
+    /// Octets the sink holds, the ones before it came included.
+    pub fn len(&self) -> usize {
+        self.kept
+    }
+
+    /// Whether the vector holds nothing at all.
+    pub fn is_empty(&self) -> bool {
+        self.kept == 0
+    }
+}
+
+impl FpduSink for VecSink<'_> {
+    fn reserve(&mut self, len: usize) -> Option<&mut [u8]> {
+        self.out.resize(self.kept + len, 0);
+        Some(&mut self.out[self.kept..])
+    }
+
+    fn commit(&mut self) {
+        self.kept = self.out.len();
+    }
+}
+
+impl Drop for VecSink<'_> {
+    /// Drops a reservation that was never committed.
+    fn drop(&mut self) {
+        self.out.truncate(self.kept);
+    }
+}
+
 /// Writes FPDUs for one direction.
 #[derive(Debug, Clone)]
 pub struct FpduWriter {
@@ -21,6 +79,8 @@ pub struct FpduWriter {
     markers: bool,
     /// Octets sent in Full Operation so far, Markers included.
     offset: u64,
+    /// Where a ULPDU is gathered before Markers are woven into it.
+    marked_scratch: Vec<u8>,
 }
 
 impl FpduWriter {
@@ -30,6 +90,7 @@ impl FpduWriter {
             crc,
             markers,
             offset: 0,
+            marked_scratch: Vec::new(),
         }
     }
 
@@ -38,31 +99,68 @@ impl FpduWriter {
         self.offset
     }
 
-    /// Appends one FPDU carrying the concatenation of `parts` to `out`.
-    pub fn write(&mut self, parts: &[&[u8]], out: &mut Vec<u8>) -> WireResult<usize> {
-        let unmarked = fpdu::fpdu_len(fpdu::ulpdu_len(parts)?);
-        let len = if self.markers {
+    /// Octets the next FPDU takes on the wire when it carries a ULPDU of
+    /// `ulpdu_len` octets, Markers included; refused over 65535.
+    pub fn next_len(&self, ulpdu_len: usize) -> WireResult<usize> {
+        if ulpdu_len > fpdu::MAX_ULPDU_LEN {
+            return Err(WireError::UlpduTooLong(ulpdu_len));
+        }
+        let unmarked = fpdu::fpdu_len(ulpdu_len);
+        Ok(if self.markers {
             marker::marked_len(self.offset, unmarked)
         } else {
             unmarked
-        };
-        let start = out.len();
-        out.resize(start + len, 0);
-        let result = if self.markers {
-            marker::emit(self.offset, parts, self.crc, &mut out[start..])
+        })
+    }
+
+    /// Writes the next FPDU into `out`, which holds exactly
+    /// [`next_len`](Self::next_len)`(ulpdu_len)` octets: `fill` writes the
+    /// ULPDU into the slice it is given, and the writer frames it there
+    /// (without Markers the slice is the ULPDU's own place in `out`, so
+    /// the payload is copied once, from wherever it lies, into the frame).
+    /// When `fill` fails, nothing counts as written and its error is
+    /// returned. Returns the FPDU's length.
+    pub fn write_with<E: From<WireError>>(
+        &mut self,
+        ulpdu_len: usize,
+        out: &mut [u8],
+        fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
+    ) -> Result<usize, E> {
+        let len = self.next_len(ulpdu_len)?;
+        let available = out.len();
+        let out = out.get_mut(..len).ok_or(WireError::Truncated {
+            needed: len,
+            available,
+        })?;
+        let written = if self.markers {
+            let mut ulpdu = std::mem::take(&mut self.marked_scratch);
+            ulpdu.resize(ulpdu_len, 0);
+            let result =
+                fill(&mut ulpdu).map(|()| marker::emit(self.offset, &[&ulpdu], self.crc, out));
+            self.marked_scratch = ulpdu;
+            result??
         } else {
-            fpdu::emit(parts, self.crc, &mut out[start..])
+            let start = fpdu::LENGTH_FIELD_LEN;
+            fill(&mut out[start..start + ulpdu_len])?;
+            fpdu::seal(ulpdu_len, self.crc, out)?
         };
-        match result {
-            Ok(written) => {
-                self.offset = self.offset.wrapping_add(written as u64);
-                Ok(written)
-            }
-            Err(err) => {
-                out.truncate(start);
-                Err(err)
-            }
+        self.offset = self.offset.wrapping_add(written as u64);
+        Ok(written)
+    }
+
+    /// Appends one FPDU carrying the concatenation of `parts` to `out`.
+    pub fn write(&mut self, parts: &[&[u8]], out: &mut Vec<u8>) -> WireResult<usize> {
+        let ulpdu_len = fpdu::ulpdu_len(parts)?;
+        let start = out.len();
+        out.resize(start + self.next_len(ulpdu_len)?, 0);
+        let result = self.write_with(ulpdu_len, &mut out[start..], |ulpdu: &mut [u8]| {
+            fpdu::concat_into(parts, ulpdu);
+            Ok::<(), WireError>(())
+        });
+        if result.is_err() {
+            out.truncate(start);
         }
+        result
     }
 }
 

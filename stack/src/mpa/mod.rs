@@ -8,6 +8,6 @@ pub mod framer;
 pub mod negotiation;
 pub mod startup;
 
-pub use framer::{FpduReader, FpduWriter, FramingError};
+pub use framer::{FpduReader, FpduSink, FpduWriter, FramingError, VecSink};
 pub use negotiation::{LocalParams, Negotiated, NegotiationError, Rtr, RtrSet};
 pub use startup::{ConnectRequest, Initiator, InitiatorOutcome, Micros, Responder, StartupError};

@@ -210,15 +210,16 @@ impl InboundReads {
 
     /// The next segment to send, at most `mulpdu` octets including its
     /// 14-octet tagged header; `None` when nothing is queued. A zero-length
-    /// Read is answered with one zero-length segment.
-    pub fn next_segment(&mut self, mulpdu: usize) -> Option<ResponseSegment> {
+    /// Read is answered with one zero-length segment. The same segment
+    /// comes again until [`segment_sent`](Self::segment_sent) counts it.
+    pub fn peek_segment(&self, mulpdu: usize) -> Option<ResponseSegment> {
         let request = *self.queue.front()?;
         let room = u32::try_from(mulpdu.saturating_sub(TAGGED_HEADER_LEN)).unwrap_or(u32::MAX);
         if room == 0 && request.size > 0 {
             return None;
         }
         let len = (request.size - self.sent).min(room);
-        let segment = ResponseSegment {
+        Some(ResponseSegment {
             sink_stag: request.sink_stag,
             sink_to: request.sink_to.wrapping_add(u64::from(self.sent)),
             source_stag: request.source_stag,
@@ -226,14 +227,18 @@ impl InboundReads {
             len,
             last: self.sent + len == request.size,
             request,
-        };
+        })
+    }
+
+    /// Counts `segment`, the one [`peek_segment`](Self::peek_segment)
+    /// gave last, as sent; the Read is answered with its last segment.
+    pub fn segment_sent(&mut self, segment: &ResponseSegment) {
         if segment.last {
             self.queue.pop_front();
             self.sent = 0;
         } else {
-            self.sent += len;
+            self.sent += segment.len;
         }
-        Some(segment)
     }
 }
 
@@ -312,7 +317,12 @@ mod tests {
         let mut reads = InboundReads::new(4);
         reads.receive(read(3000, 1)).unwrap();
         reads.receive(read(0, 2)).unwrap();
-        let segments: Vec<_> = std::iter::from_fn(|| reads.next_segment(1456)).collect();
+        let segments: Vec<_> = std::iter::from_fn(|| {
+            let segment = reads.peek_segment(1456)?;
+            reads.segment_sent(&segment);
+            Some(segment)
+        })
+        .collect();
         assert_eq!(
             segments
                 .iter()

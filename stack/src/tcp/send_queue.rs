@@ -50,6 +50,20 @@ pub struct SendQueue {
     chunks: VecDeque<Chunk>,
     /// Where the oldest chunk began, possibly before `head`.
     front_start: u64,
+    /// The record reserved and not yet committed.
+    reserved: Option<Reserved>,
+    /// Where a reserved record that would wrap around the ring's end is
+    /// written, to be copied in at commit.
+    wrap_scratch: Vec<u8>,
+}
+
+/// A record reserved by [`SendQueue::reserve_record`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reserved {
+    /// Written in place at the tail of the ring.
+    InRing(usize),
+    /// Written into the wrap scratch.
+    Wrapped(usize),
 }
 
 impl SendQueue {
@@ -61,6 +75,8 @@ impl SendQueue {
             tail: 0,
             chunks: VecDeque::new(),
             front_start: 0,
+            reserved: None,
+            wrap_scratch: Vec::new(),
         }
     }
 
@@ -93,23 +109,54 @@ impl SendQueue {
 
     /// Queues a whole record, or nothing.
     pub fn push_record(&mut self, record: &[u8]) -> Result<(), QueueFull> {
-        if record.len() > self.free() {
+        self.reserve_record(record.len())?.copy_from_slice(record);
+        self.commit_record();
+        Ok(())
+    }
+
+    /// Room for a record of exactly `len` octets, written by the caller
+    /// and queued by [`commit_record`](Self::commit_record); nothing is
+    /// queued until then, and a later reservation replaces this one. The
+    /// room is the ring itself unless the record would wrap around its
+    /// end, so a sender can frame straight into it.
+    pub fn reserve_record(&mut self, len: usize) -> Result<&mut [u8], QueueFull> {
+        if len > self.free() {
+            self.reserved = None;
             return Err(QueueFull);
         }
-        if record.is_empty() {
-            return Ok(());
+        let cap = self.ring.len();
+        let at = (self.tail % cap as u64) as usize;
+        if at + len <= cap {
+            self.reserved = Some(Reserved::InRing(len));
+            Ok(&mut self.ring[at..at + len])
+        } else {
+            self.reserved = Some(Reserved::Wrapped(len));
+            self.wrap_scratch.resize(len, 0);
+            Ok(&mut self.wrap_scratch[..])
         }
-        self.write(record);
+    }
+
+    /// Queues the record last reserved; does nothing without one.
+    pub fn commit_record(&mut self) {
+        match self.reserved.take() {
+            None | Some(Reserved::InRing(0) | Reserved::Wrapped(0)) => return,
+            Some(Reserved::InRing(len)) => self.tail += len as u64,
+            Some(Reserved::Wrapped(len)) => {
+                let scratch = std::mem::take(&mut self.wrap_scratch);
+                self.write(&scratch[..len]);
+                self.wrap_scratch = scratch;
+            }
+        }
         self.chunks.push_back(Chunk {
             end: self.tail,
             record: true,
         });
-        Ok(())
     }
 
     /// Queues as many octets of `data` as fit, as byte stream; returns how
     /// many.
     pub fn push_bytes(&mut self, data: &[u8]) -> usize {
+        self.reserved = None;
         let taken = data.len().min(self.free());
         if taken == 0 {
             return 0;
@@ -259,6 +306,33 @@ mod tests {
             Some(30)
         );
         assert!(q.is_boundary(30) && q.is_boundary(100) && !q.is_boundary(120));
+    }
+
+    #[test]
+    fn records_framed_in_place_and_across_the_wrap() {
+        let mut q = SendQueue::new(16);
+        // Reserved and not committed: nothing is queued.
+        q.reserve_record(6).unwrap().fill(9);
+        assert_eq!(q.end(), 0);
+        q.reserve_record(6).unwrap().copy_from_slice(&[1; 6]);
+        q.commit_record();
+        q.reserve_record(6).unwrap().copy_from_slice(&[2; 6]);
+        q.commit_record();
+        // A commit without a reservation does nothing.
+        q.commit_record();
+        assert_eq!(q.end(), 12);
+        q.release(12);
+        // 4 octets to the ring's end: this record wraps.
+        q.reserve_record(8)
+            .unwrap()
+            .copy_from_slice(&[3, 4, 5, 6, 7, 8, 9, 10]);
+        q.commit_record();
+        assert_eq!(q.payload(12..20).to_vec(), [3, 4, 5, 6, 7, 8, 9, 10]);
+        assert!(q.is_boundary(12) && q.is_boundary(20) && !q.is_boundary(16));
+        assert_eq!(q.reserve_record(9), Err(QueueFull));
+        // A failed reservation leaves nothing to commit.
+        q.commit_record();
+        assert_eq!(q.end(), 20);
     }
 
     #[test]

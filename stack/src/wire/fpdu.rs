@@ -164,15 +164,40 @@ pub fn emit(parts: &[&[u8]], crc_on: bool, out: &mut [u8]) -> Result<usize> {
 /// peers that do not (siw's PAD is sometimes not zero).
 pub fn emit_with_pad(parts: &[&[u8]], pad: [u8; 3], crc_on: bool, out: &mut [u8]) -> Result<usize> {
     let ulpdu_len = ulpdu_len(parts)?;
-    let total = fpdu_len(ulpdu_len);
-    check_room(out, total)?;
-    // Cannot truncate: ulpdu_len() refuses more than MAX_ULPDU_LEN.
-    set_u16(out, 0, ulpdu_len as u16);
-    let mut at = LENGTH_FIELD_LEN;
+    check_room(out, fpdu_len(ulpdu_len))?;
+    concat_into(parts, &mut out[LENGTH_FIELD_LEN..]);
+    seal_with_pad(ulpdu_len, pad, crc_on, out)
+}
+
+/// Copies `parts` one after the other to the front of `out`, which must
+/// hold them all.
+pub fn concat_into(parts: &[&[u8]], out: &mut [u8]) {
+    let mut at = 0;
     for part in parts {
         out[at..at + part.len()].copy_from_slice(part);
         at += part.len();
     }
+}
+
+/// Frames a ULPDU of `ulpdu_len` octets that the caller already wrote at
+/// `out[2..2 + ulpdu_len]`, where it lands in the FPDU: writes
+/// ULPDU_Length in front, zero PAD and the CRC (when `crc_on`, zeros
+/// otherwise) after it. Returns the FPDU's length. This is how a sender
+/// frames payload it copies straight from registered memory.
+pub fn seal(ulpdu_len: usize, crc_on: bool, out: &mut [u8]) -> Result<usize> {
+    seal_with_pad(ulpdu_len, [0; 3], crc_on, out)
+}
+
+/// [`seal`] with the given PAD octets.
+fn seal_with_pad(ulpdu_len: usize, pad: [u8; 3], crc_on: bool, out: &mut [u8]) -> Result<usize> {
+    if ulpdu_len > MAX_ULPDU_LEN {
+        return Err(WireError::UlpduTooLong(ulpdu_len));
+    }
+    let total = fpdu_len(ulpdu_len);
+    check_room(out, total)?;
+    // Cannot truncate: checked against MAX_ULPDU_LEN above.
+    set_u16(out, 0, ulpdu_len as u16);
+    let at = LENGTH_FIELD_LEN + ulpdu_len;
     let crc_at = total - CRC_LEN;
     out[at..crc_at].copy_from_slice(&pad[..crc_at - at]);
     let crc = if crc_on {

@@ -17,9 +17,7 @@ use std::net::{SocketAddr, SocketAddrV4};
 use crossbeam_channel::Sender;
 use uwarp_stack::mpa::{Initiator, InitiatorOutcome, LocalParams, Micros, Negotiated, Responder};
 use uwarp_stack::rdmap::{EngineConfig, LlpClose, QpEngine, Role};
-use uwarp_stack::tcp::{
-    Connection, Consumer, Disposition, Endpoint, Event, Instant, SendError, State, Stats,
-};
+use uwarp_stack::tcp::{Connection, Consumer, Disposition, Endpoint, Event, Instant, State, Stats};
 use uwarp_stack::wire::fpdu::mulpdu;
 
 use crate::cm::{ConnectParams, Connection as Established, ControlCmd, IncomingRequest};
@@ -77,9 +75,6 @@ struct Operating {
     /// The TCP stream position of the engine's offset 0, the first octet
     /// of Full Operation.
     base: u64,
-    /// The FPDU the TCP send queue had no room for yet.
-    out: Vec<u8>,
-    out_pending: bool,
     /// The answer to `connect` or `accept`, sent once on a dataplane core.
     answer: Option<(Answer, Established)>,
     doorbell: Option<Doorbell>,
@@ -279,8 +274,6 @@ impl RdmaStream {
         self.phase = Phase::Operating(Box::new(Operating {
             link: QpLink::new(engine, qp),
             base: self.rx_next - leftover.len() as u64,
-            out: Vec::new(),
-            out_pending: false,
             answer: Some((answer, established)),
             doorbell: None,
             closed: false,
@@ -514,7 +507,8 @@ impl RdmaStream {
 }
 
 impl Operating {
-    /// FPDUs into the TCP send queue, one record each, while it has room.
+    /// FPDUs framed straight into the TCP send queue, one record each,
+    /// while it has room.
     fn transmit(&mut self, conn: &mut Connection) {
         if conn.emss() != self.emss {
             // The EMSS changed (RFC 5044 section 5.2): later FPDUs fit it.
@@ -523,30 +517,12 @@ impl Operating {
                 .engine
                 .set_mulpdu(mulpdu(self.emss, self.markers_tx));
         }
-        loop {
-            if !self.out_pending {
-                self.out.clear();
-                if !self.link.engine.poll_fpdu(&mut self.out) {
-                    break;
-                }
-            }
-            match conn.send_record(&self.out) {
-                Ok(()) => self.out_pending = false,
-                Err(SendError::Full) => {
-                    self.out_pending = true;
-                    break;
-                }
-                Err(SendError::Closed) => {
-                    self.out_pending = false;
-                    break;
-                }
-            }
-        }
+        while self.link.engine.poll_fpdu(conn) {}
     }
 
     /// Closes TCP as the engine asks, once everything it made is queued.
     fn close_if_asked(&mut self, conn: &mut Connection) {
-        if self.closed || self.out_pending {
+        if self.closed {
             return;
         }
         match self.link.engine.llp_close() {

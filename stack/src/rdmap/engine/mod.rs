@@ -187,7 +187,6 @@ pub struct QpEngine {
     llp_close: Option<LlpClose>,
     peer_closed: bool,
     counters: EngineCounters,
-    scratch: Vec<u8>,
 }
 
 impl QpEngine {
@@ -228,7 +227,6 @@ impl QpEngine {
             llp_close: None,
             peer_closed: false,
             counters: EngineCounters::default(),
-            scratch: Vec::new(),
         }
     }
 

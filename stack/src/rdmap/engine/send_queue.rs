@@ -3,10 +3,10 @@
 //! most the MULPDU, the fence, the ORD limit on RDMA Reads, and completions
 //! released strictly in send queue order.
 
-use crate::mem::{Access, PdId, Stag, StagTable};
+use crate::mem::{Access, PdId, Stag, StagTable, TaggedError};
 use crate::mpa::Rtr;
 use crate::rdmap::OutboundReads;
-use crate::verbs::{Payload, SendOp, SendWr, WcStatus, WorkCompletion};
+use crate::verbs::{Payload, SendOp, SendWr, Sge, WcStatus, WorkCompletion};
 use crate::wire::ddp::{BufferModel, DdpRepr, TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN};
 use crate::wire::rdmap::{Opcode, RdmapControl, ReadRequest, QN_READ_REQUEST, QN_SEND};
 use crate::wire::terminate::TermError;
@@ -19,16 +19,45 @@ pub const RTR_STAG: u32 = 1;
 /// Largest DDP header, for header scratch space.
 pub const MAX_HEADER_LEN: usize = UNTAGGED_HEADER_LEN;
 
-/// One DDP segment ready to be framed: its header and where its payload
-/// lies in the message being sent.
+/// The next DDP segment of the message being sent: its header, and how
+/// much of the message's data follows it. The data is read from where it
+/// lies ([`SendQueue::copy_payload`]) straight into the frame, and the
+/// segment counts as sent only once [`SendQueue::segment_sent`] says so.
 #[derive(Debug)]
-pub struct TxSegment<'a> {
+pub struct TxSegment {
     /// The emitted DDP/RDMAP header.
     pub header: [u8; MAX_HEADER_LEN],
     /// How many octets of `header` are used.
     pub header_len: usize,
-    /// The payload.
-    pub payload: &'a [u8],
+    /// Octets of payload after the header.
+    pub payload_len: usize,
+    /// The message's last segment.
+    last: bool,
+}
+
+impl TxSegment {
+    /// The ULPDU's length: header and payload.
+    pub fn ulpdu_len(&self) -> usize {
+        self.header_len + self.payload_len
+    }
+}
+
+/// Where a message's data lies.
+#[derive(Debug)]
+enum Source {
+    /// In the engine: inline data, a Read Request, an empty RTR.
+    Bytes(Vec<u8>),
+    /// In registered memory, read segment by segment as it is framed.
+    Gather(Vec<Sge>),
+}
+
+impl Source {
+    fn len(&self) -> usize {
+        match self {
+            Source::Bytes(data) => data.len(),
+            Source::Gather(sgl) => sgl.iter().map(|sge| sge.length as usize).sum(),
+        }
+    }
 }
 
 /// A work request's place in the completion order.
@@ -46,19 +75,23 @@ struct Outgoing {
     /// The work request's sequence number, `None` for an RTR.
     seq: Option<u64>,
     kind: OutKind,
-    data: Vec<u8>,
+    source: Source,
+    /// The message's length.
+    len: usize,
     sent: usize,
     /// The last segment has been handed out.
     finished: bool,
 }
 
 impl Outgoing {
-    /// A message of `kind` carrying `data`, nothing of it sent yet.
-    fn new(seq: Option<u64>, kind: OutKind, data: Vec<u8>) -> Self {
+    /// A message of `kind` carrying what `source` holds, nothing of it
+    /// sent yet.
+    fn new(seq: Option<u64>, kind: OutKind, source: Source) -> Self {
         Self {
             seq,
             kind,
-            data,
+            len: source.len(),
+            source,
             sent: 0,
             finished: false,
         }
@@ -163,7 +196,7 @@ impl SendQueue {
                 return self.current_read_request(None, request);
             }
         };
-        self.current = Some(Outgoing::new(None, kind, Vec::new()));
+        self.current = Some(Outgoing::new(None, kind, Source::Bytes(Vec::new())));
     }
 
     fn current_read_request(&mut self, seq: Option<u64>, request: ReadRequest) {
@@ -173,7 +206,8 @@ impl SendQueue {
             msn: self.read_msn,
             ulp_word: 0,
         };
-        self.current = Some(Outgoing::new(seq, kind, request.to_bytes().to_vec()));
+        let source = Source::Bytes(request.to_bytes().to_vec());
+        self.current = Some(Outgoing::new(seq, kind, source));
         self.read_msn = self.read_msn.wrapping_add(1);
     }
 
@@ -193,20 +227,21 @@ impl SendQueue {
     /// The next segment to send, of at most `mulpdu` octets with its
     /// header, starting the next work request when the previous one is out
     /// (unless the fence or the ORD holds it). A work request that cannot
-    /// start fails with a [`LocalFault`]; its completion is recorded.
+    /// start fails with a [`LocalFault`]; its completion is recorded. The
+    /// same segment comes again until [`segment_sent`](Self::segment_sent).
     pub fn next_segment(
         &mut self,
         mulpdu: usize,
         table: &StagTable,
         pd: PdId,
-    ) -> Result<Option<TxSegment<'_>>, LocalFault> {
+    ) -> Result<Option<TxSegment>, LocalFault> {
         if self.current.as_ref().is_some_and(|out| out.finished) {
             self.current = None;
         }
         if self.current.is_none() && !self.start_next(table, pd)? {
             return Ok(None);
         }
-        let Some(out) = self.current.as_mut() else {
+        let Some(out) = self.current.as_ref() else {
             return Ok(None);
         };
         let start = out.sent;
@@ -234,8 +269,8 @@ impl SendQueue {
         };
         // The engine keeps the MULPDU above every header.
         let room = mulpdu - header_len;
-        let len = (out.data.len() - start).min(room);
-        let last = start + len == out.data.len();
+        let payload_len = (out.len - start).min(room);
+        let last = start + payload_len == out.len;
         let mut header = [0u8; MAX_HEADER_LEN];
         let ddp = DdpRepr {
             last,
@@ -246,24 +281,72 @@ impl SendQueue {
         let header_len = ddp
             .emit(&mut header)
             .expect("the scratch header fits either header");
-        out.sent += len;
-        out.finished = last;
-        let finished_wr = out.seq.filter(|_| last && opcode != Opcode::ReadRequest);
-        if let Some(seq) = finished_wr {
-            // A Send or Write completes once its last octet is handed to the
-            // LLP, which delivers it reliably (RFC 5040 section 5.1).
-            self.mark_done(seq, WcStatus::Success, len_u32(self.current_len()));
-        }
-        let out = self.current.as_ref().expect("a message is being sent");
         Ok(Some(TxSegment {
             header,
             header_len,
-            payload: &out.data[start..start + len],
+            payload_len,
+            last,
         }))
     }
 
-    fn current_len(&self) -> usize {
-        self.current.as_ref().map_or(0, |out| out.data.len())
+    /// Copies the payload of `segment`, the one [`next_segment`] gave last,
+    /// into `out` (exactly its length), from registered memory through the
+    /// STag table or from the engine's own copy. Fails when a region of
+    /// the gather list went away since the request started.
+    ///
+    /// [`next_segment`]: Self::next_segment
+    pub fn copy_payload(
+        &self,
+        segment: &TxSegment,
+        table: &StagTable,
+        pd: PdId,
+        out: &mut [u8],
+    ) -> Result<(), TaggedError> {
+        let Some(current) = self.current.as_ref() else {
+            return Ok(());
+        };
+        let start = current.sent;
+        match &current.source {
+            Source::Bytes(data) => {
+                out.copy_from_slice(&data[start..start + segment.payload_len]);
+                Ok(())
+            }
+            Source::Gather(sgl) => read_gather(sgl, start, table, pd, out),
+        }
+    }
+
+    /// Counts `segment`, the one [`next_segment`] gave last, as handed to
+    /// the LLP. A Send or Write completes with its last segment: the LLP
+    /// delivers it reliably (RFC 5040 section 5.1).
+    ///
+    /// [`next_segment`]: Self::next_segment
+    pub fn segment_sent(&mut self, segment: &TxSegment) {
+        let Some(out) = self.current.as_mut() else {
+            return;
+        };
+        out.sent += segment.payload_len;
+        out.finished = segment.last;
+        let is_read = matches!(
+            out.kind,
+            OutKind::Untagged {
+                opcode: Opcode::ReadRequest,
+                ..
+            }
+        );
+        if let Some(seq) = out.seq.filter(|_| segment.last && !is_read) {
+            let len = len_u32(out.len);
+            self.mark_done(seq, WcStatus::Success, len);
+        }
+    }
+
+    /// Ends the message being sent with `status` (its gather list failed
+    /// after part of it was sent).
+    pub fn fail_current(&mut self, status: WcStatus) {
+        if let Some(out) = self.current.take() {
+            if let Some(seq) = out.seq {
+                self.mark_done(seq, status, 0);
+            }
+        }
     }
 
     /// Starts the next waiting work request; `false` when there is none or
@@ -327,10 +410,9 @@ impl SendQueue {
             self.current_read_request(Some(seq), request);
             return Ok(true);
         }
-        let data = match gather(&wr.payload, table, pd) {
-            Ok(data) => data,
-            Err(status) => return fail(self, status),
-        };
+        if let Err(status) = check_gather(&wr.payload, table, pd) {
+            return fail(self, status);
+        }
         let kind = match wr.op {
             SendOp::Write { remote_addr, rkey } => OutKind::Tagged {
                 stag: rkey,
@@ -356,7 +438,11 @@ impl SendQueue {
             }
             SendOp::Read { .. } => unreachable!("handled above"),
         };
-        self.current = Some(Outgoing::new(Some(seq), kind, data));
+        let source = match wr.payload {
+            Payload::Inline(data) => Source::Bytes(data),
+            Payload::Sgl(sgl) => Source::Gather(sgl),
+        };
+        self.current = Some(Outgoing::new(Some(seq), kind, source));
         Ok(true)
     }
 
@@ -454,25 +540,51 @@ impl SendQueue {
     }
 }
 
-/// Copies a Send's or Write's payload out of registered memory (or the
-/// inline data) into one buffer.
-fn gather(payload: &Payload, table: &StagTable, pd: PdId) -> Result<Vec<u8>, WcStatus> {
-    match payload {
-        Payload::Inline(data) => Ok(data.clone()),
-        Payload::Sgl(sgl) => {
-            let total = payload.len() as usize;
-            let mut data = vec![0u8; total];
-            let mut at = 0;
-            for sge in sgl {
-                let len = sge.length as usize;
-                table
-                    .local_read(sge.lkey, pd, sge.addr, &mut data[at..at + len])
-                    .map_err(|_| WcStatus::LocalProtectionError)?;
-                at += len;
-            }
-            Ok(data)
-        }
+/// Checks that every element of a Send's or Write's gather list lies in a
+/// region the stream may read, before anything of it is sent.
+fn check_gather(payload: &Payload, table: &StagTable, pd: PdId) -> Result<(), WcStatus> {
+    let Payload::Sgl(sgl) = payload else {
+        return Ok(());
+    };
+    for sge in sgl {
+        table
+            .check(sge.lkey, pd, Access::NONE, sge.addr, sge.length as usize)
+            .map_err(|_| WcStatus::LocalProtectionError)?;
     }
+    Ok(())
+}
+
+/// Reads `out.len()` octets of the data a gather list describes, starting
+/// `offset` octets into it.
+fn read_gather(
+    sgl: &[Sge],
+    offset: usize,
+    table: &StagTable,
+    pd: PdId,
+    out: &mut [u8],
+) -> Result<(), TaggedError> {
+    let mut skip = offset;
+    let mut at = 0;
+    for sge in sgl {
+        if at == out.len() {
+            break;
+        }
+        let len = sge.length as usize;
+        if skip >= len {
+            skip -= len;
+            continue;
+        }
+        let take = (len - skip).min(out.len() - at);
+        table.local_read(
+            sge.lkey,
+            pd,
+            sge.addr + skip as u64,
+            &mut out[at..at + take],
+        )?;
+        at += take;
+        skip = 0;
+    }
+    Ok(())
 }
 
 /// A message length as the completion reports it (messages over 4 GiB are

@@ -5,33 +5,58 @@
 //! Responses (RFC 5040 sections 5 and 6.4) take turns, each framed into
 //! one FPDU (RFC 5044 section 4); a graceful disconnect asks for the close
 //! once nothing is left to send or to answer (RFC 5041 section 6.2.1).
+//!
+//! Each FPDU is framed in room the transport's [`FpduSink`] gives, and its
+//! payload is read from registered memory straight into that room, so a
+//! transport that hands out room in its TCP send queue sends data that was
+//! copied once on its way out of the application's memory.
 
 use super::send_queue::LocalFault;
 use super::{terminate, LlpClose, QpEngine};
 use crate::mem::Stag;
-use crate::mpa::FpduWriter;
+use crate::mem::TaggedError;
+use crate::mpa::{FpduSink, FpduWriter, VecSink};
 use crate::verbs::QpState;
+use crate::verbs::WcStatus;
 use crate::wire::terminate::TermError;
+use crate::wire::WireError;
 
 impl QpEngine {
     /// Appends FPDUs to `out` until about `budget` octets were added or
     /// nothing is left to send; returns how many octets it added.
     pub fn poll_transmit(&mut self, out: &mut Vec<u8>, budget: usize) -> usize {
-        let start = out.len();
-        self.transmit_terminate(out);
+        self.transmit(&mut VecSink::new(out), budget)
+    }
+
+    /// Frames at most one FPDU (the next Terminate, send queue segment or
+    /// Read Response) into `sink`; returns whether it did. A transport
+    /// that cuts TCP segments at FPDU boundaries (RFC 5044 section 5.2)
+    /// gives room for each one as a record of its send queue.
+    pub fn poll_fpdu(&mut self, sink: &mut dyn FpduSink) -> bool {
+        // A budget of one octet stops after the first FPDU; a Terminate
+        // that a failed fetch queued instead of a segment still goes out,
+        // and is then the only FPDU.
+        self.transmit(sink, 1) > 0
+    }
+
+    /// Frames what is due into `sink` until about `budget` octets were
+    /// framed; returns how many were.
+    fn transmit<S: FpduSink + ?Sized>(&mut self, sink: &mut S, budget: usize) -> usize {
+        let mut framed = self.transmit_terminate(sink);
         if self.peer_started {
-            while out.len() - start < budget && self.accepts_work() {
+            while framed < budget && self.accepts_work() {
                 self.responses_first = !self.responses_first;
-                let mut turns = [Self::send_from_queue, Self::send_read_response];
+                let mut turns = [Self::send_from_queue::<S>, Self::send_read_response::<S>];
                 if self.responses_first {
                     turns.reverse();
                 }
-                if !turns.iter().any(|turn| turn(self, out)) {
+                let Some(len) = turns.iter().find_map(|turn| turn(self, sink)) else {
                     break;
-                }
+                };
+                framed += len;
             }
             // A local error met on the way goes out at once.
-            self.transmit_terminate(out);
+            framed += self.transmit_terminate(sink);
         }
         if self.state == QpState::Closing
             && self.sq.is_idle()
@@ -40,71 +65,96 @@ impl QpEngine {
         {
             self.llp_close = Some(LlpClose::Graceful);
         }
-        out.len() - start
+        framed
     }
 
-    /// Appends at most one FPDU to `out` (the next Terminate, send queue
-    /// segment or Read Response); returns whether it did. A transport
-    /// that cuts TCP segments at FPDU boundaries (RFC 5044 section 5.2)
-    /// queues each one as a record.
-    pub fn poll_fpdu(&mut self, out: &mut Vec<u8>) -> bool {
-        // A budget of one octet stops the loop after the first FPDU; a
-        // Terminate that a failed fetch queued instead of a segment still
-        // goes out, and is then the only FPDU.
-        self.poll_transmit(out, 1) > 0
+    /// Sends the queued Terminate, if there is one and the sink has room,
+    /// and asks for the close that follows it; returns the octets framed.
+    fn transmit_terminate<S: FpduSink + ?Sized>(&mut self, sink: &mut S) -> usize {
+        let Some(ulpdu) = self.terminate_out.as_ref() else {
+            return 0;
+        };
+        let framed = frame(&mut self.writer, sink, ulpdu.len(), |out| {
+            out.copy_from_slice(ulpdu);
+            Ok(())
+        });
+        let Framed::Sent(len) = framed else {
+            return 0;
+        };
+        self.terminate_out = None;
+        self.counters.terminates_sent += 1;
+        self.llp_close.get_or_insert(LlpClose::Graceful);
+        len
     }
 
-    /// Sends the queued Terminate, if there is one, and asks for the close
-    /// that follows it.
-    fn transmit_terminate(&mut self, out: &mut Vec<u8>) {
-        if let Some(ulpdu) = self.terminate_out.take() {
-            frame(&mut self.writer, &[&ulpdu], out);
-            self.counters.terminates_sent += 1;
-            self.llp_close.get_or_insert(LlpClose::Graceful);
-        }
-    }
-
-    /// Sends the next send queue segment; `false` when there is none.
-    fn send_from_queue(&mut self, out: &mut Vec<u8>) -> bool {
-        match self.sq.next_segment(self.mulpdu, &self.table, self.pd) {
-            Ok(Some(segment)) => {
-                let parts = [&segment.header[..segment.header_len], segment.payload];
-                frame(&mut self.writer, &parts, out);
-                self.counters.fpdus_sent += 1;
-                true
-            }
-            Ok(None) => false,
+    /// Sends the next send queue segment and returns the octets framed;
+    /// `None` when there is none or the sink has no room for it.
+    fn send_from_queue<S: FpduSink + ?Sized>(&mut self, sink: &mut S) -> Option<usize> {
+        let segment = match self.sq.next_segment(self.mulpdu, &self.table, self.pd) {
+            Ok(Some(segment)) => segment,
+            Ok(None) => return None,
             Err(LocalFault) => {
                 // The request completed with its local error; that ends the
                 // stream (RDMAC verbs), and the peer learns of it through a
                 // local catastrophic Terminate.
-                let fault = terminate::Fault::new(TermError::RdmapLocalCatastrophic);
-                self.send_terminate(fault, &[]);
-                false
+                self.send_local_catastrophic();
+                return None;
+            }
+        };
+        let (sq, table, pd) = (&self.sq, &self.table, self.pd);
+        let framed = frame(&mut self.writer, sink, segment.ulpdu_len(), |out| {
+            let (header, payload) = out.split_at_mut(segment.header_len);
+            header.copy_from_slice(&segment.header[..segment.header_len]);
+            sq.copy_payload(&segment, table, pd, payload)
+        });
+        match framed {
+            Framed::Sent(len) => {
+                self.sq.segment_sent(&segment);
+                self.counters.fpdus_sent += 1;
+                Some(len)
+            }
+            Framed::NoRoom => None,
+            Framed::Failed(_) => {
+                // A region of the gather list went away while the message
+                // was being sent: part of it is out already.
+                self.sq.fail_current(WcStatus::LocalProtectionError);
+                self.send_local_catastrophic();
+                None
             }
         }
     }
 
-    /// Sends the next Read Response segment; `false` when none is queued.
-    fn send_read_response(&mut self, out: &mut Vec<u8>) -> bool {
-        let Some(segment) = self.inbound_reads.next_segment(self.mulpdu) else {
-            return false;
-        };
-        let mut data = std::mem::take(&mut self.scratch);
-        data.resize(segment.len as usize, 0);
-        let fetched = self.table.fetch(
-            Stag(segment.source_stag),
-            self.pd,
-            segment.source_to,
-            &mut data,
+    /// Queues the Terminate that tells the peer a local error ended the
+    /// stream.
+    fn send_local_catastrophic(&mut self) {
+        let fault = terminate::Fault::new(TermError::RdmapLocalCatastrophic);
+        self.send_terminate(fault, &[]);
+    }
+
+    /// Sends the next Read Response segment and returns the octets
+    /// framed (none when a failed fetch queued a Terminate instead);
+    /// `None` when no response is queued or the sink has no room for it.
+    fn send_read_response<S: FpduSink + ?Sized>(&mut self, sink: &mut S) -> Option<usize> {
+        let segment = self.inbound_reads.peek_segment(self.mulpdu)?;
+        let header = segment.header();
+        let (table, pd) = (&self.table, self.pd);
+        let framed = frame(
+            &mut self.writer,
+            sink,
+            header.len() + segment.len as usize,
+            |out| {
+                let (head, payload) = out.split_at_mut(header.len());
+                head.copy_from_slice(&header);
+                table.fetch(Stag(segment.source_stag), pd, segment.source_to, payload)
+            },
         );
-        match fetched {
-            Ok(()) => {
-                let header = segment.header();
-                frame(&mut self.writer, &[&header, &data], out);
+        let len = match framed {
+            Framed::NoRoom => return None,
+            Framed::Sent(len) => {
                 self.counters.fpdus_sent += 1;
+                len
             }
-            Err(err) => {
+            Framed::Failed(err) => {
                 // The region changed after the request was validated: the
                 // Terminate names the request (R).
                 let fault = terminate::Fault {
@@ -112,16 +162,58 @@ impl QpEngine {
                     rdmap_header: Some(segment.request.to_bytes()),
                 };
                 self.send_terminate(fault, &[]);
+                0
             }
-        }
-        self.scratch = data;
-        true
+        };
+        self.inbound_reads.segment_sent(&segment);
+        Some(len)
     }
 }
 
-/// Frames one ULPDU made of `parts` into `out`.
-fn frame(writer: &mut FpduWriter, parts: &[&[u8]], out: &mut Vec<u8>) {
-    writer
-        .write(parts, out)
-        .expect("every ULPDU the engine builds fits an FPDU: the MULPDU is at most 65535");
+/// What became of an FPDU offered to a sink.
+#[derive(Debug, PartialEq, Eq)]
+enum Framed {
+    /// Framed and committed: this many octets.
+    Sent(usize),
+    /// The sink had no room; nothing changed.
+    NoRoom,
+    /// Its payload could not be read; nothing was committed.
+    Failed(TaggedError),
+}
+
+/// Why filling a frame failed.
+enum FillError {
+    /// The payload could not be read from its region.
+    Fetch(TaggedError),
+    /// The ULPDU cannot be framed.
+    Wire(WireError),
+}
+
+impl From<WireError> for FillError {
+    fn from(err: WireError) -> Self {
+        FillError::Wire(err)
+    }
+}
+
+/// Frames the ULPDU of `ulpdu_len` octets that `fill` writes into room
+/// from `sink`, and commits it.
+fn frame<S: FpduSink + ?Sized>(
+    writer: &mut FpduWriter,
+    sink: &mut S,
+    ulpdu_len: usize,
+    fill: impl FnOnce(&mut [u8]) -> Result<(), TaggedError>,
+) -> Framed {
+    const FITS: &str = "every ULPDU the engine builds fits an FPDU: the MULPDU is at most 65535";
+    let len = writer.next_len(ulpdu_len).expect(FITS);
+    let Some(room) = sink.reserve(len) else {
+        return Framed::NoRoom;
+    };
+    match writer.write_with(ulpdu_len, room, |out| fill(out).map_err(FillError::Fetch)) {
+        Ok(written) => {
+            sink.commit();
+            Framed::Sent(written)
+        }
+        Err(FillError::Fetch(err)) => Framed::Failed(err),
+        Err(FillError::Wire(err)) => panic!("{FITS}: {err:?}"),
+    }
 }

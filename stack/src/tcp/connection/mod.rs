@@ -30,6 +30,7 @@ use super::send_queue::{QueueFull, SendQueue};
 use super::seq::Seq;
 use super::time::{Duration, Instant};
 use super::timer::Timers;
+use crate::mpa::FpduSink;
 use smoltcp::wire::{Ipv4Address, TcpRepr};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -495,6 +496,23 @@ impl Connection {
         Ok(self.send.push_record(record)?)
     }
 
+    /// Room for the next record of exactly `len` octets, written in place
+    /// in the send queue and queued by [`commit_record`](Self::commit_record)
+    /// (see [`send_record`](Self::send_record)); `Full` when it does not
+    /// fit now.
+    pub fn reserve_record(&mut self, len: usize) -> Result<&mut [u8], SendError> {
+        if !self.accepts_data() {
+            return Err(SendError::Closed);
+        }
+        Ok(self.send.reserve_record(len)?)
+    }
+
+    /// Queues the record last reserved with
+    /// [`reserve_record`](Self::reserve_record).
+    pub fn commit_record(&mut self) {
+        self.send.commit_record();
+    }
+
     /// The oldest in-order data held in the reassembly buffer (data the
     /// consumer declined), with its stream position.
     pub fn received(&self) -> Option<(u64, &[u8])> {
@@ -645,5 +663,16 @@ impl Connection {
         self.send_syn = false;
         self.send_probe = false;
         self.events.extend(event);
+    }
+}
+
+/// FPDUs are framed straight into the send queue, one record each.
+impl FpduSink for Connection {
+    fn reserve(&mut self, len: usize) -> Option<&mut [u8]> {
+        self.reserve_record(len).ok()
+    }
+
+    fn commit(&mut self) {
+        self.commit_record();
     }
 }
