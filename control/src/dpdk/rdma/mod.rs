@@ -12,4 +12,4 @@ pub mod stream;
 
 pub use control::RdmaControl;
 pub use cores::{CoreThreads, DpdkConfig};
-pub use stream::{RdmaStream, StreamCounters};
+pub use stream::RdmaStream;

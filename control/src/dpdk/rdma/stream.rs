@@ -102,26 +102,15 @@ enum Phase {
     Finished,
 }
 
-/// Counters of one stream's receive path.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StreamCounters {
-    /// Octets TCP handed over in place, in order.
-    pub bytes_in_place: u64,
-    /// Out-of-order segments the engine placed at once.
-    pub segments_placed_out_of_order: u64,
-    /// Octets read from TCP's reassembly buffer (they arrived out of
-    /// order and could not be placed, or while the stream could not take
-    /// them).
-    pub bytes_reassembled: u64,
-}
-
 /// iWARP above one TCP connection.
 pub struct RdmaStream {
     phase: Phase,
     context: StreamContext,
     /// The stream position of the next octet to read.
     rx_next: u64,
-    counters: StreamCounters,
+    /// What the receive path counted; `fpdus_split` is TCP's, read at
+    /// each report.
+    counters: TransportCounters,
 }
 
 impl RdmaStream {
@@ -174,13 +163,8 @@ impl RdmaStream {
             phase,
             context,
             rx_next: 0,
-            counters: StreamCounters::default(),
+            counters: TransportCounters::default(),
         }
-    }
-
-    /// The receive path's counters.
-    pub fn counters(&self) -> StreamCounters {
-        self.counters
     }
 
     /// The application accepted the Request onto `qp`: the Reply goes out
@@ -547,7 +531,6 @@ impl Consumer for RdmaStream {
             return Disposition::Keep;
         };
         if in_order && pos == self.rx_next {
-            self.counters.bytes_in_place += data.len() as u64;
             self.feed_engine(data);
             return Disposition::Consumed;
         }
@@ -583,11 +566,8 @@ impl TcpApp for RdmaStream {
             operating.link.take_work();
             operating.transmit(conn);
             operating.close_if_asked(conn);
-            operating.link.set_transport_counters(TransportCounters {
-                segments_placed_out_of_order: self.counters.segments_placed_out_of_order,
-                bytes_reassembled: self.counters.bytes_reassembled,
-                fpdus_split: conn.stats().records_split,
-            });
+            self.counters.fpdus_split = conn.stats().records_split;
+            operating.link.set_transport_counters(self.counters);
             operating.link.report();
             if operating.link.has_backlog() {
                 // Completions wait for the application to make room:
