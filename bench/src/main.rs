@@ -27,7 +27,7 @@ use uwarp_bench::decode::{decode_streams, CrcMode, DecodeOptions};
 use uwarp_bench::perf::protocol::{self, Stop};
 use uwarp_bench::perf::session::{ClientRun, Mpa};
 use uwarp_bench::perf::twohost::{self, Carrier, Side, TwoHost};
-use uwarp_bench::perf::{self, plot, Metric, Mode, Op, Transport, Workload};
+use uwarp_bench::perf::{self, plot, LinkOptions, Metric, Mode, Op, Transport, Workload};
 use uwarp_bench::pollloop::{self, Link, PollLoopConfig};
 use uwarp_bench::port::PortHost;
 use uwarp_bench::tcp::compare::{self, CompareConfig, Pinning};
@@ -340,6 +340,14 @@ struct LoopbackArgs {
     /// Ask for MPA CRCs.
     #[arg(long)]
     crc: bool,
+    /// The DPDK link's IP MTU (576 to 9000; 9000 for jumbo frames). The
+    /// kernel's loopback keeps its own.
+    #[arg(long, default_value_t = perf::ETHERNET_MTU)]
+    mtu: u16,
+    /// Impair what each DPDK end receives, e.g. `reorder=0.01` (`off`, or
+    /// `loss`, `reorder`, `dup` probabilities, `delay`, `seed`).
+    #[arg(long, default_value = "off")]
+    impair_rx: String,
     /// One JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -447,6 +455,13 @@ fn loopback(args: &LoopbackArgs, transports: &[Transport]) -> Result<(), String>
         tx_depth: args.tx_depth,
         setups: args.setups,
         crc: args.crc,
+        link: LinkOptions {
+            mtu: args.mtu,
+            impair_rx: args
+                .impair_rx
+                .parse()
+                .map_err(|e| format!("--impair-rx: {e}"))?,
+        },
     };
     let report = perf::measure(transports, &workload)?;
     if args.json {

@@ -66,6 +66,24 @@ fn every_operation_runs_on_the_dpdk_transport() {
 }
 
 #[test]
+fn jumbo_frames_and_reordering_on_the_dpdk_link() {
+    let report = run(&[
+        "loopback",
+        "--crc",
+        "--mtu",
+        "9000",
+        "--impair-rx",
+        "reorder=0.02,seed=7",
+    ]);
+    assert_eq!(report["mtu"], 9000);
+    assert_eq!(
+        report["impair_rx"],
+        "loss=0,reorder=0.02,dup=0,delay=0us,seed=7"
+    );
+    assert_measured(&report, "dpdk");
+}
+
+#[test]
 fn the_socket_transport_runs_alone() {
     let report = run(&["loopback", "--transport", "socket"]);
     assert_measured(&report, "socket");
@@ -96,10 +114,21 @@ fn calibrate_reports_its_rates() {
 
 #[test]
 fn bad_arguments_are_refused_with_a_message() {
-    let out = Command::new(env!("CARGO_BIN_EXE_uwarp-perf"))
-        .args(["loopback", "--tx-depth", "0"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("tx-depth"));
+    for (args, message) in [
+        (&["loopback", "--tx-depth", "0"][..], "tx-depth"),
+        (&["loopback", "--mtu", "100"], "--mtu 100"),
+        (&["loopback", "--impair-rx", "reorder=2"], "--impair-rx"),
+        (
+            &["loopback", "--transport", "socket", "--mtu", "9000"],
+            "need the dpdk transport",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_uwarp-perf"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
 }

@@ -44,7 +44,7 @@ use std::time::Duration;
 pub use calibrate::{calibrate, Calibration};
 pub use mode::{Metric, Mode, Op};
 pub use report::{Latency, Measurement, Report, RunReport};
-pub use transport::Transport;
+pub use transport::{LinkOptions, Transport, ETHERNET_MTU};
 pub use workload::Workload;
 
 /// How long each calibration loop runs.

@@ -12,7 +12,7 @@ use uwarp_control::{QpCounters, Rtr};
 
 use super::calibrate::Calibration;
 use super::session::Outcome;
-use super::{Metric, Mode, Workload};
+use super::{LinkOptions, Metric, Mode, Workload};
 
 /// Latency percentiles (from hdrhistogram), one way: half a round trip
 /// (the whole round trip for RDMA Reads).
@@ -188,6 +188,8 @@ impl Report {
             "tx_depth": w.tx_depth,
             "latency_size": w.latency_size,
             "crc": w.crc,
+            "mtu": w.link.mtu,
+            "impair_rx": w.link.impair_rx.to_string(),
             "calibrate": self.calibrate.to_json(),
         });
         for (name, m) in &self.runs {
@@ -221,6 +223,12 @@ impl Report {
             on_off(w.crc),
             w.latency_size,
         );
+        if w.link != LinkOptions::default() {
+            out += &format!(
+                "dpdk link: MTU {}, receive impairment {}\n",
+                w.link.mtu, w.link.impair_rx
+            );
+        }
         out += &format!("{:<9} {} {:>9}\n", "transport", columns_header(), "setup/s");
         for (name, m) in &self.runs {
             let setup = m

@@ -7,11 +7,16 @@
 //!   and the client end each take one CPU, pinned when there are two;
 //! - `socket`: one device of the kernel-socket transport (its control and
 //!   dataplane threads) with both ends connected over loopback TCP.
+//!
+//! The DPDK link can be given an MTU (jumbo frames, as RDMA fabrics
+//! usually run) and an impairment stage on each end's receive path
+//! ([`LinkOptions`]); the kernel's loopback has neither.
 
 use std::sync::OnceLock;
 
 use smoltcp::wire::{EthernetAddress, Ipv4Address};
 use uwarp_control::{CoreThreads, Device, DeviceConfig, DpdkConfig, HostConfig};
+use uwarp_dataplane::runtime::ImpairConfig;
 use uwarp_dataplane::{ring_pair, Eal, EalConfig};
 
 /// Which transport carries a run.
@@ -38,6 +43,72 @@ const SERVER_IP: Ipv4Address = Ipv4Address::new(10, 99, 0, 1);
 /// The client end's address on the DPDK link.
 const CLIENT_IP: Ipv4Address = Ipv4Address::new(10, 99, 0, 2);
 
+/// Ethernet's MTU, the DPDK link's unless told otherwise.
+pub const ETHERNET_MTU: u16 = 1500;
+
+/// IPv4 and TCP headers without options: the MSS is the MTU less these.
+const IP_TCP_HEADERS: u16 = 40;
+
+/// Octets an mbuf keeps in front of the frame (`RTE_PKTMBUF_HEADROOM`).
+const MBUF_HEADROOM: u32 = 128;
+
+/// The octets of mbuf memory one pool of the default shape takes (8191
+/// mbufs of 2176 octets), which a pool of larger mbufs keeps to.
+const POOL_BUDGET: u32 = 8191 * 2176;
+
+/// How the DPDK link of a run is set up.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LinkOptions {
+    /// The IP MTU of the link: TCP's MSS is 40 octets less, and each mbuf
+    /// holds a whole frame.
+    pub mtu: u16,
+    /// What each end's port does to the frames it receives.
+    pub impair_rx: ImpairConfig,
+}
+
+impl Default for LinkOptions {
+    fn default() -> Self {
+        LinkOptions {
+            mtu: ETHERNET_MTU,
+            impair_rx: ImpairConfig::default(),
+        }
+    }
+}
+
+impl LinkOptions {
+    /// Refuses what `transport` cannot do: the kernel's loopback keeps
+    /// its own MTU and has no impairment stage.
+    pub fn check(&self, transport: Transport) -> Result<(), String> {
+        let default = LinkOptions::default();
+        if transport == Transport::Socket && *self != default {
+            return Err("--mtu and --impair-rx need the dpdk transport".into());
+        }
+        if !(576..=9000).contains(&self.mtu) {
+            return Err(format!("--mtu {}: give 576 to 9000", self.mtu));
+        }
+        Ok(())
+    }
+
+    /// Shapes `host` for this link: the MSS from the MTU, mbufs that hold
+    /// a whole frame (as many as fit the default pool's memory), and the
+    /// receive impairment.
+    fn apply(&self, host: &mut HostConfig) {
+        host.tcp.mss = self.mtu - IP_TCP_HEADERS;
+        let frame = u32::from(self.mtu) + ETHERNET_HEADER_LEN;
+        let data_room = (MBUF_HEADROOM + frame).max(u32::from(host.mempool.data_room));
+        // At most 9000 + 14 + 128 octets: fits the u16.
+        host.mempool.data_room = data_room as u16;
+        let count = (POOL_BUDGET / data_room).min(host.mempool.capacity + 1);
+        // 2^q - 1 mbufs use a pool's memory best.
+        host.mempool.capacity = (count + 1).next_power_of_two() / 2 - 1;
+        host.mempool.cache_size = host.mempool.cache_size.min(host.mempool.capacity * 2 / 3);
+        host.impairment.rx = self.impair_rx;
+    }
+}
+
+/// Octets of an Ethernet header.
+const ETHERNET_HEADER_LEN: u32 = 14;
+
 /// The ends of one run.
 pub struct Ends {
     /// The transport.
@@ -52,14 +123,15 @@ pub struct Ends {
 }
 
 impl Ends {
-    /// Opens the ends of `transport`.
-    pub fn open(transport: Transport) -> Result<Self, String> {
+    /// Opens the ends of `transport`, its DPDK link set up as `link` says.
+    pub fn open(transport: Transport, link: &LinkOptions) -> Result<Self, String> {
+        link.check(transport)?;
         match transport {
             Transport::Dpdk => {
                 let eal = eal()?;
                 let (a, b) = ring_pair(eal, 1, 4096).map_err(|e| format!("net_ring pair: {e}"))?;
-                let server = dpdk_device(eal, a, SERVER_IP, 1)?;
-                let client = dpdk_device(eal, b, CLIENT_IP, 2)?;
+                let server = dpdk_device(eal, a, SERVER_IP, 1, link)?;
+                let client = dpdk_device(eal, b, CLIENT_IP, 2, link)?;
                 Ok(Ends {
                     transport,
                     server,
@@ -93,9 +165,11 @@ fn dpdk_device(
     port: uwarp_dataplane::Device,
     ip: Ipv4Address,
     last: u8,
+    link: &LinkOptions,
 ) -> Result<Device, String> {
     let mut host = HostConfig::new(ip, 24);
     host.mac = Some(EthernetAddress([0x02, 0, 0, 0x99, 0, last]));
+    link.apply(&mut host);
     let dpdk = DpdkConfig {
         host,
         threads: CoreThreads::Inline,

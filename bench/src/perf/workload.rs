@@ -25,7 +25,7 @@ use uwarp_control::{
 use super::endpoint::STALL;
 use super::protocol::Stop;
 use super::session::{run_client, serve, ClientRun, Mpa, Phase, ServerRun};
-use super::transport::{pin, Ends, Transport};
+use super::transport::{pin, Ends, LinkOptions, Transport};
 use super::{Measurement, Metric, Mode, Op};
 
 /// What to measure.
@@ -47,6 +47,8 @@ pub struct Workload {
     pub setups: usize,
     /// Ask for MPA CRCs.
     pub crc: bool,
+    /// The DPDK link's MTU and impairment.
+    pub link: LinkOptions,
 }
 
 /// Measures `workload` over `transport`.
@@ -63,7 +65,7 @@ pub fn run(transport: Transport, workload: &Workload) -> Result<Measurement, Str
 }
 
 fn measure(transport: Transport, workload: &Workload) -> Result<Measurement, String> {
-    let ends = Ends::open(transport)?;
+    let ends = Ends::open(transport, &workload.link)?;
     if ends.inline() {
         pin(0);
     }
