@@ -172,14 +172,8 @@ fn a_responder_ord_above_the_initiator_ird_is_insufficient_ird() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let peer = std::thread::spawn(move || {
-        let (mut stream, _) = listener.accept().unwrap();
-        let mut request = [0u8; 24];
-        stream.read_exact(&mut request).unwrap();
-        let mut reply = request;
-        reply[..16].copy_from_slice(b"MPA ID Rep Frame");
-        // Enhanced block: IRD 4, ORD 9 (the initiator's IRD is 2).
-        reply[20..24].copy_from_slice(&[0x00, 0x04, 0x00, 0x09]);
-        stream.write_all(&reply).unwrap();
+        // IRD 4, ORD 9 (the initiator's IRD is 2).
+        let mut stream = hand_made_responder(listener, (4, 9));
         let mut rest = Vec::new();
         let _ = stream.read_to_end(&mut rest);
         rest
