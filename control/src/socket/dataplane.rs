@@ -14,6 +14,7 @@ use crossbeam_channel::{Receiver, TryRecvError};
 use uwarp_stack::rdmap::{EngineConfig, LlpClose, QpEngine};
 use uwarp_stack::verbs::QpState;
 
+use super::idle::{Idle, Interest};
 use super::tcp;
 use crate::qp::QueuePair;
 use crate::qp_link::QpLink;
@@ -144,6 +145,16 @@ impl Conn {
         busy
     }
 
+    /// What a parked dataplane waits for on this socket: octets from the
+    /// peer while it may still send, room for ours while some wait.
+    fn interest(&self) -> Interest<'_> {
+        Interest {
+            stream: &self.stream,
+            readable: !self.read_closed,
+            writable: !self.write_closed && self.out_at < self.out.len(),
+        }
+    }
+
     /// Closes the stream as the engine asks: gracefully once everything
     /// produced is sent, abortively at once (a reset discards what the
     /// peer has not taken, so it cannot wait for a peer that stopped
@@ -199,7 +210,7 @@ pub(crate) fn spawn_dataplane(adopt: Receiver<Adopt>) -> io::Result<JoinHandle<(
 fn run(adopt: Receiver<Adopt>) {
     let mut conns: Vec<Conn> = Vec::new();
     let mut rx = vec![0u8; RX_CHUNK];
-    let mut idle_rounds = 0u32;
+    let mut idle = Idle::default();
     // Once the device is closing: when to stop waiting for room in full
     // completion queues.
     let mut drain_deadline: Option<Instant> = None;
@@ -228,17 +239,6 @@ fn run(adopt: Receiver<Adopt>) {
             busy |= active;
             !finished
         });
-        idle_rounds = if busy {
-            0
-        } else {
-            idle_rounds.saturating_add(1)
-        };
-        // Poll hard while there is traffic; back off when there is none so
-        // an idle device does not hold a core.
-        match idle_rounds {
-            0..=1_000 => {}
-            1_001..=20_000 => std::thread::yield_now(),
-            _ => std::thread::sleep(Duration::from_micros(100)),
-        }
+        idle.after_round(busy, conns.iter().map(Conn::interest));
     }
 }
