@@ -1,27 +1,27 @@
 //! The MPA negotiation matrix (RFC 5044 section 7.1, RFC 6581 sections 9
 //! and 10): revisions, CRC and Markers in each direction, peer-to-peer
-//! with each RTR, IRD/ORD, rejects with private data, the initiator's
-//! startup timeout and the revision-1 fallback, on both transports: two
-//! socket-transport devices over loopback (module `socket`), and two
-//! DPDK devices on a net_ring pair in this process, their cores on
-//! threads (module `dpdk`). Every connection that comes up carries a
-//! Send each way, checked octet for octet, and closes.
+//! with each RTR, IRD/ORD, rejects with private data, startup timeouts on
+//! both sides, a responder that breaks the IRD/ORD rule, and the
+//! revision-1 fallback, on both transports (module `socket`: devices
+//! over loopback; module `dpdk`: devices on a net_ring pair in this
+//! process, their cores on threads). Every connection that comes up
+//! carries a Send each way, checked octet for octet, and closes.
 //!
-//! Two cases need a peer that is not uwarp, so they run on the socket
-//! transport only (module `socket_only`): a hand-made responder whose
-//! Reply breaks RFC 6581's IRD/ORD rule (uwarp's own responder cannot be
-//! made to), and a client that connects and never sends its Request (every
-//! uwarp initiator sends it at once); both are kernel sockets, which a
-//! DPDK device on a net_ring pair cannot reach.
+//! The cases that need a peer that is not uwarp (a hand-made Reply, a
+//! client that never sends its Request) play it on a [`RawPeer`]: kernel
+//! sockets beside a socket-transport device, uwarp's bare TCP on DPDK
+//! (no MPA) beside a DPDK device.
 
 mod common;
 mod dpdk_common;
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::time::Duration;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
 
 use common::*;
+use dpdk_common::{device_beside_tcp_host, device_pair, lock, Log, TestApp};
+use uwarp_control::dpdk::TcpHost;
 use uwarp_control::*;
 use uwarp_stack::mpa::{NegotiationError, StartupError};
 
@@ -33,39 +33,162 @@ struct Testbed {
     listen: &'static str,
 }
 
-/// Two socket-transport devices over loopback.
-fn socket_testbed() -> Testbed {
-    Testbed {
-        server: Device::open(DeviceConfig::default()).unwrap(),
-        client: Device::open(DeviceConfig::default()).unwrap(),
-        listen: "127.0.0.1:0",
+/// A TCP peer that is not uwarp's iWARP, on the network of a device.
+trait RawPeer {
+    /// Listens; its first connection sends `first` as soon as it is up.
+    /// Returns where it listens, and a wait for the other side to close
+    /// that returns every octet that came before.
+    fn serve_one(&self, first: Vec<u8>) -> (SocketAddr, Box<dyn FnOnce() -> Vec<u8> + '_>);
+
+    /// Connects to `addr` and sends nothing; returns the octets that came
+    /// before the other side closed.
+    fn connect_silent(&self, addr: SocketAddr) -> Vec<u8>;
+}
+
+/// Where the cases run.
+trait Transport {
+    /// Two devices that reach each other.
+    fn testbed() -> Testbed;
+
+    /// A device opened with `config`, a raw peer on its network, and where
+    /// the device listens.
+    fn beside_a_raw_peer(config: DeviceConfig) -> (Device, Box<dyn RawPeer>, &'static str);
+}
+
+/// The socket transport over loopback.
+struct Socket;
+
+impl Transport for Socket {
+    fn testbed() -> Testbed {
+        Testbed {
+            server: Device::open(DeviceConfig::default()).unwrap(),
+            client: Device::open(DeviceConfig::default()).unwrap(),
+            listen: "127.0.0.1:0",
+        }
+    }
+
+    fn beside_a_raw_peer(config: DeviceConfig) -> (Device, Box<dyn RawPeer>, &'static str) {
+        (
+            Device::open(config).unwrap(),
+            Box::new(KernelPeer),
+            "127.0.0.1:0",
+        )
     }
 }
 
-/// Two DPDK devices on a net_ring pair, 10.67.0.1 (the server) and
-/// 10.67.0.2, their cores on threads.
-fn dpdk_testbed() -> Testbed {
-    let (server, client) = dpdk_common::device_pair(67, 1024, CoreThreads::Spawned, |host| {
-        // Small pools: the tests of this binary run side by side in the
-        // EAL's 256 MiB.
-        host.mempool.capacity = 2047;
-    });
-    Testbed {
-        server,
-        client,
-        listen: "10.67.0.1:0",
+/// Kernel sockets on loopback.
+struct KernelPeer;
+
+impl RawPeer for KernelPeer {
+    fn serve_one(&self, first: Vec<u8>) -> (SocketAddr, Box<dyn FnOnce() -> Vec<u8> + '_>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let served = std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            stream.write_all(&first).unwrap();
+            read_until_closed(stream)
+        });
+        (addr, Box::new(move || served.join().unwrap()))
+    }
+
+    fn connect_silent(&self, addr: SocketAddr) -> Vec<u8> {
+        read_until_closed(TcpStream::connect(addr).unwrap())
+    }
+}
+
+/// What `stream` receives until its peer closes (within [`WAIT`]).
+fn read_until_closed(mut stream: TcpStream) -> Vec<u8> {
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    let mut received = Vec::new();
+    stream
+        .read_to_end(&mut received)
+        .expect("the peer closes in time");
+    received
+}
+
+/// The subnet of the DPDK cases: 10.67.0.1 is the device (the server of
+/// a testbed), 10.67.0.2 the other end.
+const SUBNET: u8 = 67;
+
+/// The DPDK transport on net_ring pairs.
+struct Dpdk;
+
+impl Transport for Dpdk {
+    fn testbed() -> Testbed {
+        let (server, client) = device_pair(SUBNET, 1024, CoreThreads::Spawned, small_pool);
+        Testbed {
+            server,
+            client,
+            listen: "10.67.0.1:0",
+        }
+    }
+
+    fn beside_a_raw_peer(config: DeviceConfig) -> (Device, Box<dyn RawPeer>, &'static str) {
+        let (device, host) = device_beside_tcp_host(SUBNET, config, small_pool);
+        (device, Box::new(BareTcp(host)), "10.67.0.1:0")
+    }
+}
+
+/// Small pools: the tests of this binary run side by side in the EAL's
+/// 256 MiB.
+fn small_pool(host: &mut HostConfig) {
+    host.mempool.capacity = 2047;
+}
+
+/// uwarp's bare TCP on DPDK, at 10.67.0.2.
+struct BareTcp(TcpHost<TestApp>);
+
+/// The port a [`BareTcp`] peer serves on.
+const BARE_PORT: u16 = 7000;
+
+impl RawPeer for BareTcp {
+    fn serve_one(&self, first: Vec<u8>) -> (SocketAddr, Box<dyn FnOnce() -> Vec<u8> + '_>) {
+        let log = Log::default();
+        lock(&log).outbox = first;
+        let app_log = log.clone();
+        self.0
+            .listen(BARE_PORT, move |_| TestApp::new(app_log.clone()))
+            .unwrap();
+        let addr = SocketAddrV4::new(Ipv4Addr::new(10, SUBNET, 0, 2), BARE_PORT);
+        (addr.into(), Box::new(move || stream_until_closed(&log)))
+    }
+
+    fn connect_silent(&self, addr: SocketAddr) -> Vec<u8> {
+        let SocketAddr::V4(addr) = addr else {
+            panic!("the DPDK transport is IPv4 only")
+        };
+        let log = Log::default();
+        self.0.connect(addr, TestApp::new(log.clone())).unwrap();
+        stream_until_closed(&log)
+    }
+}
+
+/// The stream `log`'s connection received until its peer closed (within
+/// [`WAIT`]).
+fn stream_until_closed(log: &Log) -> Vec<u8> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        {
+            let log = lock(log);
+            if log.events.contains(&uwarp_stack::tcp::Event::PeerClosed) {
+                return log.stream();
+            }
+            assert!(log.end.is_none(), "the connection ended: {:?}", log.end);
+        }
+        assert!(Instant::now() < deadline, "the peer never closed");
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 
 /// Runs each named case on every transport: `socket::CASE` and
-/// `dpdk::CASE`, each on a testbed of its own.
+/// `dpdk::CASE`.
 macro_rules! on_every_transport {
     ($($case:ident),* $(,)?) => {
         mod socket {
-            $(#[test] fn $case() { super::$case(&super::socket_testbed()) })*
+            $(#[test] fn $case() { super::$case::<super::Socket>() })*
         }
         mod dpdk {
-            $(#[test] fn $case() { super::$case(&super::dpdk_testbed()) })*
+            $(#[test] fn $case() { super::$case::<super::Dpdk>() })*
         }
     };
 }
@@ -74,9 +197,11 @@ on_every_transport!(
     revisions_crc_and_markers_in_every_combination,
     peer_to_peer_with_each_rtr_lets_the_server_speak_first,
     peer_to_peer_without_a_common_rtr_fails_on_the_initiator,
+    a_responder_ord_above_the_initiator_ird_is_insufficient_ird,
     ird_and_ord_follow_rfc_6581,
     a_reject_carries_private_data_back,
     the_initiator_times_out_when_no_reply_comes,
+    the_responder_closes_when_no_request_comes,
     an_enhanced_initiator_falls_back_to_revision_1_when_allowed,
 );
 
@@ -192,7 +317,8 @@ fn failed_with(result: &Result<Connection, Error>, expected: NegotiationError) -
     matches!(result, Err(Error::Startup(StartupError::Negotiation(e))) if *e == expected)
 }
 
-fn revisions_crc_and_markers_in_every_combination(bed: &Testbed) {
+fn revisions_crc_and_markers_in_every_combination<T: Transport>() {
+    let bed = &T::testbed();
     for client_rev in [Revision::Rfc5044, Revision::Enhanced] {
         for server_rev in [Revision::Rfc5044, Revision::Enhanced] {
             for bits in 0..16u8 {
@@ -233,7 +359,8 @@ fn revisions_crc_and_markers_in_every_combination(bed: &Testbed) {
     }
 }
 
-fn peer_to_peer_with_each_rtr_lets_the_server_speak_first(bed: &Testbed) {
+fn peer_to_peer_with_each_rtr_lets_the_server_speak_first<T: Transport>() {
+    let bed = &T::testbed();
     for rtr in [Rtr::Write, Rtr::Read, Rtr::Send] {
         let client = LocalParams {
             peer_to_peer: Some(RtrSet::only(rtr)),
@@ -250,7 +377,8 @@ fn peer_to_peer_with_each_rtr_lets_the_server_speak_first(bed: &Testbed) {
     }
 }
 
-fn peer_to_peer_without_a_common_rtr_fails_on_the_initiator(bed: &Testbed) {
+fn peer_to_peer_without_a_common_rtr_fails_on_the_initiator<T: Transport>() {
+    let bed = &T::testbed();
     let listener = bed.server.listen(bed.listen).unwrap();
     let addr = listener.local_addr();
     let (_spd, _scq, sqp) = queue_pair(&bed.server);
@@ -282,7 +410,8 @@ fn peer_to_peer_without_a_common_rtr_fails_on_the_initiator(bed: &Testbed) {
     assert!(sqp.wait_closed(WAIT));
 }
 
-fn ird_and_ord_follow_rfc_6581(bed: &Testbed) {
+fn ird_and_ord_follow_rfc_6581<T: Transport>() {
+    let bed = &T::testbed();
     // The responder lowers its ORD to the initiator's IRD and sizes its
     // IRD to the initiator's ORD within its means.
     let client = LocalParams {
@@ -313,7 +442,8 @@ fn ird_and_ord_follow_rfc_6581(bed: &Testbed) {
     exchange_and_close(&c, &s, false);
 }
 
-fn a_reject_carries_private_data_back(bed: &Testbed) {
+fn a_reject_carries_private_data_back<T: Transport>() {
+    let bed = &T::testbed();
     let listener = bed.server.listen(bed.listen).unwrap();
     let addr = listener.local_addr();
     let (_cpd, _ccq, qp) = queue_pair(&bed.client);
@@ -336,7 +466,8 @@ fn a_reject_carries_private_data_back(bed: &Testbed) {
     }
 }
 
-fn the_initiator_times_out_when_no_reply_comes(bed: &Testbed) {
+fn the_initiator_times_out_when_no_reply_comes<T: Transport>() {
+    let bed = &T::testbed();
     // The server's application holds the request and never decides: no
     // Reply comes.
     let listener = bed.server.listen(bed.listen).unwrap();
@@ -355,7 +486,8 @@ fn the_initiator_times_out_when_no_reply_comes(bed: &Testbed) {
     drop(undecided);
 }
 
-fn an_enhanced_initiator_falls_back_to_revision_1_when_allowed(bed: &Testbed) {
+fn an_enhanced_initiator_falls_back_to_revision_1_when_allowed<T: Transport>() {
+    let bed = &T::testbed();
     let listener = bed.server.listen(bed.listen).unwrap();
     let addr = listener.local_addr();
     let (spd, scq, sqp) = queue_pair(&bed.server);
@@ -395,67 +527,54 @@ fn an_enhanced_initiator_falls_back_to_revision_1_when_allowed(bed: &Testbed) {
     exchange_and_close(&c, &s, false);
 }
 
-/// The cases whose peer is a kernel socket (see the module's note).
-mod socket_only {
-    use super::*;
+fn a_responder_ord_above_the_initiator_ird_is_insufficient_ird<T: Transport>() {
+    let (device, peer, _) = T::beside_a_raw_peer(DeviceConfig::default());
+    // A responder that insists on more Reads than the initiator can take:
+    // its Reply names an ORD above the initiator's IRD (IRD 4, ORD 9; the
+    // initiator's IRD is 2).
+    let (addr, received) = peer.serve_one(hand_made_reply((4, 9)));
+    let (_pd, _cq, qp) = queue_pair(&device);
+    let client = LocalParams {
+        ird: 2,
+        ord: 2,
+        ..LocalParams::default()
+    };
+    let result = device.connect(addr, &qp, connect_params(client));
+    assert!(
+        failed_with(&result, NegotiationError::InsufficientIrd),
+        "{result:?}"
+    );
+    // What reached the peer after the 24-octet Request is one FPDU: a
+    // Terminate with LLP/MPA error 6; then the initiator closed.
+    let received = received();
+    assert!(received.starts_with(b"MPA ID Req Frame"), "{received:?}");
+    let mut reader = uwarp_stack::mpa::FpduReader::new(false, false);
+    reader.push(&received[24..]);
+    let ulpdu = reader.next_ulpdu().unwrap().unwrap();
+    let segment = uwarp_stack::wire::rdmap::RdmapSegment::parse(&ulpdu).unwrap();
+    let terminate = uwarp_stack::wire::terminate::TerminateRepr::parse(
+        segment.payload,
+        uwarp_stack::wire::terminate::LayoutHint::Rfc5040,
+    )
+    .unwrap();
+    assert_eq!(terminate.error, TermError::MpaInsufficientIrd);
+}
 
-    #[test]
-    fn a_responder_ord_above_the_initiator_ird_is_insufficient_ird() {
-        // A responder that insists on more Reads than the initiator can
-        // take: its Reply names an ORD above the initiator's IRD.
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let peer = std::thread::spawn(move || {
-            // IRD 4, ORD 9 (the initiator's IRD is 2).
-            let mut stream = hand_made_responder(listener, (4, 9));
-            let mut rest = Vec::new();
-            let _ = stream.read_to_end(&mut rest);
-            rest
-        });
-        let (cdev, cpd, ccq) = device();
-        let cqp = cdev.create_qp(&cpd, QpInit::new(&ccq));
-        let client = LocalParams {
-            ird: 2,
-            ord: 2,
-            ..LocalParams::default()
-        };
-        let result = cdev.connect(addr, &cqp, connect_params(client));
-        assert!(
-            failed_with(&result, NegotiationError::InsufficientIrd),
-            "{result:?}"
-        );
-        // What reached the peer after the Reply is one FPDU: a Terminate
-        // with LLP/MPA error 6.
-        let rest = peer.join().unwrap();
-        let mut reader = uwarp_stack::mpa::FpduReader::new(false, false);
-        reader.push(&rest);
-        let ulpdu = reader.next_ulpdu().unwrap().unwrap();
-        let segment = uwarp_stack::wire::rdmap::RdmapSegment::parse(&ulpdu).unwrap();
-        let terminate = uwarp_stack::wire::terminate::TerminateRepr::parse(
-            segment.payload,
-            uwarp_stack::wire::terminate::LayoutHint::Rfc5040,
-        )
-        .unwrap();
-        assert_eq!(terminate.error, TermError::MpaInsufficientIrd);
-    }
-
-    #[test]
-    fn the_responder_closes_when_no_request_comes() {
-        let device = Device::open(DeviceConfig {
-            startup_timeout: Duration::from_millis(300),
-            ..DeviceConfig::default()
-        })
-        .unwrap();
-        let listener = device.listen("127.0.0.1:0").unwrap();
-        let mut silent = TcpStream::connect(listener.local_addr()).unwrap();
-        silent.set_read_timeout(Some(WAIT)).unwrap();
-        let mut buf = [0u8; 16];
-        // The responder gives up and closes: end of stream, nothing sent.
-        assert_eq!(silent.read(&mut buf).unwrap(), 0);
-        assert!(matches!(
-            listener.get_request(Duration::from_millis(10)),
-            Err(Error::Timeout)
-        ));
-        let _ = silent.write_all(b"late");
-    }
+fn the_responder_closes_when_no_request_comes<T: Transport>() {
+    let startup_timeout = Duration::from_millis(300);
+    let config = DeviceConfig {
+        startup_timeout,
+        ..DeviceConfig::default()
+    };
+    let (device, peer, listen) = T::beside_a_raw_peer(config);
+    let listener = device.listen(listen).unwrap();
+    let started = Instant::now();
+    // The responder gives up and closes: end of stream, nothing sent, and
+    // not before its timeout.
+    assert_eq!(peer.connect_silent(listener.local_addr()), b"");
+    assert!(started.elapsed() >= startup_timeout);
+    assert!(matches!(
+        listener.get_request(Duration::from_millis(10)),
+        Err(Error::Timeout)
+    ));
 }

@@ -109,10 +109,23 @@ pub fn connect() -> (End, End) {
     connect_with(ConnectParams::default(), LocalParams::default(), |_, _| {}).unwrap()
 }
 
+/// A hand-made MPA Reply that accepts a revision-2 Request without CRCs,
+/// Markers or peer-to-peer, with IRD and ORD `ird_ord` in its enhanced
+/// block and no other private data (RFC 5044 section 7.1, RFC 6581
+/// section 9).
+pub fn hand_made_reply(ird_ord: (u16, u16)) -> Vec<u8> {
+    let mut reply = b"MPA ID Rep Frame".to_vec();
+    // Flags: only S (the enhanced block follows); revision 2; 4 octets of
+    // private data.
+    reply.extend_from_slice(&[0x10, 2, 0, 4]);
+    reply.extend_from_slice(&ird_ord.0.to_be_bytes());
+    reply.extend_from_slice(&ird_ord.1.to_be_bytes());
+    reply
+}
+
 /// A hand-made MPA responder on a kernel socket: accepts one connection,
-/// reads the revision-2 Request (no private data), answers with a Reply
-/// that accepts it with the enhanced block's IRD and ORD set to
-/// `ird_ord`, and hands back the socket, read no further.
+/// reads the revision-2 Request (no private data), answers with
+/// [`hand_made_reply`], and hands back the socket, read no further.
 pub fn hand_made_responder(
     listener: std::net::TcpListener,
     ird_ord: (u16, u16),
@@ -121,11 +134,7 @@ pub fn hand_made_responder(
     let (mut stream, _) = listener.accept().unwrap();
     let mut request = [0u8; 24];
     stream.read_exact(&mut request).unwrap();
-    let mut reply = request;
-    reply[..16].copy_from_slice(b"MPA ID Rep Frame");
-    reply[20..22].copy_from_slice(&ird_ord.0.to_be_bytes());
-    reply[22..24].copy_from_slice(&ird_ord.1.to_be_bytes());
-    stream.write_all(&reply).unwrap();
+    stream.write_all(&hand_made_reply(ird_ord)).unwrap();
     stream
 }
 
