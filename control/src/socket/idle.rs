@@ -17,10 +17,11 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 /// How long the thread polls, yielding between rounds, before it parks.
-pub(crate) const SPIN: Duration = Duration::from_micros(500);
-/// The longest one park lasts: the most a work request posted to an idle
-/// device waits before the thread sees it.
-pub(crate) const PARK: Duration = Duration::from_micros(100);
+const SPIN: Duration = Duration::from_micros(500);
+/// The longest one park lasts (plus the kernel's timer slack, 50 us by
+/// default): about the most a work request posted to an idle device
+/// waits before the thread sees it.
+const PARK: Duration = Duration::from_micros(100);
 
 /// A socket the parked thread waits on, and for what.
 #[derive(Debug, Clone, Copy)]
