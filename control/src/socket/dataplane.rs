@@ -14,6 +14,7 @@ use crossbeam_channel::{Receiver, TryRecvError};
 use uwarp_stack::rdmap::{EngineConfig, LlpClose, QpEngine};
 use uwarp_stack::verbs::QpState;
 
+use super::idle::{Idle, Interest};
 use super::tcp;
 use crate::qp::QueuePair;
 use crate::qp_link::QpLink;
@@ -38,6 +39,11 @@ const RX_CHUNK: usize = 256 * 1024;
 /// How long a peer has to close its side after ours is closed (after a
 /// Terminate, say) before the connection is reset.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a device being dropped waits for the application to make
+/// room in completion queues that are full; what they still cannot take
+/// after that is discarded (each queue's `overflowed` count already says
+/// it overran).
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(1);
 
 struct Conn {
     stream: TcpStream,
@@ -68,8 +74,10 @@ impl Conn {
     }
 
     /// One round: returns whether anything happened, and whether the
-    /// connection is finished.
-    fn poll(&mut self, rx: &mut [u8]) -> (bool, bool) {
+    /// connection is finished. A finished connection has delivered all
+    /// its completions, unless `give_up` says to stop waiting for room in
+    /// a full completion queue.
+    fn poll(&mut self, rx: &mut [u8], give_up: bool) -> (bool, bool) {
         let mut busy = self.link.take_work();
         busy |= self.receive(rx);
         busy |= self.transmit();
@@ -79,7 +87,7 @@ impl Conn {
         let finished = self.link.engine.state() == QpState::Error
             && self.write_closed
             && self.out_at == self.out.len()
-            && !self.link.has_backlog();
+            && (give_up || !self.link.has_backlog());
         (busy, finished)
     }
 
@@ -137,18 +145,32 @@ impl Conn {
         busy
     }
 
+    /// What a parked dataplane waits for on this socket: octets from the
+    /// peer while it may still send, room for ours while some wait.
+    fn interest(&self) -> Interest<'_> {
+        Interest {
+            stream: &self.stream,
+            readable: !self.read_closed,
+            writable: !self.write_closed && self.out_at < self.out.len(),
+        }
+    }
+
+    /// Closes the stream as the engine asks: gracefully once everything
+    /// produced is sent, abortively at once (a reset discards what the
+    /// peer has not taken, so it cannot wait for a peer that stopped
+    /// reading).
     fn close_if_asked(&mut self) {
-        if self.write_closed || self.out_at < self.out.len() {
+        if self.write_closed {
             return;
         }
         match self.link.engine.llp_close() {
-            Some(LlpClose::Graceful) => {
+            Some(LlpClose::Graceful) if self.out_at == self.out.len() => {
                 let _ = self.stream.shutdown(Shutdown::Write);
                 self.write_closed = true;
                 self.closed_at = Some(Instant::now());
             }
             Some(LlpClose::Abortive) => self.reset(),
-            None => {}
+            _ => {}
         }
     }
 
@@ -166,12 +188,15 @@ impl Conn {
         }
     }
 
-    /// Closes both directions with an RST.
+    /// Closes both directions with an RST; octets not yet written are
+    /// dropped with the connection.
     fn reset(&mut self) {
         tcp::set_abortive_close(&self.stream);
         let _ = self.stream.shutdown(Shutdown::Both);
         self.write_closed = true;
         self.read_closed = true;
+        self.out.clear();
+        self.out_at = 0;
     }
 }
 
@@ -185,8 +210,10 @@ pub(crate) fn spawn_dataplane(adopt: Receiver<Adopt>) -> io::Result<JoinHandle<(
 fn run(adopt: Receiver<Adopt>) {
     let mut conns: Vec<Conn> = Vec::new();
     let mut rx = vec![0u8; RX_CHUNK];
-    let mut idle_rounds = 0u32;
-    let mut stopping = false;
+    let mut idle = Idle::default();
+    // Once the device is closing: when to stop waiting for room in full
+    // completion queues.
+    let mut drain_deadline: Option<Instant> = None;
     loop {
         loop {
             match adopt.try_recv() {
@@ -197,31 +224,21 @@ fn run(adopt: Receiver<Adopt>) {
                     if conns.is_empty() {
                         return;
                     }
-                    if !stopping {
-                        stopping = true;
+                    if drain_deadline.is_none() {
+                        drain_deadline = Some(Instant::now() + DRAIN_TIMEOUT);
                         conns.iter_mut().for_each(|conn| conn.link.engine.abort());
                     }
                     break;
                 }
             }
         }
+        let give_up = drain_deadline.is_some_and(|deadline| Instant::now() >= deadline);
         let mut busy = false;
         conns.retain_mut(|conn| {
-            let (active, finished) = conn.poll(&mut rx);
+            let (active, finished) = conn.poll(&mut rx, give_up);
             busy |= active;
             !finished
         });
-        idle_rounds = if busy {
-            0
-        } else {
-            idle_rounds.saturating_add(1)
-        };
-        // Poll hard while there is traffic; back off when there is none so
-        // an idle device does not hold a core.
-        match idle_rounds {
-            0..=1_000 => {}
-            1_001..=20_000 => std::thread::yield_now(),
-            _ => std::thread::sleep(Duration::from_micros(100)),
-        }
+        idle.after_round(busy, conns.iter().map(Conn::interest));
     }
 }

@@ -9,11 +9,14 @@
 //! - `dataplane.rs`: the dataplane thread. It polls its connections'
 //!   sockets, drives each queue pair's engine, drains the application's
 //!   work request rings and fills completion queues.
+//! - `idle.rs`: the dataplane's back-off when there is nothing to do
+//!   (yield, then park on its sockets).
 //! - `setup.rs`: one socket's startup phase.
 //! - `tcp.rs`: socket options std lacks (MSS, abortive close).
 
 mod control_core;
 mod dataplane;
+mod idle;
 mod setup;
 mod tcp;
 

@@ -35,11 +35,19 @@ impl End {
     }
 }
 
+/// The depth of the completion queues [`device`] makes.
+pub const CQ_DEPTH: usize = 4096;
+
 /// A device with one protection domain and a completion queue.
 pub fn device() -> (Device, ProtectionDomain, CompletionQueue) {
+    device_with_cq(CQ_DEPTH)
+}
+
+/// A device with one protection domain and a completion queue of `depth`.
+pub fn device_with_cq(depth: usize) -> (Device, ProtectionDomain, CompletionQueue) {
     let device = Device::open(DeviceConfig::default()).unwrap();
     let pd = device.alloc_pd().unwrap();
-    let cq = device.create_cq(4096);
+    let cq = device.create_cq(depth);
     (device, pd, cq)
 }
 
@@ -51,7 +59,17 @@ pub fn connect_with(
     server: LocalParams,
     prepare: impl Fn(&ProtectionDomain, &QueuePair) + Send + Sync + Clone + 'static,
 ) -> Result<(End, End), Error> {
-    let (sdev, spd, scq) = device();
+    connect_with_cq(CQ_DEPTH, client, server, prepare)
+}
+
+/// [`connect_with`], with completion queues of `depth` on both ends.
+pub fn connect_with_cq(
+    depth: usize,
+    client: ConnectParams,
+    server: LocalParams,
+    prepare: impl Fn(&ProtectionDomain, &QueuePair) + Send + Sync + Clone + 'static,
+) -> Result<(End, End), Error> {
+    let (sdev, spd, scq) = device_with_cq(depth);
     let listener = sdev.listen("127.0.0.1:0")?;
     let addr = listener.local_addr();
     let sqp = sdev.create_qp(&spd, QpInit::new(&scq));
@@ -61,7 +79,7 @@ pub fn connect_with(
         let request = listener.get_request(WAIT)?;
         request.accept(&server_qp, server)
     });
-    let (cdev, cpd, ccq) = device();
+    let (cdev, cpd, ccq) = device_with_cq(depth);
     let cqp = cdev.create_qp(&cpd, QpInit::new(&ccq));
     prepare(&cpd, &cqp);
     let client_result = cdev.connect(addr, &cqp, client);
@@ -89,6 +107,35 @@ pub fn connect_with(
 /// A connection with default settings and nothing prepared.
 pub fn connect() -> (End, End) {
     connect_with(ConnectParams::default(), LocalParams::default(), |_, _| {}).unwrap()
+}
+
+/// A hand-made MPA Reply that accepts a revision-2 Request without CRCs,
+/// Markers or peer-to-peer, with IRD and ORD `ird_ord` in its enhanced
+/// block and no other private data (RFC 5044 section 7.1, RFC 6581
+/// section 9).
+pub fn hand_made_reply(ird_ord: (u16, u16)) -> Vec<u8> {
+    let mut reply = b"MPA ID Rep Frame".to_vec();
+    // Flags: only S (the enhanced block follows); revision 2; 4 octets of
+    // private data.
+    reply.extend_from_slice(&[0x10, 2, 0, 4]);
+    reply.extend_from_slice(&ird_ord.0.to_be_bytes());
+    reply.extend_from_slice(&ird_ord.1.to_be_bytes());
+    reply
+}
+
+/// A hand-made MPA responder on a kernel socket: accepts one connection,
+/// reads the revision-2 Request (no private data), answers with
+/// [`hand_made_reply`], and hands back the socket, read no further.
+pub fn hand_made_responder(
+    listener: std::net::TcpListener,
+    ird_ord: (u16, u16),
+) -> std::net::TcpStream {
+    use std::io::{Read, Write};
+    let (mut stream, _) = listener.accept().unwrap();
+    let mut request = [0u8; 24];
+    stream.read_exact(&mut request).unwrap();
+    stream.write_all(&hand_made_reply(ird_ord)).unwrap();
+    stream
 }
 
 /// Fills a region with a pattern derived from `seed`; returns the octets.

@@ -25,6 +25,7 @@ use smoltcp::wire::{
     EthernetRepr, IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr, TcpControl, TcpPacket, TcpRepr,
     TcpSeqNumber, TcpTimestampRepr,
 };
+use uwarp_control::dpdk::TcpHost;
 use uwarp_control::dpdk::{
     Clock, End, SetupCounters, TcpApp, TcpCore, TcpCoreCounters, TcpRequests, TcpSetup,
 };
@@ -74,13 +75,40 @@ pub fn device_pair(
 ) -> (Device, Device) {
     let (a, b) = ring_pair(eal(), 1, ring_size).expect("a ring pair");
     let open = |port, last: u8| {
-        let mut host = HostConfig::new(Ipv4Address::new(10, subnet, 0, last), 24);
-        host.mac = Some(EthernetAddress([2, 0, 0, subnet, 0, last]));
-        tune(&mut host);
+        let host = host_config(subnet, last, &tune);
         let dpdk = DpdkConfig { host, threads };
         Device::open_dpdk(eal(), port, DeviceConfig::default(), dpdk).expect("a DPDK device")
     };
     (open(a, 1), open(b, 2))
+}
+
+/// An iWARP device opened with `config` at 10.`subnet`.0.1, its cores on
+/// threads, and beside it on a net_ring pair a bare TCP host at
+/// 10.`subnet`.0.2 (uwarp's TCP on DPDK, no MPA) whose connections run
+/// [`TestApp`]s: a peer the test plays by hand. Both hosts' settings are
+/// changed by `tune` before they start.
+pub fn device_beside_tcp_host(
+    subnet: u8,
+    config: DeviceConfig,
+    tune: impl Fn(&mut HostConfig),
+) -> (Device, TcpHost<TestApp>) {
+    let (a, b) = ring_pair(eal(), 1, 1024).expect("a ring pair");
+    let dpdk = DpdkConfig {
+        host: host_config(subnet, 1, &tune),
+        threads: CoreThreads::Spawned,
+    };
+    let device = Device::open_dpdk(eal(), a, config, dpdk).expect("a DPDK device");
+    let host = TcpHost::start(eal(), b, host_config(subnet, 2, &tune)).expect("a TCP host");
+    (device, host)
+}
+
+/// The settings of the host at 10.`subnet`.0.`last` (a MAC of the same
+/// numbers), changed by `tune`.
+fn host_config(subnet: u8, last: u8, tune: impl Fn(&mut HostConfig)) -> HostConfig {
+    let mut host = HostConfig::new(Ipv4Address::new(10, subnet, 0, last), 24);
+    host.mac = Some(EthernetAddress([2, 0, 0, subnet, 0, last]));
+    tune(&mut host);
+    host
 }
 
 /// The TCP settings of the tests: the defaults, with buffers small enough
@@ -160,6 +188,13 @@ pub fn lock(log: &Log) -> MutexGuard<'_, AppLog> {
 /// closes.
 pub struct TestApp {
     log: Log,
+}
+
+impl TestApp {
+    /// An application recording into `log` (and sending its outbox).
+    pub fn new(log: Log) -> Self {
+        TestApp { log }
+    }
 }
 
 impl Consumer for TestApp {

@@ -18,7 +18,7 @@ use uwarp_stack::tcp::Endpoint;
 
 use super::stream::{RdmaStream, StreamContext};
 use crate::cm::{ControlCmd, Listening};
-use crate::dpdk::{Clock, TcpFlow, TcpSetup};
+use crate::dpdk::{Clock, TcpApp, TcpFlow, TcpSetup};
 use crate::error::Error;
 
 /// How often streams in their startup phase are driven to see their
@@ -111,6 +111,15 @@ impl RdmaControl {
                     let (stream, conn) = flow.parts_mut();
                     if let Some(reply) = reply.take() {
                         stream.accept(conn, qp, &params, reply);
+                        if !stream.ready_for_dataplane() {
+                            // The stream could not accept (it told the
+                            // application why) and no answer can follow:
+                            // close, as a responder that cannot take a
+                            // Request does (RFC 6581 section 10), so the
+                            // initiator hears it (and may retry in
+                            // revision 1) instead of waiting for a Reply.
+                            conn.close();
+                        }
                     }
                 });
                 if let Some(reply) = reply {
