@@ -121,7 +121,7 @@ fn listening_elsewhere_than_the_device_address_is_refused() {
 /// the peer writes into and whose second half is the source.
 struct PingEnd {
     qp: uwarp_control::QueuePair,
-    _cq: uwarp_control::CompletionQueue,
+    cq: uwarp_control::CompletionQueue,
     mr: uwarp_control::MemoryRegion,
 }
 
@@ -130,7 +130,7 @@ fn ping_end(device: &Device, size: usize) -> PingEnd {
     let cq = device.create_cq(64);
     let qp = device.create_qp(&pd, QpInit::new(&cq));
     let mr = pd.alloc_mr(2 * size, uwarp_control::Access::ALL).unwrap();
-    PingEnd { qp, _cq: cq, mr }
+    PingEnd { qp, cq, mr }
 }
 
 /// Writes `round` at the end of `from`'s source half into `to`'s sink
@@ -204,4 +204,45 @@ fn unsignaled_write_ping_pong_both_ways() {
             done.store(true, std::sync::atomic::Ordering::Release);
         });
     }
+}
+
+/// Dropping a device ends its connected queue pairs as the socket
+/// transport does: each goes to Error and its posted receives complete,
+/// flushed, on the CQ the application still holds.
+#[test]
+fn dropping_a_device_flushes_its_connected_queue_pairs() {
+    let (server, client) = devices(CoreThreads::Spawned);
+    let listener = server.listen("10.66.0.1:0").unwrap();
+    let addr = listener.local_addr();
+    let server_end = ping_end(&server, 64);
+    let client_end = ping_end(&client, 64);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let request = listener.get_request(Duration::from_secs(10)).unwrap();
+            request
+                .accept(&server_end.qp, LocalParams::default())
+                .unwrap();
+        });
+        client
+            .connect(addr, &client_end.qp, ConnectParams::default())
+            .unwrap();
+    });
+    for wr_id in 0..8 {
+        let sgl = vec![client_end.mr.sge(0, 64)];
+        client_end
+            .qp
+            .post_recv(uwarp_control::RecvWr { wr_id, sgl })
+            .unwrap();
+    }
+    drop(client);
+    assert_eq!(client_end.qp.state(), uwarp_control::QpState::Error);
+    let mut flushed = Vec::new();
+    while let Some(wc) = client_end.cq.poll_one() {
+        flushed.push((wc.wr_id, wc.status));
+    }
+    let expected: Vec<_> = (0..8)
+        .map(|id| (id, uwarp_control::WcStatus::WrFlushError))
+        .collect();
+    assert_eq!(flushed, expected);
+    drop(server);
 }

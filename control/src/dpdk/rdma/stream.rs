@@ -596,8 +596,28 @@ impl TcpApp for RdmaStream {
     }
 
     fn on_end(&mut self, end: End, _stats: &Stats) {
+        self.end_with(end);
+    }
+}
+
+/// A stream dropped before its connection ended (the device shut down
+/// under it) ends as an aborted one: the queue pair goes to Error and its
+/// work requests complete, flushed, where the application can poll them.
+impl Drop for RdmaStream {
+    fn drop(&mut self) {
+        self.end_with(End::Aborted);
+    }
+}
+
+impl RdmaStream {
+    /// Ends the stream as its connection ended (`end`): the engine learns
+    /// of the closed LLP and reports, a pending `connect` or `accept`
+    /// hears the error. Does nothing the second time.
+    fn end_with(&mut self, end: End) {
         match std::mem::replace(&mut self.phase, Phase::Finished) {
             Phase::Operating(mut operating) => {
+                // Work posted since the last poll is flushed with the rest.
+                operating.link.take_work();
                 operating.link.engine.on_llp_closed();
                 operating.link.report();
                 if let Some((answer, _)) = operating.answer.take() {
