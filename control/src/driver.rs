@@ -55,15 +55,20 @@ impl Driver {
     /// Runs every inline core once; returns the work done (0 for a
     /// threaded device, whose cores run anyway).
     pub(crate) fn progress(&self) -> usize {
+        self.progress_at(Instant::now())
+    }
+
+    /// [`progress`](Self::progress) with the time the caller read already:
+    /// a wait loop reads the clock once per turn, for its deadline and
+    /// the cores alike (a clock read costs about as much as an idle poll).
+    pub(crate) fn progress_at(&self, now: Instant) -> usize {
         let Some(cores) = &self.inline else {
             return 0;
         };
         let mut cores = cores
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        cores
-            .as_mut()
-            .map_or(0, |stepper| stepper.step(Instant::now()))
+        cores.as_mut().map_or(0, |stepper| stepper.step(now))
     }
 
     /// Waits for a message on `rx`, stepping inline cores meanwhile; an
@@ -91,10 +96,11 @@ impl Driver {
                 Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
                 Err(TryRecvError::Empty) => {}
             }
-            if Instant::now() >= deadline {
+            let now = Instant::now();
+            if now >= deadline {
                 return Err(RecvTimeoutError::Timeout);
             }
-            if self.progress() == 0 {
+            if self.progress_at(now) == 0 {
                 std::hint::spin_loop();
             }
         }
