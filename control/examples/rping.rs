@@ -23,7 +23,9 @@
 //! offers or the server accepts (the server accepts all by default; the
 //! client uses the client-server model without the option; peer-to-peer
 //! needs `--mpa-rev 2`), `--timeout SECS` gives up on any step that takes
-//! longer (rping waits for ever).
+//! longer (rping waits for ever), `--first-send-delay-ms MS` makes the
+//! client wait that long after connecting before its first Send (against
+//! Linux siw's server: siw's accept race, see the README).
 //!
 //! Run `cargo run --example rping -- -s -a 127.0.0.1 -v` in one shell and
 //! `cargo run --example rping -- -c -a 127.0.0.1 -C 10 -V -v` in another.
@@ -92,6 +94,10 @@ struct Cli {
     /// Give up on any step that takes longer than this many seconds.
     #[arg(long)]
     timeout: Option<f64>,
+    /// Client: wait this many milliseconds after connecting before the
+    /// first Send (siw's accept race).
+    #[arg(long = "first-send-delay-ms", default_value_t = 0)]
+    first_send_delay_ms: u64,
 }
 
 /// An RTR type on the command line.
@@ -152,6 +158,7 @@ fn options(cli: &Cli) -> Result<Options, String> {
         markers: cli.markers,
         p2p,
         timeout,
+        first_send_delay: Duration::from_millis(cli.first_send_delay_ms),
     })
 }
 

@@ -191,6 +191,12 @@ pub struct Options {
     /// How long to wait for any one step (connecting, a completion, a
     /// request); `None` waits for ever, like `rping`.
     pub timeout: Option<Duration>,
+    /// How long the client waits, once connected, before its first Send.
+    /// Linux siw's passive side sends its MPA Reply before it starts
+    /// reading the connection, and an FPDU that arrives in between stays
+    /// unread: the exchange hangs (siw's accept race, see the README).
+    /// Zero by default, as `rping` does; 200 ms is ample against siw.
+    pub first_send_delay: Duration,
 }
 
 impl Default for Options {
@@ -206,6 +212,7 @@ impl Default for Options {
             markers: false,
             p2p: None,
             timeout: None,
+            first_send_delay: Duration::ZERO,
         }
     }
 }
@@ -579,6 +586,7 @@ pub fn run_client(
         "rdma_connect successful: {:?}",
         connection.negotiated
     ));
+    std::thread::sleep(options.first_send_delay);
     let result = client_loop(&endpoint, options);
     endpoint.close();
     let pings = result?;

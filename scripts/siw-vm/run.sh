@@ -12,10 +12,13 @@
 # Options:
 #   --siw PARAMS      siw.ko parameters, e.g. "mpa_crc_required=1 peer_to_peer=1
 #                     rtr_write=0" (see build.sh for all of them)
-#   --accel MODE      auto (default: kvm when /dev/kvm is usable), kvm or tcg
+#   --accel MODE      auto (the default: kvm when it can boot a guest here,
+#                     tcg otherwise), kvm or tcg
 #   --tap NAME        the host's tap device (default uwsiw0)
 #   --net PREFIX      a /24: the host is PREFIX.1, the VM PREFIX.2 (default 10.79.0)
 #   --timeout SECS    power the VM off after SECS (default 120)
+#   --append ARGS     more kernel command line, e.g. "ignore_loglevel" with
+#                     --siw dyndbg=+p for siw's debug messages on the console
 #   --cache DIR       build.sh's cache (default target/siw-vm), built when empty
 #                     (run build.sh itself to pick up new package versions)
 #
@@ -33,9 +36,9 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 
-usage() { sed -n 's/^# \{0,1\}//;2,30p' "$0" >&2; exit 2; }
+usage() { sed -n 's/^# \{0,1\}//;2,33p' "$0" >&2; exit 2; }
 
-siw_params="" accel=auto tap=uwsiw0 net=10.79.0 timeout=120 cache="$repo/target/siw-vm"
+siw_params="" extra="" accel=auto tap=uwsiw0 net=10.79.0 timeout=120 cache="$repo/target/siw-vm"
 while [ $# -gt 0 ]; do
     case "$1" in
     --siw) siw_params="$2"; shift 2 ;;
@@ -43,6 +46,7 @@ while [ $# -gt 0 ]; do
     --tap) tap="$2"; shift 2 ;;
     --net) net="$2"; shift 2 ;;
     --timeout) timeout="$2"; shift 2 ;;
+    --append) extra="$2"; shift 2 ;;
     --cache) cache="$2"; shift 2 ;;
     -h|--help) usage ;;
     *) break ;;
@@ -113,7 +117,7 @@ ip link set "$tap" up
 
 # The command as one shell line, each word quoted.
 line="$(printf '%q ' "${command[@]}")"
-append="console=ttyS0 panic=-1 uwsiw.ip=$vm_ip/24"
+append="console=ttyS0 panic=-1 $extra uwsiw.ip=$vm_ip/24"
 append+=" uwsiw.siw=$(printf '%s' "$siw_params" | base64 -w0)"
 append+=" uwsiw.cmd=$(printf '%s' "$line" | base64 -w0)"
 
