@@ -17,6 +17,9 @@
 //! non-zero on a data mismatch), and the test checks the negotiated MPA
 //! settings on uwarp's side: CRCs, and the peer-to-peer RTR type.
 //!
+//! `revision_1` checks MPA revision 1 in both roles, where siw's server
+//! cannot Read (siw's quirk: no Read credits on its passive side).
+//!
 //! uwarp's client waits 200 ms after connecting before its first Send
 //! (siw's accept race, see the README). In peer-to-peer mode the first
 //! FPDU is the RTR, which uwarp's connection manager sends at once: the
@@ -36,7 +39,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use uwarp_control::rping::{self, Options, RpingError};
-use uwarp_control::{Device, DeviceConfig, Error, Rtr, RtrSet};
+use uwarp_control::{Device, DeviceConfig, Error, Revision, Rtr, RtrSet};
 
 /// The host's end of the tap.
 const HOST_IP: Ipv4Addr = Ipv4Addr::new(10, 79, 0, 1);
@@ -206,7 +209,11 @@ fn options(size: usize, crc: bool, p2p: Option<RtrSet>) -> Options {
 
 /// uwarp's client against the VM's `rping -s` once it is announced,
 /// retrying while its port still refuses.
-fn ping_siw_server(vm: &mut Vm, device: &Device, options: &Options) -> rping::ClientReport {
+fn try_siw_server(
+    vm: &mut Vm,
+    device: &Device,
+    options: &Options,
+) -> Result<rping::ClientReport, RpingError> {
     vm.expect(&format!("uwsiw-test: serving {}", options.size));
     let addr = SocketAddr::V4(SocketAddrV4::new(VM_IP, rping::DEFAULT_PORT));
     let deadline = Instant::now() + LISTEN_WAIT;
@@ -219,12 +226,15 @@ fn ping_siw_server(vm: &mut Vm, device: &Device, options: &Options) -> rping::Cl
             {
                 std::thread::sleep(Duration::from_millis(100));
             }
-            other => {
-                return other
-                    .unwrap_or_else(|err| panic!("uwarp's client, {} octets: {err}", options.size))
-            }
+            other => return other,
         }
     }
+}
+
+/// [`try_siw_server`], which must succeed.
+fn ping_siw_server(vm: &mut Vm, device: &Device, options: &Options) -> rping::ClientReport {
+    try_siw_server(vm, device, options)
+        .unwrap_or_else(|err| panic!("uwarp's client, {} octets: {err}", options.size))
 }
 
 /// The VM's command: siw's servers, each announced, then siw's clients
@@ -352,4 +362,43 @@ fn siw_server_peer_to_peer_read_rtr() {
         read: true,
         ..RtrSet::default()
     });
+}
+
+/// MPA revision 1 (RFC 5044, no IRD/ORD exchange): siw's client against
+/// uwarp's server works; siw's server gives itself no Read credits in
+/// revision 1, so its `rping -s` cannot post the Read of the first ping
+/// and closes, which uwarp's client reports as a disconnection, not a hang.
+#[test]
+fn revision_1() {
+    if !root_or_skip() {
+        return;
+    }
+    let _serial = serial();
+    let port = free_port();
+    let size = 3000;
+    let command = format!(
+        "set -e; echo \"uwsiw-test: serving {size}\"; \
+         if rping -s -a {VM_IP} -V -S {size}; then exit 1; fi; \
+         rping -c -a {HOST_IP} -p {port} -V -C {PINGS} -S {size}"
+    );
+    let mut vm = Vm::boot("mpa_version=1", &command);
+    let device = Device::open(DeviceConfig::default()).expect("open a device");
+    let revision_1 = Options {
+        revision: Revision::Rfc5044,
+        ..options(size, false, None)
+    };
+
+    match try_siw_server(&mut vm, &device, &revision_1) {
+        Err(RpingError::Disconnected { .. }) => {}
+        other => panic!("uwarp's revision-1 client against siw's server: {other:?}"),
+    }
+
+    vm.assert_running();
+    let listener = device
+        .listen(SocketAddr::V4(SocketAddrV4::new(HOST_IP, port)))
+        .expect("listen on the tap");
+    let report = rping::serve_one(&device, &listener, &revision_1).expect("uwarp's server");
+    assert_eq!(report.pings, PINGS);
+    assert_eq!(report.connection.negotiated.revision, Revision::Rfc5044);
+    vm.finish();
 }
