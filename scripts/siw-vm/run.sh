@@ -137,7 +137,7 @@ done < <(timeout "$timeout" qemu-system-x86_64 -accel "$accel" -cpu max -m 384 -
     -nodefaults -display none -no-reboot -pidfile "$pidfile" \
     -kernel "$out/vmlinuz" -initrd "$out/initramfs.cpio.gz" -append "$append" \
     -netdev "tap,id=net0,ifname=$tap,script=no,downscript=no" \
-    -device virtio-net-pci,netdev=net0 \
+    -device virtio-net-pci,netdev=net0,csum=off,guest_csum=off \
     -serial "file:$console" -chardev stdio,id=out,signal=off -serial chardev:out \
     < /dev/null 2>&1 || echo "uwsiw: exit $?")
 
