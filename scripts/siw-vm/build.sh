@@ -211,5 +211,8 @@ log "packing the initramfs"
     | gzip -1 > "$out/initramfs.cpio.gz"
 cp "$cache/kernel/boot/vmlinuz-$krel" "$out/vmlinuz"
 printf '%s' "${versions%$'\n'}" > "$out/versions"
+# The unpacked packages (half a gigabyte) are not needed any more; the
+# .debs stay for the next build.
+rm -rf "$cache/kernel" "$cache/user" "$cache/root"
 log "built $out: kernel $krel, siw from $(grep "^$source_pkg=" <<< "$versions"), initramfs $(du -h "$out/initramfs.cpio.gz" | cut -f1)"
 echo "$out"
