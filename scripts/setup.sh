@@ -20,7 +20,9 @@ set -euo pipefail
 #   ethtool       turns checksum offloads off on the kernel side of a veth pair
 #   iputils-ping  the kernel's ping, which the tap and veth tests aim at uwarp
 #   dpdk-dev      dpdk-testpmd, the side-by-side reference of the poll-loop benchmark
-#   build-essential, ca-certificates  C compiler for the DPDK shim, TLS for crates.io
+#   build-essential, ca-certificates  C compiler for the DPDK shim (and siw.ko), TLS for crates.io
+#   qemu-system-x86  boots the siw VM (scripts/siw-vm/)
+#   kmod, xz-utils   modinfo and xz for scripts/siw-vm/build.sh's kernel modules and sources
 packages=(
     libdpdk-dev
     libclang-dev
@@ -32,6 +34,9 @@ packages=(
     dpdk-dev
     build-essential
     ca-certificates
+    qemu-system-x86
+    kmod
+    xz-utils
 )
 
 if [ $# -gt 0 ]; then

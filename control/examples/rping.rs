@@ -23,7 +23,14 @@
 //! offers or the server accepts (the server accepts all by default; the
 //! client uses the client-server model without the option; peer-to-peer
 //! needs `--mpa-rev 2`), `--timeout SECS` gives up on any step that takes
-//! longer (rping waits for ever).
+//! longer (rping waits for ever), `--first-send-delay-ms MS` makes the
+//! client wait that long after connecting before its first Send (against
+//! Linux siw's server: siw's accept race, see the README).
+//!
+//! `--transport dpdk --vdev VDEV --ip ADDRESS/PREFIX` runs on uwarp's TCP
+//! over DPDK instead of the kernel's sockets, on one virtual device (as
+//! root), e.g. `--vdev net_af_packet0,iface=uwsiw0 --ip 10.79.0.3/24` on
+//! the siw VM's tap.
 //!
 //! Run `cargo run --example rping -- -s -a 127.0.0.1 -v` in one shell and
 //! `cargo run --example rping -- -c -a 127.0.0.1 -C 10 -V -v` in another.
@@ -33,6 +40,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{ArgAction, Parser, ValueEnum};
+use smoltcp::wire::Ipv4Address;
 use uwarp_control::rping::{self, Options};
 use uwarp_control::{Device, DeviceConfig, Revision, RtrSet};
 
@@ -92,6 +100,49 @@ struct Cli {
     /// Give up on any step that takes longer than this many seconds.
     #[arg(long)]
     timeout: Option<f64>,
+    /// Client: wait this many milliseconds after connecting before the
+    /// first Send (siw's accept race).
+    #[arg(long = "first-send-delay-ms", default_value_t = 0)]
+    first_send_delay_ms: u64,
+    /// The transport: the kernel's TCP sockets, or uwarp's TCP over DPDK.
+    #[arg(long, value_enum, default_value_t = TransportKind::Socket)]
+    transport: TransportKind,
+    /// DPDK: the virtual device, as for the EAL's --vdev (e.g.
+    /// net_af_packet0,iface=uwsiw0).
+    #[arg(long, required_if_eq("transport", "dpdk"))]
+    vdev: Option<String>,
+    /// DPDK: this host's address, ADDRESS/PREFIX (e.g. 10.79.0.3/24).
+    #[arg(long, required_if_eq("transport", "dpdk"), value_parser = parse_cidr)]
+    ip: Option<(Ipv4Address, u8)>,
+}
+
+/// What carries the connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum TransportKind {
+    /// The kernel's TCP sockets.
+    Socket,
+    /// uwarp's TCP over DPDK.
+    Dpdk,
+}
+
+/// `--ip`: ADDRESS/PREFIX.
+fn parse_cidr(text: &str) -> Result<(Ipv4Address, u8), String> {
+    text.split_once('/')
+        .and_then(|(ip, len)| Some((ip.parse().ok()?, len.parse::<u8>().ok()?)))
+        .filter(|&(_, len)| len <= 32)
+        .ok_or_else(|| format!("expected ADDRESS/PREFIX, e.g. 10.79.0.3/24, not {text}"))
+}
+
+/// The device of `--transport`.
+fn open_device(cli: &Cli) -> Result<Device, String> {
+    let device = match (cli.transport, &cli.vdev, cli.ip) {
+        (TransportKind::Dpdk, Some(vdev), Some((ip, prefix_len))) => {
+            rping::open_dpdk_vdev(vdev, ip, prefix_len)
+        }
+        (TransportKind::Dpdk, _, _) => return Err("--transport dpdk needs --vdev and --ip".into()),
+        (TransportKind::Socket, _, _) => Device::open(DeviceConfig::default()),
+    };
+    device.map_err(|err| format!("cannot open the device: {err}"))
 }
 
 /// An RTR type on the command line.
@@ -152,6 +203,7 @@ fn options(cli: &Cli) -> Result<Options, String> {
         markers: cli.markers,
         p2p,
         timeout,
+        first_send_delay: Duration::from_millis(cli.first_send_delay_ms),
     })
 }
 
@@ -165,7 +217,7 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
 
 fn run(cli: &Cli) -> Result<(), String> {
     let options = options(cli)?;
-    let device = Device::open(DeviceConfig::default()).map_err(|err| err.to_string())?;
+    let device = open_device(cli)?;
     if cli.server {
         let addr = resolve(cli.addr.as_deref().unwrap_or("0.0.0.0"), cli.port)?;
         let listener = device

@@ -44,6 +44,8 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use smoltcp::wire::Ipv4Address;
+use uwarp_dataplane::{Eal, EalConfig};
 use uwarp_stack::mem::Access;
 use uwarp_stack::mpa::{LocalParams, RtrSet};
 use uwarp_stack::rdmap::QpEvent;
@@ -52,7 +54,9 @@ use uwarp_stack::wire::mpa::Revision;
 
 use crate::cm::{ConnectParams, Connection, IncomingRequest, Listener};
 use crate::cq::CompletionQueue;
-use crate::device::Device;
+use crate::device::{Device, DeviceConfig};
+use crate::dpdk::rdma::{CoreThreads, DpdkConfig};
+use crate::dpdk::HostConfig;
 use crate::error::Error;
 use crate::pd::MemoryRegion;
 use crate::qp::{QpCaps, QpInit, QueuePair};
@@ -191,6 +195,12 @@ pub struct Options {
     /// How long to wait for any one step (connecting, a completion, a
     /// request); `None` waits for ever, like `rping`.
     pub timeout: Option<Duration>,
+    /// How long the client waits, once connected, before its first Send.
+    /// Linux siw's passive side sends its MPA Reply before it starts
+    /// reading the connection, and an FPDU that arrives in between stays
+    /// unread: the exchange hangs (siw's accept race, see the README).
+    /// Zero by default, as `rping` does; 200 ms is ample against siw.
+    pub first_send_delay: Duration,
 }
 
 impl Default for Options {
@@ -206,6 +216,7 @@ impl Default for Options {
             markers: false,
             p2p: None,
             timeout: None,
+            first_send_delay: Duration::ZERO,
         }
     }
 }
@@ -251,6 +262,23 @@ impl Options {
             println!("{what}");
         }
     }
+}
+
+/// Opens a device on uwarp's TCP over DPDK on one virtual device `vdev`
+/// (as `--vdev` gives it to the EAL, e.g. `net_af_packet0,iface=uwsiw0`:
+/// the port's name is the text before the first comma), with this host's
+/// address `ip`/`prefix_len`. Its cores run on whichever thread waits
+/// (`CoreThreads::Inline`), so an idle rping takes no CPU. The EAL starts
+/// here, once per process, without hugepages.
+pub fn open_dpdk_vdev(vdev: &str, ip: Ipv4Address, prefix_len: u8) -> Result<Device, Error> {
+    let eal = Eal::init(&EalConfig::virtual_devices([vdev]))?;
+    let name = vdev.split(',').next().unwrap_or(vdev);
+    let port = uwarp_dataplane::Device::by_name(eal, name)?;
+    let dpdk = DpdkConfig {
+        host: HostConfig::new(ip, prefix_len),
+        threads: CoreThreads::Inline,
+    };
+    Device::open_dpdk(eal, port, DeviceConfig::default(), dpdk)
 }
 
 /// What a finished client run did.
@@ -579,6 +607,7 @@ pub fn run_client(
         "rdma_connect successful: {:?}",
         connection.negotiated
     ));
+    std::thread::sleep(options.first_send_delay);
     let result = client_loop(&endpoint, options);
     endpoint.close();
     let pings = result?;

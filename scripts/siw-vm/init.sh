@@ -1,0 +1,57 @@
+#!/bin/sh
+# The siw VM's /init (busybox sh), put into the initramfs by build.sh.
+#
+# It loads the kernel modules in /modules/order (siw.ko with the
+# parameters of uwsiw.siw), gives eth0 the address uwsiw.ip, attaches siw
+# to it (`rdma link add siw0 type siw netdev eth0`), runs the command of
+# uwsiw.cmd, and powers off. uwsiw.siw and uwsiw.cmd are base64 on the
+# kernel command line (run.sh writes them), so they may hold any octets.
+#
+# Everything the command prints goes to the second serial port, which
+# run.sh reads: first the line "uwsiw: ready" (siw is attached, the command
+# starts), then the command's output, then "uwsiw: exit STATUS". A failure
+# before the command ends with status 125 and says what failed.
+export PATH=/usr/bin:/usr/sbin:/bin:/sbin LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu
+/bin/busybox --install -s
+
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+out=/dev/ttyS1
+
+# The value of kernel parameter $1, empty when absent.
+param() {
+    read -r cmdline < /proc/cmdline
+    for word in $cmdline; do
+        case "$word" in "$1="*) echo "${word#"$1"=}" ;; esac
+    done
+}
+
+finish() {
+    echo "uwsiw: exit $1" > "$out"
+    sync
+    reboot -f
+}
+
+setup() {
+    siw_params="$(param uwsiw.siw | base64 -d)" || return 1
+    while read -r module; do
+        args=""
+        [ "$module" = siw ] && args="$siw_params"
+        # Word splitting of $args is wanted: one module parameter per word.
+        # shellcheck disable=SC2086
+        insmod "/modules/$module.ko" $args || { echo "insmod $module $args failed"; return 1; }
+    done < /modules/order
+    ip link set lo up
+    ip addr add "$(param uwsiw.ip)" dev eth0 || return 1
+    ip link set eth0 up || return 1
+    rdma link add siw0 type siw netdev eth0 || return 1
+}
+
+if ! setup > "$out" 2>&1; then
+    finish 125
+fi
+cmd="$(param uwsiw.cmd | base64 -d)"
+echo "uwsiw: ready" > "$out"
+sh -c "$cmd" > "$out" 2>&1 < /dev/null
+finish $?
