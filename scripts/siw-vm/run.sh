@@ -30,13 +30,17 @@
 #
 # Needs root (the tap device) and qemu-system-x86. The tap (PREFIX.1/24 on
 # the host side) is created for the run and removed on every exit path,
-# and qemu with it; runs on the same tap wait for each other.
+# and qemu with it; runs on the same tap wait for each other. A blackhole
+# route for PREFIX.0/24 (metric 4242, below the tap's own route) stays
+# behind on purpose: a peer on the host that connects to the VM's address
+# after the VM powered off is dropped here instead of leaving by the
+# default route. `ip route del blackhole PREFIX.0/24 metric 4242` removes it.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 
-usage() { sed -n 's/^# \{0,1\}//;2,33p' "$0" >&2; exit 2; }
+usage() { sed -n 's/^# \{0,1\}//;2,37p' "$0" >&2; exit 2; }
 
 siw_params="" extra="" accel=auto tap=uwsiw0 net=10.79.0 timeout=120 cache="$repo/target/siw-vm"
 while [ $# -gt 0 ]; do
@@ -110,6 +114,7 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
+ip route replace blackhole "$net.0/24" metric 4242
 ip link del "$tap" 2>/dev/null || true
 ip tuntap add dev "$tap" mode tap
 ip addr add "$host_ip/24" dev "$tap"
