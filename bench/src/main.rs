@@ -371,6 +371,11 @@ struct ConnsArgs {
     /// Octets of every connection's TCP send queue and reassembly buffer.
     #[arg(long, default_value_t = 16_384)]
     tcp_buffer: usize,
+    /// Seconds to keep polling once every connection is up, before the
+    /// data phase (time to attach a profiler: `callgrind_control -i on`,
+    /// `perf record -p`).
+    #[arg(long, default_value_t = 0.0, value_name = "SECONDS")]
+    pause: f64,
     /// Ask for MPA CRCs.
     #[arg(long)]
     crc: bool,
@@ -510,6 +515,8 @@ fn conns(args: &ConnsArgs) -> Result<(), String> {
         window: args.window,
         buffer: args.tcp_buffer,
         crc: args.crc,
+        pause: std::time::Duration::try_from_secs_f64(args.pause)
+            .map_err(|_| "--pause must be a number of seconds")?,
     };
     let results = conns::run(&run)?;
     if args.json {

@@ -55,7 +55,14 @@ fn ten_thousand_connections_each_carry_writes_to_their_own_place() {
 
 #[test]
 fn sends_with_crcs_over_a_sweep_of_connection_counts() {
-    let report = report(&["--count", "1,1000", "-n", "5000", "--op", "send", "--crc"]);
+    let run = conns(&[
+        "--count", "1,1000", "-n", "5000", "--op", "send", "--crc", "--pause", "0.2", "--json",
+    ]);
+    for count in [1, 1000] {
+        let said = format!("conns: {count} connections up in");
+        assert!(run.stderr.contains(&said), "{}", run.stderr);
+    }
+    let report = run.report("conns run");
     assert_eq!(report["op"], "send");
     assert_eq!(report["crc"], true);
     let results = report["results"].as_array().unwrap();
@@ -69,6 +76,7 @@ fn bad_arguments_are_refused() {
     for (list, reason) in [
         (&["--count", "0"][..], "must be positive"),
         (&["--window", "0"], "must be positive"),
+        (&["--pause=-1"], "--pause must be a number of seconds"),
     ] {
         let failure = conns(list).failure();
         assert!(failure.contains(reason), "{list:?}: {failure}");

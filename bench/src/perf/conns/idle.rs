@@ -30,6 +30,14 @@ pub(super) fn idle(pair: &Pair, polls: usize) -> Result<Duration, String> {
     Ok(idle_phase(pair, polls))
 }
 
+/// Polls both ends for `span`, whatever they have to do.
+pub(super) fn poll_for(pair: &Pair, span: Duration) {
+    let start = Instant::now();
+    while start.elapsed() < span {
+        pair.step();
+    }
+}
+
 /// The idle polls. A function of its own so that instruction counts can
 /// be limited to it.
 #[inline(never)]

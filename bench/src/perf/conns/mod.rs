@@ -20,6 +20,11 @@
 //! - what one poll of both ends costs once every connection is quiet
 //!   (`idle_phase`, for instruction counts likewise).
 //!
+//! Once the connections are up it says so on stderr and, when asked,
+//! keeps polling for a while before the data phase: a profiler attached
+//! then (`callgrind_control -i on` under `valgrind --instr-atstart=no`,
+//! which runs the long set-up uninstrumented) sees the whole data phase.
+//!
 //! The modules:
 //!
 //! - `pair.rs`: the two devices, and the process's resident memory;
@@ -36,7 +41,7 @@ mod traffic;
 
 use std::time::Duration;
 
-use idle::idle;
+use idle::{idle, poll_for};
 use pair::{resident, Pair};
 use setup::{close_all, connect_all, End};
 use traffic::{receives_per_qp, Traffic};
@@ -75,6 +80,9 @@ pub struct ConnsRun {
     pub buffer: usize,
     /// Ask for MPA CRCs.
     pub crc: bool,
+    /// How long to keep polling once every connection is up, before the
+    /// data phase: time to attach a profiler.
+    pub pause: Duration,
 }
 
 /// What one connection count measured.
@@ -155,6 +163,13 @@ fn run_count(run: &ConnsRun, count: usize) -> Result<ConnsResult, String> {
     client.create_qps(&pair.client, count);
     server.create_qps(&pair.server, count);
     let setup = connect_all(&pair, &client, &server, run.crc)?;
+    // Setting up thousands takes seconds: say so before the data phase
+    // (this also tells a profiler attached from outside when to start).
+    eprintln!(
+        "conns: {count} connections up in {:.2} s",
+        setup.as_secs_f64()
+    );
+    poll_for(&pair, run.pause);
     let resident_setup = per_connection(resident(), before, count);
     let mut traffic = Traffic::new(&pair, &client, &server, run.op, run.size, run.window)?;
     traffic.run_to(count)?;
