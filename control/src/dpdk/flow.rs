@@ -117,11 +117,20 @@ impl<A: TcpApp> TcpFlow<A> {
         self.conn.on_segment(now, segment, &mut self.app);
     }
 
-    /// Runs the engine's timers that are due.
-    pub(crate) fn on_timer(&mut self, now: Instant) {
-        if self.conn.poll_at().is_some_and(|at| at <= now) {
+    /// Runs the engine's timers that are due; returns whether any was
+    /// (a timer queue's entry may be older than the connection's current
+    /// deadline, which input moved later).
+    pub(crate) fn on_timer(&mut self, now: Instant) -> bool {
+        let due = self.conn.poll_at().is_some_and(|at| at <= now);
+        if due {
             self.conn.on_timer(now);
         }
+        due
+    }
+
+    /// When the engine's timers are next due, if any is armed.
+    pub(crate) fn poll_at(&self) -> Option<Instant> {
+        self.conn.poll_at()
     }
 
     /// Events to the application, its work, every segment out; then, if
