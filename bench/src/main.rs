@@ -15,7 +15,8 @@
 //! `write-lat`, `read-bw`, `read-lat`, `send-bw` and `send-lat` are the
 //! perftest-style two-host modes: one process serves (`--server`), the
 //! other connects (`--connect ADDR:PORT`), each on DPDK or kernel
-//! sockets.
+//! sockets. `uwarp-perf conns` sets up thousands of connections in one
+//! process and measures what each costs.
 
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
@@ -24,6 +25,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use uwarp_bench::capture::read_capture;
 use uwarp_bench::decode::{decode_streams, CrcMode, DecodeOptions};
+use uwarp_bench::perf::conns::{self, ConnsRun};
 use uwarp_bench::perf::protocol::{self, Stop};
 use uwarp_bench::perf::session::{ClientRun, Mpa};
 use uwarp_bench::perf::twohost::{self, Carrier, Side, TwoHost};
@@ -84,6 +86,10 @@ enum Command {
     SendBw(TwoHostArgs),
     /// Send ping-pong latency, half the round trip (like ib_send_lat).
     SendLat(TwoHostArgs),
+    /// Set up thousands of connections between two devices in this
+    /// process and measure what each costs: setup time, memory, and the
+    /// per-packet cost of small messages spread over all of them.
+    Conns(ConnsArgs),
 }
 
 /// The options of the two-host modes. The server takes the sizes, counts,
@@ -353,6 +359,45 @@ struct LoopbackArgs {
     json: bool,
 }
 
+#[derive(clap::Args)]
+struct ConnsArgs {
+    /// Connection counts, one run each.
+    #[arg(long, value_delimiter = ',', default_values_t = [1, 100, 1000, 10_000])]
+    count: Vec<usize>,
+    /// Messages in the measured phase.
+    #[arg(long, short = 'n', default_value_t = 100_000)]
+    messages: usize,
+    /// Octets per message.
+    #[arg(long, short = 's', default_value_t = 64)]
+    size: usize,
+    /// The operation: RDMA Write, or Send into posted receives.
+    #[arg(long, value_enum, default_value_t = ConnsOpArg::Write)]
+    op: ConnsOpArg,
+    /// Messages on their way at once, over all connections.
+    #[arg(long, short = 't', default_value_t = 64)]
+    window: usize,
+    /// Octets of every connection's TCP send queue and reassembly buffer.
+    #[arg(long, default_value_t = 16_384)]
+    tcp_buffer: usize,
+    /// Seconds to keep polling once every connection is up, before the
+    /// data phase (time to attach a profiler: `callgrind_control -i on`,
+    /// `perf record -p`).
+    #[arg(long, default_value_t = 0.0, value_name = "SECONDS")]
+    pause: f64,
+    /// Ask for MPA CRCs.
+    #[arg(long)]
+    crc: bool,
+    /// One JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ConnsOpArg {
+    Write,
+    Send,
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum TransportArg {
     Dpdk,
@@ -421,6 +466,7 @@ fn main() -> ExitCode {
         Command::ReadLat(args) => two_host(Op::Read, Metric::Latency, &args),
         Command::SendBw(args) => two_host(Op::Send, Metric::Bandwidth, &args),
         Command::SendLat(args) => two_host(Op::Send, Metric::Latency, &args),
+        Command::Conns(args) => conns(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -468,6 +514,30 @@ fn loopback(args: &LoopbackArgs, transports: &[Transport]) -> Result<(), String>
         println!("{}", report.to_json());
     } else {
         print!("{}", report.to_text());
+    }
+    Ok(())
+}
+
+fn conns(args: &ConnsArgs) -> Result<(), String> {
+    let run = ConnsRun {
+        counts: args.count.clone(),
+        messages: args.messages,
+        size: args.size,
+        op: match args.op {
+            ConnsOpArg::Write => Op::Write,
+            ConnsOpArg::Send => Op::Send,
+        },
+        window: args.window,
+        buffer: args.tcp_buffer,
+        crc: args.crc,
+        pause: std::time::Duration::try_from_secs_f64(args.pause)
+            .map_err(|_| "--pause must be a number of seconds")?,
+    };
+    let results = conns::run(&run)?;
+    if args.json {
+        println!("{}", conns::to_json(&run, &results));
+    } else {
+        print!("{}", conns::to_text(&run, &results));
     }
     Ok(())
 }

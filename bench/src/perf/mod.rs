@@ -8,6 +8,9 @@
 //!   with both ends in one process, so they need no second host and no
 //!   NIC, plus the connection setup rate and this core's memcpy and
 //!   CRC32c rates.
+//! - `uwarp-perf conns` ([`conns`]): thousands of connections between two
+//!   devices in this process, what each costs to set up and to hold, and
+//!   the per-packet cost of small messages spread over all of them.
 //!
 //! The modules:
 //!
@@ -25,8 +28,10 @@
 //! - `report.rs`: the numbers and their text and JSON forms.
 //! - `progress.rs`: the progress bar of long runs.
 //! - `plot.rs`: the SVG chart of a size sweep.
+//! - `conns/`: `uwarp-perf conns`.
 
 mod calibrate;
+pub mod conns;
 mod endpoint;
 mod loops;
 mod mode;

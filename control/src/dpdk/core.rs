@@ -5,8 +5,9 @@
 //! connection with no further lookup; the connection's application runs
 //! right after, and every segment the engine has goes out in the same
 //! poll. Timers run from a deadline queue, so a poll costs the same with
-//! one connection or thousands. Closed flows leave the table at the end
-//! of the poll.
+//! one connection or thousands; a queue entry that outlived its deadline
+//! (the engine moved it later) only queues the flow again, without
+//! driving it. Closed flows leave the table at the end of the poll.
 
 use std::sync::Arc;
 use std::time::Instant as WallInstant;
@@ -141,8 +142,16 @@ impl<A: TcpApp> FlowHandler for TcpCore<A> {
         for tuple in due.drain(..) {
             if let Some(flow) = flows.get_mut(&tuple) {
                 flow.scheduled = None;
-                flow.on_timer(now);
-                self.after_input(now, tuple, flow, tx);
+                if flow.on_timer(now) {
+                    self.after_input(now, tuple, flow, tx);
+                } else {
+                    // An entry older than the flow's deadline (an ACK
+                    // stopped the retransmission timer, say): nothing ran,
+                    // nothing changed since the flow was last driven, so
+                    // it only waits again, for its real deadline.
+                    let at = flow.poll_at();
+                    self.deadlines.schedule(tuple, at, &mut flow.scheduled);
+                }
             }
         }
         self.due = due;

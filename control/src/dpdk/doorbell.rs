@@ -41,6 +41,15 @@ impl Doorbell {
         }
     }
 
+    /// Whether the doorbell rang and the core has not taken the flow off
+    /// its queue yet: the application posted work the flow has not seen.
+    /// (The core's queue is looked at first: it is shared by every flow of
+    /// the core, so an empty one answers without touching this flow's
+    /// own flag.)
+    pub(crate) fn is_pending(&self) -> bool {
+        !self.rung.is_empty() && self.armed.load(Ordering::Acquire)
+    }
+
     /// The core took the flow off its queue: the next ring queues it
     /// again. Called before the flow is driven, so work posted while it is
     /// driven rings anew.
@@ -64,12 +73,16 @@ mod tests {
             remote_port: 2,
         };
         let bell = Doorbell::new(tuple, Arc::clone(&rung));
+        assert!(!bell.is_pending());
         bell.ring();
         bell.clone().ring();
         assert_eq!(rung.len(), 1);
+        assert!(bell.is_pending());
         assert_eq!(rung.pop(), Some(tuple));
+        assert!(!bell.is_pending(), "taken off the queue");
         bell.answered();
         bell.ring();
         assert_eq!(rung.len(), 1);
+        assert!(bell.is_pending());
     }
 }

@@ -103,16 +103,34 @@ impl<A: TcpApp> TcpFlow<A> {
         }
     }
 
-    /// Hands a received segment to the engine (new data to the application).
+    /// Hands a received segment to the engine (new data to the
+    /// application). Work the application posted before the segment was
+    /// taken in (its doorbell rang, and the core has not driven the flow
+    /// since) goes to the application first: a receive posted before a
+    /// Send arrives must be there for it, or the Send ends the stream
+    /// with RFC 5041's "no buffer" error, however briefly the core had
+    /// left the doorbell unanswered.
     pub(crate) fn on_segment(&mut self, now: Instant, segment: &TcpRepr<'_>) {
+        if !self.ended && self.doorbell.as_ref().is_some_and(Doorbell::is_pending) {
+            self.app.drive(now, &mut self.conn);
+        }
         self.conn.on_segment(now, segment, &mut self.app);
     }
 
-    /// Runs the engine's timers that are due.
-    pub(crate) fn on_timer(&mut self, now: Instant) {
-        if self.conn.poll_at().is_some_and(|at| at <= now) {
+    /// Runs the engine's timers that are due; returns whether any was
+    /// (a timer queue's entry may be older than the connection's current
+    /// deadline, which input moved later).
+    pub(crate) fn on_timer(&mut self, now: Instant) -> bool {
+        let due = self.conn.poll_at().is_some_and(|at| at <= now);
+        if due {
             self.conn.on_timer(now);
         }
+        due
+    }
+
+    /// When the engine's timers are next due, if any is armed.
+    pub(crate) fn poll_at(&self) -> Option<Instant> {
+        self.conn.poll_at()
     }
 
     /// Events to the application, its work, every segment out; then, if
@@ -241,42 +259,81 @@ mod tests {
         (ip.src_addr(), ip.dst_addr(), ip.payload().to_vec())
     }
 
+    /// A flow run by `app` that accepted the connection of `peer`, a bare
+    /// engine, with the handshake's SYN-ACK delivered to the peer.
+    struct Wire<A> {
+        flow: TcpFlow<A>,
+        peer: Connection,
+        frames: Frames,
+        counters: FlowCounters,
+        now: Instant,
+    }
+
+    const NEAR: Ipv4Address = Ipv4Address::new(10, 0, 0, 1);
+    const FAR: Ipv4Address = Ipv4Address::new(10, 0, 0, 2);
+
+    impl<A: TcpApp> Wire<A> {
+        fn accept(app: A) -> Self {
+            let mac = EthernetAddress([2, 0, 0, 0, 0, 1]);
+            let (near, far) = (Endpoint::new(NEAR, 40000), Endpoint::new(FAR, 5000));
+            let now = Instant::from_micros(0);
+            let mut peer = Connection::connect(Config::default(), far, near, Seq(7), now);
+            let syn = peer.poll_transmit(now).unwrap().to_bytes();
+            let conn = Connection::accept(
+                Config::default(),
+                near,
+                far,
+                Seq(1000),
+                now,
+                &parse(FAR, NEAR, &syn).unwrap(),
+            );
+            let mut wire = Wire {
+                flow: TcpFlow::new(Box::new(conn), app, Route::new(mac, mac, NEAR, FAR)),
+                peer,
+                frames: Frames::default(),
+                counters: FlowCounters::default(),
+                now,
+            };
+            wire.service();
+            wire
+        }
+
+        /// Services the flow and hands what it sent to the peer.
+        fn service(&mut self) {
+            self.flow
+                .service(self.now, &mut self.frames, &mut self.counters);
+            let mut sink = uwarp_stack::tcp::ByteStream;
+            for frame in self.frames.0.drain(..) {
+                let (src, dst, tcp) = tcp_of(&frame);
+                let segment = parse(src, dst, &tcp).unwrap();
+                self.peer.on_segment(self.now, &segment, &mut sink);
+            }
+        }
+
+        /// Every segment the peer has to send.
+        fn peer_segments(&mut self) -> Vec<Vec<u8>> {
+            let mut segments = Vec::new();
+            while let Some(segment) = self.peer.poll_transmit(self.now) {
+                segments.push(segment.to_bytes());
+            }
+            segments
+        }
+
+        /// One segment from the peer into the flow, then a service.
+        fn deliver(&mut self, segment: &[u8]) {
+            self.flow
+                .on_segment(self.now, &parse(FAR, NEAR, segment).unwrap());
+            self.service();
+        }
+    }
+
     #[test]
     fn held_data_made_readable_by_the_last_segment_is_read_before_the_end() {
-        let (a, b) = (Ipv4Address::new(10, 0, 0, 1), Ipv4Address::new(10, 0, 0, 2));
-        let mac = EthernetAddress([2, 0, 0, 0, 0, 1]);
-        let (near, far) = (Endpoint::new(a, 40000), Endpoint::new(b, 5000));
-        let now = Instant::from_micros(0);
-        // The peer: a bare engine that sends 3000 octets and closes.
-        let mut peer = Connection::connect(Config::default(), far, near, Seq(7), now);
-        let syn = peer.poll_transmit(now).unwrap().to_bytes();
-        let conn = Connection::accept(
-            Config::default(),
-            near,
-            far,
-            Seq(1000),
-            now,
-            &parse(b, a, &syn).unwrap(),
-        );
-        let mut flow = TcpFlow::new(
-            Box::new(conn),
-            Reader::default(),
-            Route::new(mac, mac, a, b),
-        );
-        let mut frames = Frames::default();
-        let mut counters = FlowCounters::default();
-        flow.service(now, &mut frames, &mut counters);
-        let mut sink = uwarp_stack::tcp::ByteStream;
-        for frame in frames.0.drain(..) {
-            let (src, dst, tcp) = tcp_of(&frame);
-            peer.on_segment(now, &parse(src, dst, &tcp).unwrap(), &mut sink);
-        }
-        assert_eq!(peer.send(&[9; 3000]), 3000);
-        peer.close();
-        let mut segments = Vec::new();
-        while let Some(segment) = peer.poll_transmit(now) {
-            segments.push(segment.to_bytes());
-        }
+        let mut wire = Wire::accept(Reader::default());
+        // The peer sends 3000 octets and closes.
+        assert_eq!(wire.peer.send(&[9; 3000]), 3000);
+        wire.peer.close();
+        let mut segments = wire.peer_segments();
         assert!(segments.len() >= 3, "several data segments and a FIN");
         // The ACK of the handshake first, then everything but the first
         // data segment (held out of order), then the first: it makes all
@@ -284,18 +341,79 @@ mod tests {
         let first_data = segments.remove(1);
         segments.push(first_data);
         for segment in &segments {
-            flow.on_segment(now, &parse(b, a, segment).unwrap());
-            flow.service(now, &mut frames, &mut counters);
-            for frame in frames.0.drain(..) {
-                let (src, dst, tcp) = tcp_of(&frame);
-                peer.on_segment(now, &parse(src, dst, &tcp).unwrap(), &mut sink);
-            }
-            while let Some(segment) = peer.poll_transmit(now) {
-                let bytes = segment.to_bytes();
-                flow.on_segment(now, &parse(b, a, &bytes).unwrap());
-                flow.service(now, &mut frames, &mut counters);
+            wire.deliver(segment);
+            for answer in wire.peer_segments() {
+                wire.deliver(&answer);
             }
         }
-        assert_eq!(flow.app().read_at_end, Some(3000));
+        assert_eq!(wire.flow.app().read_at_end, Some(3000));
+    }
+
+    /// Takes data only into room its application made ready and its
+    /// drive took in, as a stream takes a Send only into a receive its
+    /// drive took from the queue pair.
+    #[derive(Default)]
+    struct Receiver {
+        /// The application posted a receive and rang the doorbell.
+        posted: Arc<std::sync::atomic::AtomicBool>,
+        doorbell: Option<Doorbell>,
+        taken_in: bool,
+        accepted: usize,
+        refused: usize,
+    }
+
+    impl Consumer for Receiver {
+        fn on_data(&mut self, _pos: u64, data: &[u8], _in_order: bool) -> Disposition {
+            if self.taken_in {
+                self.accepted += data.len();
+            } else {
+                self.refused += data.len();
+            }
+            Disposition::Consumed
+        }
+
+        fn on_left_edge(&mut self, _: u64) {}
+    }
+
+    impl TcpApp for Receiver {
+        fn drive(&mut self, _: Instant, _: &mut Connection) {
+            self.taken_in |= self.posted.load(std::sync::atomic::Ordering::Acquire);
+        }
+
+        fn on_dataplane(&mut self, doorbell: Doorbell) {
+            self.doorbell = Some(doorbell);
+        }
+
+        fn on_end(&mut self, _: End, _: &Stats) {}
+    }
+
+    #[test]
+    fn work_posted_before_a_segment_arrives_is_taken_in_before_it() {
+        let mut wire = Wire::accept(Receiver::default());
+        for ack in wire.peer_segments() {
+            wire.deliver(&ack);
+        }
+        let tuple = FourTuple {
+            local_ip: NEAR,
+            local_port: 40000,
+            remote_ip: FAR,
+            remote_port: 5000,
+        };
+        let rung = Arc::new(Rung::new());
+        wire.flow.on_dataplane(tuple, &rung);
+        // The application posts and rings; the core has not answered the
+        // doorbell when the peer's data arrives (it receives before it
+        // drains its doorbell queue).
+        let app = wire.flow.app();
+        app.posted.store(true, std::sync::atomic::Ordering::Release);
+        app.doorbell.as_ref().unwrap().ring();
+        assert_eq!(wire.peer.send(&[7; 100]), 100);
+        for segment in wire.peer_segments() {
+            wire.deliver(&segment);
+        }
+        assert_eq!(
+            (wire.flow.app().accepted, wire.flow.app().refused),
+            (100, 0)
+        );
     }
 }

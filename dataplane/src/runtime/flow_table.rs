@@ -3,16 +3,43 @@
 //! Keyed by the 4-tuple ([`FourTuple`]) in a hash map, so a lookup costs
 //! the same with ten flows or ten thousand (no linear scans). The hasher
 //! is std's randomly keyed SipHash: the keys come from the network, and a
-//! predictable hash would let a peer aim all its flows at one bucket.
+//! predictable hash would let a peer aim all its flows at one bucket. The
+//! tuple goes into it packed in one 128-bit integer, one write instead of
+//! one per field: a lookup is a few times cheaper, every segment has one,
+//! and the hash is as strong.
 
 use std::collections::hash_map::{Entry, HashMap};
 
+use smoltcp::wire::Ipv4Address;
+
 use crate::net::FourTuple;
+
+/// A 4-tuple packed: our address and port, then the peer's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Key(u128);
+
+impl Key {
+    fn new(tuple: &FourTuple) -> Self {
+        Key(u128::from(tuple.local_ip.to_bits()) << 64
+            | u128::from(tuple.local_port) << 48
+            | u128::from(tuple.remote_ip.to_bits()) << 16
+            | u128::from(tuple.remote_port))
+    }
+
+    fn tuple(self) -> FourTuple {
+        FourTuple {
+            local_ip: Ipv4Address::from_bits((self.0 >> 64) as u32),
+            local_port: (self.0 >> 48) as u16,
+            remote_ip: Ipv4Address::from_bits((self.0 >> 16) as u32),
+            remote_port: self.0 as u16,
+        }
+    }
+}
 
 /// The flows one dataplane core owns, each with its protocol state `F`.
 #[derive(Debug)]
 pub struct FlowTable<F> {
-    flows: HashMap<FourTuple, F>,
+    flows: HashMap<Key, F>,
 }
 
 impl<F> Default for FlowTable<F> {
@@ -32,7 +59,7 @@ impl<F> FlowTable<F> {
     /// Adds a flow and returns it in place; gives `flow` back if the
     /// tuple is already taken.
     pub fn insert(&mut self, tuple: FourTuple, flow: F) -> Result<&mut F, F> {
-        match self.flows.entry(tuple) {
+        match self.flows.entry(Key::new(&tuple)) {
             Entry::Occupied(_) => Err(flow),
             Entry::Vacant(slot) => Ok(slot.insert(flow)),
         }
@@ -40,12 +67,12 @@ impl<F> FlowTable<F> {
 
     /// Removes a flow and returns its state.
     pub fn remove(&mut self, tuple: &FourTuple) -> Option<F> {
-        self.flows.remove(tuple)
+        self.flows.remove(&Key::new(tuple))
     }
 
     /// The state of a flow.
     pub fn get_mut(&mut self, tuple: &FourTuple) -> Option<&mut F> {
-        self.flows.get_mut(tuple)
+        self.flows.get_mut(&Key::new(tuple))
     }
 
     /// Number of flows.
@@ -60,7 +87,7 @@ impl<F> FlowTable<F> {
 
     /// Removes every flow.
     pub fn drain(&mut self) -> impl Iterator<Item = (FourTuple, F)> + '_ {
-        self.flows.drain()
+        self.flows.drain().map(|(key, flow)| (key.tuple(), flow))
     }
 }
 
@@ -92,6 +119,20 @@ mod tests {
         assert!(table.get_mut(&tuple(3)).is_none());
         assert_eq!(table.drain().count(), 1);
         assert!(table.is_empty());
+    }
+
+    #[test]
+    fn a_tuple_packs_and_unpacks_whole() {
+        let tuple = FourTuple {
+            local_ip: Ipv4Address::new(192, 168, 200, 7),
+            local_port: 0xfedc,
+            remote_ip: Ipv4Address::new(10, 255, 1, 254),
+            remote_port: 0x8001,
+        };
+        assert_eq!(Key::new(&tuple).tuple(), tuple);
+        let mut table = FlowTable::new();
+        table.insert(tuple, ()).unwrap();
+        assert_eq!(table.drain().map(|(t, ())| t).collect::<Vec<_>>(), [tuple]);
     }
 
     #[test]
