@@ -347,7 +347,7 @@ struct LoopbackArgs {
     #[arg(long)]
     crc: bool,
     /// The DPDK link's IP MTU (576 to 9000; 9000 for jumbo frames). The
-    /// kernel's loopback keeps its own.
+    /// kernel's loopback keeps its own (64 KiB), also in `compare`.
     #[arg(long, default_value_t = perf::ETHERNET_MTU)]
     mtu: u16,
     /// Impair what each DPDK end receives, e.g. `reorder=0.01` (`off`, or

@@ -84,6 +84,14 @@ fn jumbo_frames_and_reordering_on_the_dpdk_link() {
 }
 
 #[test]
+fn compare_gives_the_dpdk_link_its_mtu() {
+    let report = run(&["compare", "--mtu", "9000"]);
+    assert_eq!(report["mtu"], 9000);
+    assert_measured(&report, "dpdk");
+    assert_measured(&report, "socket");
+}
+
+#[test]
 fn the_socket_transport_runs_alone() {
     let report = run(&["loopback", "--transport", "socket"]);
     assert_measured(&report, "socket");

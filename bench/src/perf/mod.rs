@@ -57,6 +57,7 @@ const CALIBRATE_FOR: Duration = Duration::from_millis(300);
 
 /// Runs `workload` over each of `transports` in turn, and calibrates.
 pub fn measure(transports: &[Transport], workload: &Workload) -> Result<Report, String> {
+    workload.link.check(transports)?;
     let mut runs = Vec::new();
     for &transport in transports {
         let measured = workload::run(transport, workload)

@@ -76,11 +76,11 @@ impl Default for LinkOptions {
 }
 
 impl LinkOptions {
-    /// Refuses what `transport` cannot do: the kernel's loopback keeps
-    /// its own MTU and has no impairment stage.
-    pub fn check(&self, transport: Transport) -> Result<(), String> {
-        let default = LinkOptions::default();
-        if transport == Transport::Socket && *self != default {
+    /// Refuses an MTU out of range, and a link setting for a run with no
+    /// DPDK transport in it (the kernel's loopback keeps its own MTU and
+    /// has no impairment stage; `compare` applies them to its DPDK run).
+    pub fn check(&self, transports: &[Transport]) -> Result<(), String> {
+        if !transports.contains(&Transport::Dpdk) && *self != LinkOptions::default() {
             return Err("--mtu and --impair-rx need the dpdk transport".into());
         }
         if !(576..=9000).contains(&self.mtu) {
@@ -123,9 +123,9 @@ pub struct Ends {
 }
 
 impl Ends {
-    /// Opens the ends of `transport`, its DPDK link set up as `link` says.
+    /// Opens the ends of `transport`, a DPDK link set up as `link` says
+    /// (checked with [`LinkOptions::check`]).
     pub fn open(transport: Transport, link: &LinkOptions) -> Result<Self, String> {
-        link.check(transport)?;
         match transport {
             Transport::Dpdk => {
                 let eal = eal()?;
