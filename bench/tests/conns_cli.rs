@@ -89,3 +89,18 @@ fn bad_arguments_are_refused() {
         refused.stderr
     );
 }
+
+/// One connection more than there are ephemeral ports (16,384) to the one
+/// server endpoint: the first 16,384 all come up, and the last connect
+/// fails at once, saying why. Regression: the control core forgot a
+/// handed-over flow's port after 2 s and gave it to a new connection
+/// while the old one still used it, so that connection timed out in MPA
+/// startup; and once every port was taken it searched for ever.
+#[test]
+fn running_out_of_ephemeral_ports_is_an_error_not_a_reuse() {
+    let failure = conns(&["--count", "16385", "-n", "100"]).failure();
+    assert!(
+        failure.contains("connection 16384: connect") && failure.contains("NoFreePort"),
+        "{failure}"
+    );
+}

@@ -136,6 +136,7 @@ fn end_name(end: End) -> &'static str {
         End::Reset => "reset",
         End::TimedOut => "timed-out",
         End::Unreachable => "unreachable",
+        End::NoFreePort => "no-free-port",
         End::Aborted => "aborted",
     }
 }

@@ -24,6 +24,9 @@ pub enum End {
     TimedOut,
     /// The peer's address (or the gateway's) did not resolve (ARP).
     Unreachable,
+    /// An active open found every ephemeral port to its remote endpoint
+    /// taken by a live connection.
+    NoFreePort,
     /// The connection closed without either side's FIN exchange
     /// completing (the application aborted it).
     Aborted,

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Instant as WallInstant;
 
-use crossbeam_queue::ArrayQueue;
+use crossbeam_queue::SegQueue;
 
 use uwarp_dataplane::net::{FourTuple, TcpMeta};
 use uwarp_dataplane::runtime::{FlowHandler, FlowTable, TxBatch};
@@ -25,8 +25,10 @@ use super::deadlines::Deadlines;
 use super::doorbell::Rung;
 use super::flow::{FlowCounters, Status, TcpFlow};
 
-/// The 4-tuples of flows the dataplane cores closed, for the control core.
-pub type ClosedFlows = ArrayQueue<FourTuple>;
+/// The 4-tuples of flows the dataplane cores closed, for the control core:
+/// unbounded, since the control core frees a flow's ephemeral port only
+/// when it hears of its close.
+pub type ClosedFlows = SegQueue<FourTuple>;
 
 /// What one dataplane core's TCP has done.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -169,8 +171,7 @@ impl<A: TcpApp> FlowHandler for TcpCore<A> {
         for tuple in self.closed.drain(..) {
             if flows.remove(&tuple).is_some() {
                 self.counters.flows_closed += 1;
-                // A full queue leaves it to the control core's time bound.
-                let _ = self.announce.push(tuple);
+                self.announce.push(tuple);
             }
         }
     }

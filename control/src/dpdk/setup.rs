@@ -13,7 +13,7 @@
 //!
 //! [`TcpHost`]: super::TcpHost
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant as WallInstant};
 
@@ -43,10 +43,6 @@ const FORWARD_FOR: Duration = Duration::from_secs(2);
 
 /// How long an active open waits for ARP before it fails as unreachable.
 const RESOLVE_FOR: Duration = Duration::from_secs(3);
-
-/// Closed flows the dataplane cores can announce before the control core
-/// reads them (beyond, [`FORWARD_FOR`] bounds the forwarding).
-const CLOSED_CAPACITY: usize = 4096;
 
 /// How often the list of handed-over flows is swept.
 const SWEEP_EVERY: Duration = Duration::from_millis(100);
@@ -164,6 +160,9 @@ pub struct TcpSetup<A> {
     resolving: Vec<Resolving<A>>,
     /// Flows handed over, with their core, forwarded to until the instant.
     handed: HashMap<FourTuple, (usize, WallInstant)>,
+    /// Every flow handed over and not yet announced closed: their 4-tuples
+    /// are not free for active opens, however long they live.
+    in_use: HashSet<FourTuple>,
     /// Hand-overs the core's full command ring refused, retried next poll.
     waiting: Vec<(FourTuple, Handshake<A>)>,
     next_sweep: WallInstant,
@@ -202,9 +201,10 @@ impl<A: TcpApp> TcpSetup<A> {
             due: Vec::new(),
             resolving: Vec::new(),
             handed: HashMap::new(),
+            in_use: HashSet::new(),
             waiting: Vec::new(),
             next_sweep: WallInstant::now(),
-            closed: Arc::new(ClosedFlows::new(CLOSED_CAPACITY)),
+            closed: Arc::new(ClosedFlows::new()),
             next_port: EPHEMERAL_PORTS.start() + offset,
             counters: SetupCounters::default(),
         }
@@ -216,10 +216,12 @@ impl<A: TcpApp> TcpSetup<A> {
         TcpCore::new(self.clock, Arc::clone(&self.closed))
     }
 
-    /// Stops forwarding segments of flows the dataplane cores closed.
+    /// Stops forwarding segments of flows the dataplane cores closed, and
+    /// frees their 4-tuples.
     fn forget_closed(&mut self) {
         while let Some(tuple) = self.closed.pop() {
             self.handed.remove(&tuple);
+            self.in_use.remove(&tuple);
         }
     }
 
@@ -346,7 +348,13 @@ impl<A: TcpApp> TcpSetup<A> {
         ctx: &mut ControlContext<'_, TcpFlow<A>>,
     ) {
         let address = *ctx.iface.address();
-        let tuple = self.free_tuple(address.ip, entry.remote);
+        let Some(tuple) = self.free_tuple(address.ip, entry.remote) else {
+            // Every ephemeral port to this endpoint is taken.
+            self.counters.failed += 1;
+            let mut app = entry.app;
+            app.on_end(End::NoFreePort, &Stats::default());
+            return;
+        };
         let local = Endpoint::new(address.ip, tuple.local_port);
         let engine_now = self.clock.at(now);
         let isn = self.isn.isn(engine_now, local, entry.remote);
@@ -359,9 +367,11 @@ impl<A: TcpApp> TcpSetup<A> {
         self.advance(engine_now, now, tuple, ctx);
     }
 
-    /// A 4-tuple to `remote` no connection of this host uses.
-    fn free_tuple(&mut self, local_ip: Ipv4Address, remote: Endpoint) -> FourTuple {
-        loop {
+    /// A 4-tuple to `remote` no connection of this host uses (a handshake,
+    /// a hand-over waiting for room, or a flow on a dataplane core not yet
+    /// announced closed); `None` after one pass over the ephemeral ports.
+    fn free_tuple(&mut self, local_ip: Ipv4Address, remote: Endpoint) -> Option<FourTuple> {
+        for _ in EPHEMERAL_PORTS {
             let port = self.next_port;
             self.next_port = if port == *EPHEMERAL_PORTS.end() {
                 *EPHEMERAL_PORTS.start()
@@ -374,10 +384,14 @@ impl<A: TcpApp> TcpSetup<A> {
                 remote_ip: remote.addr,
                 remote_port: remote.port,
             };
-            if !self.handshakes.contains_key(&tuple) && !self.handed.contains_key(&tuple) {
-                return tuple;
+            let taken = self.handshakes.contains_key(&tuple)
+                || self.in_use.contains(&tuple)
+                || self.waiting.iter().any(|(waiting, _)| *waiting == tuple);
+            if !taken {
+                return Some(tuple);
             }
         }
+        None
     }
 
     /// Sends what the handshake `tuple` has to send; hands it over once
@@ -420,6 +434,7 @@ impl<A: TcpApp> TcpSetup<A> {
             Ok(()) => {
                 self.counters.handed_over += 1;
                 self.handed.insert(tuple, (core, wall + FORWARD_FOR));
+                self.in_use.insert(tuple);
             }
             Err(Command::AddFlow(_, flow)) => self.waiting.push((tuple, Handshake { flow, core })),
             Err(_) => unreachable!("send_command gives back the command it was given"),

@@ -5,6 +5,7 @@
 //! thread runs its own device's cores), and at the end a graceful close
 //! of every one.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use uwarp_control::{
@@ -15,6 +16,10 @@ use uwarp_control::{
 use super::pair::{Pair, SERVER_IP};
 use crate::perf::endpoint::STALL;
 use crate::perf::transport::pin;
+
+/// How long the accepting side waits for a request before it looks
+/// whether the connecting side gave up.
+const REQUEST_POLL: Duration = Duration::from_millis(50);
 
 /// One end's resources: a completion queue for all its queue pairs, one
 /// region, and the queue pairs.
@@ -75,13 +80,23 @@ pub(super) fn connect_all(
         .listen(format!("{SERVER_IP}:0"))
         .map_err(|e| format!("listen: {e}"))?;
     let addr = listener.local_addr();
+    // Set when a connect failed: no more requests will come.
+    let gave_up = AtomicBool::new(false);
     std::thread::scope(|scope| {
         let accepting = scope.spawn(|| -> Result<(), String> {
             pin(1);
             for (index, qp) in server.qps.iter().enumerate() {
-                let request = listener
-                    .get_request(STALL)
-                    .map_err(|e| format!("connection {index}: no request: {e}"))?;
+                let deadline = Instant::now() + STALL;
+                let request = loop {
+                    match listener.get_request(REQUEST_POLL) {
+                        Ok(request) => break request,
+                        Err(_) if gave_up.load(Ordering::Acquire) => return Ok(()),
+                        Err(e) if Instant::now() >= deadline => {
+                            return Err(format!("connection {index}: no request: {e}"))
+                        }
+                        Err(_) => {}
+                    }
+                };
                 request
                     .accept(qp, params(crc))
                     .map_err(|e| format!("connection {index}: accept: {e}"))?;
@@ -97,6 +112,7 @@ pub(super) fn connect_all(
             };
             if let Err(err) = pair.client.connect(addr, qp, request) {
                 connected = Err(format!("connection {index}: connect: {err}"));
+                gave_up.store(true, Ordering::Release);
                 break;
             }
         }

@@ -639,6 +639,7 @@ fn end_error(end: End) -> Error {
         End::Reset => ErrorKind::ConnectionRefused,
         End::TimedOut => ErrorKind::TimedOut,
         End::Unreachable => ErrorKind::HostUnreachable,
+        End::NoFreePort => ErrorKind::AddrNotAvailable,
         End::Closed | End::Aborted => ErrorKind::ConnectionAborted,
     };
     Error::Io(std::io::Error::new(
