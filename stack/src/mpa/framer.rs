@@ -43,21 +43,17 @@ impl<'a> VecSink<'a> {
         Self { out, kept }
     }
 
-    /// Octets the sink holds, the ones before it came included.
-    pub fn len(&self) -> usize {
-        self.kept
-    }
-
-    /// Whether the vector holds nothing at all.
-    pub fn is_empty(&self) -> bool {
-        self.kept == 0
+    /// Room for `len` octets after the last committed FPDU: a vector
+    /// always has it.
+    fn room(&mut self, len: usize) -> &mut [u8] {
+        self.out.resize(self.kept + len, 0);
+        &mut self.out[self.kept..]
     }
 }
 
 impl FpduSink for VecSink<'_> {
     fn reserve(&mut self, len: usize) -> Option<&mut [u8]> {
-        self.out.resize(self.kept + len, 0);
-        Some(&mut self.out[self.kept..])
+        Some(self.room(len))
     }
 
     fn commit(&mut self) {
@@ -151,16 +147,14 @@ impl FpduWriter {
     /// Appends one FPDU carrying the concatenation of `parts` to `out`.
     pub fn write(&mut self, parts: &[&[u8]], out: &mut Vec<u8>) -> WireResult<usize> {
         let ulpdu_len = fpdu::ulpdu_len(parts)?;
-        let start = out.len();
-        out.resize(start + self.next_len(ulpdu_len)?, 0);
-        let result = self.write_with(ulpdu_len, &mut out[start..], |ulpdu: &mut [u8]| {
+        let mut sink = VecSink::new(out);
+        let room = sink.room(self.next_len(ulpdu_len)?);
+        let written = self.write_with(ulpdu_len, room, |ulpdu: &mut [u8]| {
             fpdu::concat_into(parts, ulpdu);
             Ok::<(), WireError>(())
-        });
-        if result.is_err() {
-            out.truncate(start);
-        }
-        result
+        })?;
+        sink.commit();
+        Ok(written)
     }
 }
 
