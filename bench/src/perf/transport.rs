@@ -14,10 +14,12 @@
 
 use std::sync::OnceLock;
 
-use smoltcp::wire::{EthernetAddress, Ipv4Address};
+use smoltcp::wire::{
+    EthernetAddress, Ipv4Address, ETHERNET_HEADER_LEN, IPV4_HEADER_LEN, TCP_HEADER_LEN,
+};
 use uwarp_control::{CoreThreads, Device, DeviceConfig, DpdkConfig, HostConfig};
 use uwarp_dataplane::runtime::ImpairConfig;
-use uwarp_dataplane::{ring_pair, Eal, EalConfig};
+use uwarp_dataplane::{ring_pair, Eal, EalConfig, MempoolConfig};
 
 /// Which transport carries a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,14 +49,10 @@ const CLIENT_IP: Ipv4Address = Ipv4Address::new(10, 99, 0, 2);
 pub const ETHERNET_MTU: u16 = 1500;
 
 /// IPv4 and TCP headers without options: the MSS is the MTU less these.
-const IP_TCP_HEADERS: u16 = 40;
+const IP_TCP_HEADERS: usize = IPV4_HEADER_LEN + TCP_HEADER_LEN;
 
 /// Octets an mbuf keeps in front of the frame (`RTE_PKTMBUF_HEADROOM`).
 const MBUF_HEADROOM: u32 = 128;
-
-/// The octets of mbuf memory one pool of the default shape takes (8191
-/// mbufs of 2176 octets), which a pool of larger mbufs keeps to.
-const POOL_BUDGET: u32 = 8191 * 2176;
 
 /// How the DPDK link of a run is set up.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -93,21 +91,23 @@ impl LinkOptions {
     /// a whole frame (as many as fit the default pool's memory), and the
     /// receive impairment.
     fn apply(&self, host: &mut HostConfig) {
-        host.tcp.mss = self.mtu - IP_TCP_HEADERS;
-        let frame = u32::from(self.mtu) + ETHERNET_HEADER_LEN;
+        // The MTU is at least 576 (`check`): more than the headers.
+        host.tcp.mss = self.mtu - IP_TCP_HEADERS as u16;
+        let frame = u32::from(self.mtu) + ETHERNET_HEADER_LEN as u32;
         let data_room = (MBUF_HEADROOM + frame).max(u32::from(host.mempool.data_room));
         // At most 9000 + 14 + 128 octets: fits the u16.
         host.mempool.data_room = data_room as u16;
-        let count = (POOL_BUDGET / data_room).min(host.mempool.capacity + 1);
+        // The mbuf memory of a pool of the default shape, which a pool of
+        // larger mbufs keeps to.
+        let default = MempoolConfig::default();
+        let budget = default.capacity * u32::from(default.data_room);
+        let count = (budget / data_room).min(host.mempool.capacity + 1);
         // 2^q - 1 mbufs use a pool's memory best.
         host.mempool.capacity = (count + 1).next_power_of_two() / 2 - 1;
         host.mempool.cache_size = host.mempool.cache_size.min(host.mempool.capacity * 2 / 3);
         host.impairment.rx = self.impair_rx;
     }
 }
-
-/// Octets of an Ethernet header.
-const ETHERNET_HEADER_LEN: u32 = 14;
 
 /// The ends of one run.
 pub struct Ends {
