@@ -133,6 +133,26 @@ fn ping_end(device: &Device, size: usize) -> PingEnd {
     PingEnd { qp, cq, mr }
 }
 
+/// A ping end on each device, the client's connected to the server's.
+fn connected_ends(server: &Device, client: &Device, size: usize) -> (PingEnd, PingEnd) {
+    let listener = server.listen("10.66.0.1:0").unwrap();
+    let addr = listener.local_addr();
+    let server_end = ping_end(server, size);
+    let client_end = ping_end(client, size);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let request = listener.get_request(Duration::from_secs(10)).unwrap();
+            request
+                .accept(&server_end.qp, LocalParams::default())
+                .unwrap();
+        });
+        client
+            .connect(addr, &client_end.qp, ConnectParams::default())
+            .unwrap();
+    });
+    (server_end, client_end)
+}
+
 /// Writes `round` at the end of `from`'s source half into `to`'s sink
 /// half, unsignaled.
 fn ping(from: &PingEnd, to: &PingEnd, size: usize, round: u8) {
@@ -174,17 +194,10 @@ fn unsignaled_write_ping_pong_both_ways() {
     for threads in [CoreThreads::Spawned, CoreThreads::Inline] {
         let (server, client) = devices(threads);
         let size = 8;
-        let listener = server.listen("10.66.0.1:0").unwrap();
-        let addr = listener.local_addr();
-        let server_end = ping_end(&server, size);
-        let client_end = ping_end(&client, size);
+        let (server_end, client_end) = connected_ends(&server, &client, size);
         let done = std::sync::atomic::AtomicBool::new(false);
         std::thread::scope(|scope| {
             scope.spawn(|| {
-                let request = listener.get_request(Duration::from_secs(10)).unwrap();
-                request
-                    .accept(&server_end.qp, LocalParams::default())
-                    .unwrap();
                 for round in 1..=200u8 {
                     await_ping(&server, &server_end, size, round);
                     ping(&server_end, &client_end, size, round);
@@ -194,9 +207,6 @@ fn unsignaled_write_ping_pong_both_ways() {
                     server.progress();
                 }
             });
-            client
-                .connect(addr, &client_end.qp, ConnectParams::default())
-                .unwrap();
             for round in 1..=200u8 {
                 ping(&client_end, &server_end, size, round);
                 await_ping(&client, &client_end, size, round);
@@ -212,21 +222,7 @@ fn unsignaled_write_ping_pong_both_ways() {
 #[test]
 fn dropping_a_device_flushes_its_connected_queue_pairs() {
     let (server, client) = devices(CoreThreads::Spawned);
-    let listener = server.listen("10.66.0.1:0").unwrap();
-    let addr = listener.local_addr();
-    let server_end = ping_end(&server, 64);
-    let client_end = ping_end(&client, 64);
-    std::thread::scope(|scope| {
-        scope.spawn(|| {
-            let request = listener.get_request(Duration::from_secs(10)).unwrap();
-            request
-                .accept(&server_end.qp, LocalParams::default())
-                .unwrap();
-        });
-        client
-            .connect(addr, &client_end.qp, ConnectParams::default())
-            .unwrap();
-    });
+    let (_server_end, client_end) = connected_ends(&server, &client, 64);
     for wr_id in 0..8 {
         let sgl = vec![client_end.mr.sge(0, 64)];
         client_end
