@@ -33,25 +33,16 @@
 //! the VM (`scripts/siw-vm/build.sh`: Debian packages and siw.ko, about a
 //! minute), later runs reuse it. The VM boots in about 8 s without KVM.
 
-use std::io::{BufRead, BufReader};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+mod siw_vm;
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::{Duration, Instant};
+
+use siw_vm::{free_port, root_or_skip, serial, Vm, DPDK_IP, HOST_IP, TAP, VM_IP};
 
 use uwarp_control::rping::{self, Options, RpingError};
 use uwarp_control::{Device, DeviceConfig, Error, Revision, Rtr, RtrSet};
 
-/// The host's end of the tap.
-const HOST_IP: Ipv4Addr = Ipv4Addr::new(10, 79, 0, 1);
-/// The VM's eth0, where siw is attached.
-const VM_IP: Ipv4Addr = Ipv4Addr::new(10, 79, 0, 2);
-/// uwarp on DPDK, on net_af_packet on the host's end of the tap.
-const DPDK_IP: Ipv4Addr = Ipv4Addr::new(10, 79, 0, 3);
-/// The host's end of the tap, as run.sh names it.
-const TAP: &str = "uwsiw0";
 /// Ping sizes: small, larger than one TCP segment, rping's largest.
 const SIZES: [usize; 3] = [64, 3000, rping::MAX_SIZE];
 const PINGS: u64 = 100;
@@ -62,8 +53,6 @@ const STEP_TIMEOUT: Duration = Duration::from_secs(30);
 const LISTEN_WAIT: Duration = Duration::from_secs(30);
 /// uwarp's client's pause between connecting and its first Send.
 const FIRST_SEND_DELAY: Duration = Duration::from_millis(200);
-/// The whole VM run, boot included (run.sh powers it off after that).
-const VM_TIMEOUT_SECS: u32 = 300;
 
 /// One VM boot's settings.
 struct Case {
@@ -80,153 +69,6 @@ struct Case {
     /// siw's client pings uwarp's server, and this RTR results (`None`:
     /// the client-server model).
     siw_clients: Option<Option<Rtr>>,
-}
-
-fn root_or_skip() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() == 0 };
-    if !root {
-        eprintln!("SKIPPED: the siw VM needs root (its tap)");
-    }
-    root
-}
-
-/// One VM at a time: they share the tap, and the machine's CPUs.
-fn serial() -> MutexGuard<'static, ()> {
-    static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn scripts() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/siw-vm")
-}
-
-/// Builds the VM once per test binary (a no-op when it is up to date).
-fn build_vm() {
-    static BUILT: OnceLock<()> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let status = Command::new("bash")
-            .arg(scripts().join("build.sh"))
-            .stdout(Stdio::null())
-            .status()
-            .expect("run build.sh");
-        assert!(status.success(), "scripts/siw-vm/build.sh failed");
-    });
-}
-
-/// A running `run.sh`: its output lines arrive on `lines`. Dropping it
-/// stops the VM (SIGTERM: run.sh then kills qemu and removes the tap).
-struct Vm {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Vm {
-    /// Boots the VM with siw's `params` to run the shell line `command`,
-    /// and waits until siw is attached and the command starts.
-    fn boot(params: &str, command: &str) -> Self {
-        let mut vm = Self::start(params, command);
-        vm.expect("uwsiw: ready");
-        vm
-    }
-
-    /// Starts booting the VM with siw's `params` to run the shell line
-    /// `command`.
-    fn start(params: &str, command: &str) -> Self {
-        build_vm();
-        let mut child = Command::new("bash")
-            .arg(scripts().join("run.sh"))
-            .args(["--siw", params, "--timeout", &VM_TIMEOUT_SECS.to_string()])
-            .args(["exec", "sh", "-c", command])
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("run run.sh");
-        let stdout = child.stdout.take().expect("run.sh's stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                println!("vm: {line}");
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Vm { child, lines }
-    }
-
-    /// Waits until run.sh has made the tap (qemu is starting).
-    fn wait_for_tap(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(u64::from(VM_TIMEOUT_SECS));
-        while !std::path::Path::new("/sys/class/net").join(TAP).exists() {
-            self.assert_running();
-            assert!(Instant::now() < deadline, "run.sh never made {TAP}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Waits for the VM to print `wanted`; panics if it stops first.
-    fn expect(&mut self, wanted: &str) {
-        let deadline = Instant::now() + Duration::from_secs(u64::from(VM_TIMEOUT_SECS));
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) if line == wanted => return,
-                Ok(line) => assert!(!line.contains("data mismatch"), "siw's rping: {line}"),
-                Err(err) => panic!("the VM never printed {wanted:?} ({err}): {}", self.stop()),
-            }
-        }
-    }
-
-    /// Panics unless the VM still runs. A connection to the VM's address
-    /// is made only after this: once the tap is gone the host would route
-    /// it elsewhere.
-    fn assert_running(&mut self) {
-        if let Ok(Some(status)) = self.child.try_wait() {
-            panic!("the VM stopped: {status}");
-        }
-    }
-
-    /// Waits for the VM's command to end; panics unless it succeeded and
-    /// siw's rping never found a ping's data wrong ("data mismatch!").
-    /// (rping's exit status says less: when it exits, its connection
-    /// manager thread may find the event channel closed under it, print
-    /// "rdma_get_cm_event: Bad file descriptor" and exit with 255.)
-    fn finish(mut self) {
-        let status = self.child.wait().expect("wait for run.sh");
-        assert!(status.success(), "the VM's command failed: {status}");
-        let mismatch = self
-            .lines
-            .try_iter()
-            .find(|line| line.contains("data mismatch"));
-        assert_eq!(mismatch, None, "siw's rping found wrong data");
-    }
-
-    /// Stops the VM (SIGTERM: run.sh kills qemu and removes the tap) and
-    /// says how run.sh ended.
-    fn stop(&mut self) -> String {
-        if let Ok(None) = self.child.try_wait() {
-            // SAFETY: kill has no memory preconditions; the pid is our child's.
-            unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
-        }
-        match self.child.wait() {
-            Ok(status) => format!("run.sh ended: {status}"),
-            Err(err) => format!("run.sh: {err}"),
-        }
-    }
-}
-
-impl Drop for Vm {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// A port nothing on the host listens on now, for uwarp's server.
-fn free_port() -> u16 {
-    let probe = TcpListener::bind((Ipv4Addr::UNSPECIFIED, 0)).expect("bind a probe");
-    probe.local_addr().expect("the probe's address").port()
 }
 
 fn options(size: usize, crc: bool, p2p: Option<RtrSet>) -> Options {
