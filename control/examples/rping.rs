@@ -23,9 +23,10 @@
 //! offers or the server accepts (the server accepts all by default; the
 //! client uses the client-server model without the option; peer-to-peer
 //! needs `--mpa-rev 2`), `--timeout SECS` gives up on any step that takes
-//! longer (rping waits for ever), `--first-send-delay-ms MS` makes the
-//! client wait that long after connecting before its first Send (against
-//! Linux siw's server: siw's accept race, see the README).
+//! longer (rping waits for ever), `--first-fpdu-delay-ms MS` makes the
+//! client hold its first FPDU (its first Send, or the peer-to-peer RTR)
+//! back that long after the MPA Reply (against Linux siw's server: siw's
+//! accept race, see the README).
 //!
 //! `--transport dpdk --vdev VDEV --ip ADDRESS/PREFIX` runs on uwarp's TCP
 //! over DPDK instead of the kernel's sockets, on one virtual device (as
@@ -100,10 +101,11 @@ struct Cli {
     /// Give up on any step that takes longer than this many seconds.
     #[arg(long)]
     timeout: Option<f64>,
-    /// Client: wait this many milliseconds after connecting before the
-    /// first Send (siw's accept race).
-    #[arg(long = "first-send-delay-ms", default_value_t = 0)]
-    first_send_delay_ms: u64,
+    /// Client: hold the first FPDU (the first Send, or the peer-to-peer
+    /// RTR) back this many milliseconds after the MPA Reply (siw's accept
+    /// race).
+    #[arg(long = "first-fpdu-delay-ms", default_value_t = 0)]
+    first_fpdu_delay_ms: u64,
     /// The transport: the kernel's TCP sockets, or uwarp's TCP over DPDK.
     #[arg(long, value_enum, default_value_t = TransportKind::Socket)]
     transport: TransportKind,
@@ -203,7 +205,7 @@ fn options(cli: &Cli) -> Result<Options, String> {
         markers: cli.markers,
         p2p,
         timeout,
-        first_send_delay: Duration::from_millis(cli.first_send_delay_ms),
+        first_fpdu_delay: Duration::from_millis(cli.first_fpdu_delay_ms),
     })
 }
 

@@ -26,6 +26,15 @@ pub struct ConnectParams {
     /// speaks revision 1 (it closes the connection), retry once with
     /// revision 1 (RFC 6581 section 10).
     pub revision_1_fallback: bool,
+    /// How long this end holds its first FPDU (the peer-to-peer RTR, or
+    /// the first message) back after the Reply arrives: the queue pair
+    /// enters RTS, and `connect` returns, only then. Zero, the default,
+    /// sends at once. Linux siw as the responder needs about 50 ms: it
+    /// sends its Reply before it starts reading the connection, and an
+    /// FPDU that arrives in between is never read (siw's accept race, see
+    /// the README). On the DPDK transport the hold ends at the control
+    /// core's next startup sweep after the delay (within 50 ms).
+    pub first_fpdu_delay: Duration,
 }
 
 impl Default for ConnectParams {
@@ -34,6 +43,7 @@ impl Default for ConnectParams {
             mpa: LocalParams::default(),
             timeout: Duration::from_secs(10),
             revision_1_fallback: false,
+            first_fpdu_delay: Duration::ZERO,
         }
     }
 }

@@ -195,12 +195,14 @@ pub struct Options {
     /// How long to wait for any one step (connecting, a completion, a
     /// request); `None` waits for ever, like `rping`.
     pub timeout: Option<Duration>,
-    /// How long the client waits, once connected, before its first Send.
-    /// Linux siw's passive side sends its MPA Reply before it starts
-    /// reading the connection, and an FPDU that arrives in between stays
-    /// unread: the exchange hangs (siw's accept race, see the README).
-    /// Zero by default, as `rping` does; 200 ms is ample against siw.
-    pub first_send_delay: Duration,
+    /// How long the client holds its first FPDU (its first Send, or the
+    /// peer-to-peer RTR) back after the Reply
+    /// ([`ConnectParams::first_fpdu_delay`]). Linux siw's passive side
+    /// sends its MPA Reply before it starts reading the connection, and an
+    /// FPDU that arrives in between stays unread: the exchange hangs
+    /// (siw's accept race, see the README). Zero by default, as `rping`
+    /// does; 200 ms is ample against siw.
+    pub first_fpdu_delay: Duration,
 }
 
 impl Default for Options {
@@ -216,7 +218,7 @@ impl Default for Options {
             markers: false,
             p2p: None,
             timeout: None,
-            first_send_delay: Duration::ZERO,
+            first_fpdu_delay: Duration::ZERO,
         }
     }
 }
@@ -601,13 +603,13 @@ pub fn run_client(
         mpa: options.client_params(),
         timeout: options.timeout.unwrap_or(ConnectParams::default().timeout),
         revision_1_fallback: false,
+        first_fpdu_delay: options.first_fpdu_delay,
     };
     let connection = device.connect(addr, &endpoint.qp, params)?;
     options.debug(format_args!(
         "rdma_connect successful: {:?}",
         connection.negotiated
     ));
-    std::thread::sleep(options.first_send_delay);
     let result = client_loop(&endpoint, options);
     endpoint.close();
     let pings = result?;

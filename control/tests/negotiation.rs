@@ -203,6 +203,8 @@ on_every_transport!(
     the_initiator_times_out_when_no_reply_comes,
     the_responder_closes_when_no_request_comes,
     an_enhanced_initiator_falls_back_to_revision_1_when_allowed,
+    the_initiator_holds_its_first_fpdu_back_for_the_delay,
+    a_send_behind_the_reply_finds_a_receive_posted_before_connect,
 );
 
 /// One end of a connection on a testbed's device.
@@ -546,11 +548,7 @@ fn a_responder_ord_above_the_initiator_ird_is_insufficient_ird<T: Transport>() {
     );
     // What reached the peer after the 24-octet Request is one FPDU: a
     // Terminate with LLP/MPA error 6; then the initiator closed.
-    let received = received();
-    assert!(received.starts_with(b"MPA ID Req Frame"), "{received:?}");
-    let mut reader = uwarp_stack::mpa::FpduReader::new(false, false);
-    reader.push(&received[24..]);
-    let ulpdu = reader.next_ulpdu().unwrap().unwrap();
+    let ulpdu = first_ulpdu_after_the_request(&received());
     let segment = uwarp_stack::wire::rdmap::RdmapSegment::parse(&ulpdu).unwrap();
     let terminate = uwarp_stack::wire::terminate::TerminateRepr::parse(
         segment.payload,
@@ -577,4 +575,85 @@ fn the_responder_closes_when_no_request_comes<T: Transport>() {
         listener.get_request(Duration::from_millis(10)),
         Err(Error::Timeout)
     ));
+}
+
+/// `first_fpdu_delay` (siw's accept race): the initiator's first FPDU
+/// leaves only after the hold, and what the responder sent in the
+/// meantime (a Send right behind its Reply) is delivered, not lost.
+fn the_initiator_holds_its_first_fpdu_back_for_the_delay<T: Transport>() {
+    send_behind_the_reply::<T>(Duration::from_millis(300));
+}
+
+/// A Send that arrives with the Reply (here in the same segment, as the
+/// octets that follow the startup frame) lands in the receive posted
+/// before `connect`. (It used to reach the engine before the posted
+/// receives did, and was answered with a "no buffer" Terminate.)
+fn a_send_behind_the_reply_finds_a_receive_posted_before_connect<T: Transport>() {
+    send_behind_the_reply::<T>(Duration::ZERO);
+}
+
+/// A raw responder sends its Reply and a Send at once; the initiator
+/// holds its first FPDU back for `delay`, receives the Send, and sends.
+fn send_behind_the_reply<T: Transport>(delay: Duration) {
+    let (device, peer, _) = T::beside_a_raw_peer(DeviceConfig::default());
+    let early = b"sent during the hold";
+    let mut first = hand_made_reply((1, 1));
+    let send = uwarp_stack::wire::rdmap::RdmapSegment {
+        ddp: uwarp_stack::wire::ddp::DdpRepr {
+            last: true,
+            reserved: 0,
+            ulp_control: 0,
+            model: uwarp_stack::wire::ddp::BufferModel::Untagged {
+                ulp_word: 0,
+                qn: 0,
+                msn: 1,
+                mo: 0,
+            },
+        },
+        control: uwarp_stack::wire::rdmap::RdmapControl::new(
+            uwarp_stack::wire::rdmap::Opcode::Send,
+        ),
+        payload: early,
+    }
+    .to_vec();
+    uwarp_stack::mpa::FpduWriter::new(false, false)
+        .write(&[&send], &mut first)
+        .unwrap();
+    let (addr, received) = peer.serve_one(first);
+    let (_pd, cq, qp) = queue_pair(&device);
+    let started = Instant::now();
+    let connect = ConnectParams {
+        first_fpdu_delay: delay,
+        ..ConnectParams::default()
+    };
+    device.connect(addr, &qp, connect).unwrap();
+    // The Reply cannot have come before `connect` was called: the hold
+    // alone makes it this late.
+    assert!(started.elapsed() >= delay, "{:?}", started.elapsed());
+    let wc = cq.poll_blocking(WAIT).expect("the early Send");
+    assert_eq!(
+        (wc.status, wc.opcode, wc.byte_len),
+        (WcStatus::Success, WcOpcode::Recv, early.len() as u32)
+    );
+    // Our first FPDU follows the Request on the wire.
+    qp.post_send(SendWr::new(
+        1,
+        SendOp::Send,
+        Payload::Inline(b"after".to_vec()),
+    ))
+    .unwrap();
+    assert_eq!(cq.poll_blocking(WAIT).unwrap().status, WcStatus::Success);
+    qp.disconnect();
+    let ulpdu = first_ulpdu_after_the_request(&received());
+    let segment = uwarp_stack::wire::rdmap::RdmapSegment::parse(&ulpdu).unwrap();
+    assert_eq!(segment.payload, b"after");
+}
+
+/// The ULPDU of the first FPDU (CRC off) that follows a 24-octet
+/// revision-2 Request in `received`.
+fn first_ulpdu_after_the_request(received: &[u8]) -> Vec<u8> {
+    assert!(received.starts_with(b"MPA ID Req Frame"), "{received:?}");
+    let mut reader = uwarp_stack::mpa::FpduReader::new(false, false);
+    reader.push(&received[24..]);
+    reader.next_ulpdu().unwrap().unwrap().to_vec()
 }

@@ -23,11 +23,9 @@
 //! `revision_1` checks MPA revision 1 in both roles, where siw's server
 //! cannot Read (siw's quirk: no Read credits on its passive side).
 //!
-//! uwarp's client waits 200 ms after connecting before its first Send
-//! (siw's accept race, see the README). In peer-to-peer mode the first
-//! FPDU is the RTR, which uwarp's connection manager sends at once: the
-//! tests of uwarp's client against siw's server in peer-to-peer mode are
-//! ignored until the connection manager can hold it back.
+//! uwarp's client holds its first FPDU (its first Send, or in
+//! peer-to-peer mode the RTR) back 200 ms after siw's Reply (siw's accept
+//! race, see the README).
 //!
 //! Needs root (the tap) and qemu (`scripts/setup.sh`); the first run builds
 //! the VM (`scripts/siw-vm/build.sh`: Debian packages and siw.ko, about a
@@ -51,8 +49,8 @@ const STEP_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long uwarp's client keeps retrying a refused connection (siw's
 /// next `rping -s` is starting).
 const LISTEN_WAIT: Duration = Duration::from_secs(30);
-/// uwarp's client's pause between connecting and its first Send.
-const FIRST_SEND_DELAY: Duration = Duration::from_millis(200);
+/// How long uwarp's client holds its first FPDU back after the Reply.
+const FIRST_FPDU_DELAY: Duration = Duration::from_millis(200);
 
 /// One VM boot's settings.
 struct Case {
@@ -79,7 +77,7 @@ fn options(size: usize, crc: bool, p2p: Option<RtrSet>) -> Options {
         crc,
         p2p,
         timeout: Some(STEP_TIMEOUT),
-        first_send_delay: FIRST_SEND_DELAY,
+        first_fpdu_delay: FIRST_FPDU_DELAY,
         ..Options::default()
     }
 }
@@ -260,7 +258,6 @@ fn peer_to_peer_against_siw_server(offered: RtrSet) {
 }
 
 #[test]
-#[ignore = "siw's accept race loses an RTR sent at once after its Reply; the connection manager cannot hold it back yet"]
 fn siw_server_peer_to_peer_write_rtr() {
     peer_to_peer_against_siw_server(RtrSet {
         write: true,
@@ -269,7 +266,6 @@ fn siw_server_peer_to_peer_write_rtr() {
 }
 
 #[test]
-#[ignore = "siw's accept race loses an RTR sent at once after its Reply; the connection manager cannot hold it back yet"]
 fn siw_server_peer_to_peer_read_rtr() {
     peer_to_peer_against_siw_server(RtrSet {
         read: true,

@@ -11,7 +11,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
-use uwarp_stack::mpa::{Initiator, InitiatorOutcome, LocalParams, Micros, Responder, StartupError};
+use uwarp_stack::mpa::{
+    Initiator, InitiatorOutcome, LocalParams, Micros, Negotiated, Responder, StartupError,
+};
 use uwarp_stack::rdmap::{EngineConfig, Role};
 use uwarp_stack::wire::fpdu::mulpdu;
 
@@ -33,6 +35,17 @@ struct Connecting {
     addr: SocketAddr,
     reply: Sender<Result<Connection, Error>>,
     retried: bool,
+}
+
+/// An accepted active open holding its first FPDU back until `until`
+/// ([`ConnectParams::first_fpdu_delay`]) before the dataplane adopts it;
+/// what the peer sends meanwhile waits in the socket.
+struct Holding {
+    conn: Connecting,
+    negotiated: Negotiated,
+    private_data: Vec<u8>,
+    leftover: Vec<u8>,
+    until: Micros,
 }
 
 /// A passive open waiting for its Request (`listener` set) or for the
@@ -62,6 +75,7 @@ struct ControlCore {
     dataplane: Sender<Adopt>,
     listeners: HashMap<u64, (TcpListener, Sender<IncomingRequest>)>,
     connecting: Vec<Connecting>,
+    holding: Vec<Holding>,
     accepting: HashMap<u64, Accepting>,
     waiting_decision: HashMap<u64, Accepting>,
     next_id: u64,
@@ -84,6 +98,7 @@ pub(crate) fn spawn_control(
         dataplane,
         listeners: HashMap::new(),
         connecting: Vec::new(),
+        holding: Vec::new(),
         accepting: HashMap::new(),
         waiting_decision: HashMap::new(),
         next_id: 1,
@@ -111,6 +126,7 @@ impl ControlCore {
             }
             busy |= self.accept_new();
             busy |= self.poll_connecting();
+            busy |= self.release_held();
             busy |= self.poll_accepting();
             if !busy {
                 // Setup is not the data path: a short sleep keeps an idle
@@ -262,15 +278,14 @@ impl ControlCore {
                     },
                     leftover,
                 ) => {
-                    let result = self.hand_over(
-                        conn.setup.stream,
-                        &conn.qp,
+                    let delay = conn.params.first_fpdu_delay.as_micros() as Micros;
+                    self.holding.push(Holding {
+                        conn,
                         negotiated,
-                        Role::Initiator,
                         private_data,
                         leftover,
-                    );
-                    let _ = conn.reply.send(result);
+                        until: now + delay,
+                    });
                 }
                 Progress::Replied(InitiatorOutcome::Rejected { private_data, .. }, _) => {
                     let _ = conn.reply.send(Err(Error::Rejected { private_data }));
@@ -289,6 +304,32 @@ impl ControlCore {
                 }
                 Progress::Requested(..) | Progress::Pending => {}
             }
+        }
+        busy
+    }
+
+    /// Hands the accepted active opens whose hold is over to the
+    /// dataplane.
+    fn release_held(&mut self) -> bool {
+        let now = self.now();
+        let mut busy = false;
+        let mut index = 0;
+        while index < self.holding.len() {
+            if self.holding[index].until > now {
+                index += 1;
+                continue;
+            }
+            busy = true;
+            let held = self.holding.swap_remove(index);
+            let result = self.hand_over(
+                held.conn.setup.stream,
+                &held.conn.qp,
+                held.negotiated,
+                Role::Initiator,
+                held.private_data,
+                held.leftover,
+            );
+            let _ = held.conn.reply.send(result);
         }
         busy
     }

@@ -58,13 +58,16 @@ struct Conn {
 
 impl Conn {
     fn new(adopt: Adopt) -> Self {
-        let mut engine = QpEngine::new(adopt.config);
+        let mut link = QpLink::new(QpEngine::new(adopt.config), adopt.qp);
+        // Receives posted before the connection came up take what arrived
+        // with the last startup frame.
+        link.take_work();
         if !adopt.leftover.is_empty() {
-            engine.on_bytes(&adopt.leftover);
+            link.engine.on_bytes(&adopt.leftover);
         }
         Self {
             stream: adopt.stream,
-            link: QpLink::new(engine, adopt.qp),
+            link,
             out: Vec::with_capacity(TX_BUDGET + 65_536),
             out_at: 0,
             read_closed: false,

@@ -69,6 +69,18 @@ struct Deciding {
     leftover: Vec<u8>,
 }
 
+/// An accepted active open holding its first FPDU back for `delay`
+/// ([`ConnectParams::first_fpdu_delay`]); Full Operation starts then.
+struct Holding {
+    start: Start,
+    /// Octets that followed the Reply, and what arrived since.
+    leftover: Vec<u8>,
+    delay: Micros,
+    /// When the hold ends, set when the stream is first driven after the
+    /// Reply.
+    until: Option<Micros>,
+}
+
 /// Full Operation.
 struct Operating {
     link: QpLink,
@@ -97,6 +109,7 @@ enum Phase {
     Initiating(Box<Initiating>),
     Responding(Responding),
     Deciding(Box<Deciding>),
+    Holding(Box<Holding>),
     Operating(Box<Operating>),
     /// Rejected, failed or ended: nothing more to do but close.
     Finished,
@@ -264,6 +277,11 @@ impl RdmaStream {
             markers_tx: negotiated.markers_tx,
             emss: conn.emss(),
         }));
+        if let Phase::Operating(operating) = &mut self.phase {
+            // Receives posted before the connection came up take what
+            // arrived with the last startup frame.
+            operating.link.take_work();
+        }
         self.feed_engine(leftover);
     }
 
@@ -279,6 +297,7 @@ impl RdmaStream {
                 self.on_responder_progress(conn, progress);
             }
             Phase::Deciding(deciding) => deciding.leftover.extend_from_slice(data),
+            Phase::Holding(holding) => holding.leftover.extend_from_slice(data),
             Phase::Operating(_) => self.feed_engine(data),
             Phase::Finished => {}
         }
@@ -314,15 +333,21 @@ impl RdmaStream {
                 else {
                     unreachable!("matched above");
                 };
-                let Initiating { qp, answer, .. } = *initiating;
-                let start = Start {
-                    negotiated,
-                    role: Role::Initiator,
-                    qp,
-                    private_data,
-                    answer,
-                };
-                self.operate(conn, start, &leftover);
+                let Initiating {
+                    qp, answer, params, ..
+                } = *initiating;
+                self.phase = Phase::Holding(Box::new(Holding {
+                    start: Start {
+                        negotiated,
+                        role: Role::Initiator,
+                        qp,
+                        private_data,
+                        answer,
+                    },
+                    leftover,
+                    delay: params.first_fpdu_delay.as_micros() as Micros,
+                    until: None,
+                }));
             }
             Progress::Replied(InitiatorOutcome::Rejected { private_data, .. }, _) => {
                 let _ = initiating
@@ -469,7 +494,20 @@ impl RdmaStream {
                 let progress = responding.startup.on_timer(now.micros());
                 self.on_responder_progress(conn, progress);
             }
+            Phase::Holding(holding) => {
+                let until = *holding.until.get_or_insert(now.micros() + holding.delay);
+                if now.micros() >= until {
+                    self.end_hold(conn);
+                }
+            }
             _ => {}
+        }
+    }
+
+    /// Starts the Full Operation a holding stream waits for.
+    fn end_hold(&mut self, conn: &Connection) {
+        if let Phase::Holding(holding) = std::mem::replace(&mut self.phase, Phase::Finished) {
+            self.operate(conn, holding.start, &holding.leftover);
         }
     }
 
@@ -552,6 +590,10 @@ impl TcpApp for RdmaStream {
     fn on_event(&mut self, _now: Instant, event: Event, conn: &mut Connection) {
         if let Event::PeerClosed = event {
             self.read_held(conn);
+            if let Phase::Holding(_) = self.phase {
+                // What the peer sent before it closed is Full Operation's.
+                self.end_hold(conn);
+            }
             match &mut self.phase {
                 Phase::Operating(operating) => operating.link.engine.on_llp_closed(),
                 _ => self.startup_closed(conn),
@@ -626,6 +668,9 @@ impl RdmaStream {
             }
             Phase::Initiating(initiating) => {
                 let _ = initiating.answer.send(Err(end_error(end)));
+            }
+            Phase::Holding(holding) => {
+                let _ = holding.start.answer.send(Err(end_error(end)));
             }
             _ => {}
         }
