@@ -106,6 +106,11 @@ struct Cli {
     /// race).
     #[arg(long = "first-fpdu-delay-ms", default_value_t = 0)]
     first_fpdu_delay_ms: u64,
+    /// Testing aid (not in rping): advertise (client) or use (server)
+    /// STags with a wrong key, so the first RDMA Read is refused with a
+    /// Terminate.
+    #[arg(long = "bad-stag")]
+    bad_stag: bool,
     /// The transport: the kernel's TCP sockets, or uwarp's TCP over DPDK.
     #[arg(long, value_enum, default_value_t = TransportKind::Socket)]
     transport: TransportKind,
@@ -206,6 +211,7 @@ fn options(cli: &Cli) -> Result<Options, String> {
         p2p,
         timeout,
         first_fpdu_delay: Duration::from_millis(cli.first_fpdu_delay_ms),
+        bad_stag: cli.bad_stag,
     })
 }
 

@@ -128,6 +128,12 @@ impl RdmaInfo {
     }
 }
 
+/// `stag` with its key (the low octet, RFC 5040 section 2.1) changed:
+/// an STag the peer did not register ([`Options::bad_stag`]).
+pub fn wrong_key(stag: u32) -> u32 {
+    stag ^ 0xff
+}
+
 /// Fills `buf` with the source data of ping number `ping`, as
 /// `rping_test_client` does: `snprintf(buf, size, "rdma-ping-%d: ", ping)`,
 /// then the characters 'A' to 'z' in a cycle, starting at
@@ -203,6 +209,11 @@ pub struct Options {
     /// (siw's accept race, see the README). Zero by default, as `rping`
     /// does; 200 ms is ample against siw.
     pub first_fpdu_delay: Duration,
+    /// A testing aid for error interoperability, not in `rping`: the
+    /// client advertises, and the server uses, STags with their key octet
+    /// changed ([`wrong_key`]), so the peer's (or our) first RDMA Read is
+    /// refused with a Terminate (RFC 5040 section 5.2: an invalid STag).
+    pub bad_stag: bool,
 }
 
 impl Default for Options {
@@ -219,6 +230,7 @@ impl Default for Options {
             p2p: None,
             timeout: None,
             first_fpdu_delay: Duration::ZERO,
+            bad_stag: false,
         }
     }
 }
@@ -257,6 +269,16 @@ impl Options {
             return Err(RpingError::BadSize(self.size));
         }
         Ok(())
+    }
+
+    /// `stag` as this side advertises or uses it: changed by
+    /// [`Options::bad_stag`].
+    fn stag(&self, stag: u32) -> u32 {
+        if self.bad_stag {
+            wrong_key(stag)
+        } else {
+            stag
+        }
     }
 
     fn debug(&self, what: fmt::Arguments<'_>) {
@@ -465,7 +487,8 @@ impl Endpoint {
 
     /// `rping_format_send`: advertises `region` in the send buffer.
     fn format_send(&self, region: &MemoryRegion, options: &Options) -> Result<(), RpingError> {
-        let info = RdmaInfo::of(region);
+        let mut info = RdmaInfo::of(region);
+        info.rkey = options.stag(info.rkey);
         options.debug(format_args!(
             "RDMA addr {:x} rkey {:x} len {}",
             info.buf, info.rkey, info.size
@@ -771,7 +794,7 @@ fn server_loop(endpoint: &Endpoint, options: &Options) -> Result<u64, RpingError
             WR_RDMA,
             SendOp::Read {
                 remote_addr: source.buf,
-                rkey: source.rkey,
+                rkey: options.stag(source.rkey),
             },
             Payload::Sgl(vec![endpoint.rdma_mr.sge(0, source.size)]),
         );
@@ -805,7 +828,7 @@ fn server_loop(endpoint: &Endpoint, options: &Options) -> Result<u64, RpingError
             WR_RDMA,
             SendOp::Write {
                 remote_addr: sink.buf,
-                rkey: sink.rkey,
+                rkey: options.stag(sink.rkey),
             },
             // In range: len <= the buffer's size, which fits in a u32.
             Payload::Sgl(vec![endpoint.rdma_mr.sge(0, len as u32)]),

@@ -9,8 +9,9 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use uwarp_control::rping::{self, Options, RdmaInfo};
+use uwarp_control::rping::{self, Options, RdmaInfo, RpingError};
 use uwarp_control::{Device, DeviceConfig, Error, Revision, Rtr, RtrSet};
+use uwarp_control::{QpEvent, TermError, WcOpcode, WcStatus};
 
 const PINGS: u64 = 100;
 const STEP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -25,9 +26,15 @@ fn options(size: usize) -> Options {
     }
 }
 
-/// Runs a server and a client, each on its own device, with the same
-/// options; returns both reports after checking the ping counts.
-fn ping_pong(client: &Options, server: &Options) -> (rping::ClientReport, rping::ServerReport) {
+/// Runs a server and a client, each on its own device, with their
+/// options; returns how each ended.
+fn run_pair(
+    client: &Options,
+    server: &Options,
+) -> (
+    Result<rping::ClientReport, RpingError>,
+    Result<rping::ServerReport, RpingError>,
+) {
     let server_device = Device::open(DeviceConfig::default()).unwrap();
     let listener = server_device.listen("127.0.0.1:0").unwrap();
     let addr = listener.local_addr();
@@ -37,8 +44,15 @@ fn ping_pong(client: &Options, server: &Options) -> (rping::ClientReport, rping:
         rping::run_client(&device, addr, &client_options)
     });
     let served = rping::serve_one(&server_device, &listener, server);
-    let client = client.join().unwrap().expect("the client");
-    let server = served.expect("the server");
+    (client.join().unwrap(), served)
+}
+
+/// Runs a server and a client, each on its own device, with their
+/// options; returns both reports after checking the ping counts.
+fn ping_pong(client: &Options, server: &Options) -> (rping::ClientReport, rping::ServerReport) {
+    let (client, server) = run_pair(client, server);
+    let client = client.expect("the client");
+    let server = server.expect("the server");
     assert_eq!(client.pings, PINGS);
     assert_eq!(server.pings, PINGS);
     (client, server)
@@ -176,6 +190,39 @@ fn ping_with_mpa_revision_1() {
         // Both sides revision 1.
         let (client, _) = ping_pong(&rev1, &rev1);
         assert_eq!(client.connection.negotiated.revision, Revision::Rfc5044);
+    }
+}
+
+/// `bad_stag` on either side: the server's first RDMA Read names an STag
+/// the client never registered (the server used a wrong one, or the
+/// client advertised it); the client's side answers with a Terminate (RFC
+/// 5040 section 5.2), which fails the server's Read with the error it
+/// carries, the client reports the Terminate it sent, and both close.
+#[test]
+fn a_wrong_stag_on_either_side_ends_in_a_terminate() {
+    let bad = Options {
+        bad_stag: true,
+        ..options(64)
+    };
+    for (client_options, server_options) in [(&options(64), &bad), (&bad, &options(64))] {
+        let (client, server) = run_pair(client_options, server_options);
+        match server {
+            Err(RpingError::Completion(wc)) => {
+                assert_eq!(wc.opcode, WcOpcode::Read);
+                assert_eq!(wc.status, WcStatus::RemoteAccessError);
+                assert_eq!(wc.terminate, Some(TermError::RdmapInvalidStag));
+            }
+            other => panic!("the server: {other:?}"),
+        }
+        assert!(
+            matches!(
+                client,
+                Err(RpingError::Terminated(QpEvent::TerminateSent(
+                    TermError::RdmapInvalidStag
+                )))
+            ),
+            "the client: {client:?}"
+        );
     }
 }
 

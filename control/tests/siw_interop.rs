@@ -36,10 +36,13 @@ mod siw_vm;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
-use siw_vm::{free_port, root_or_skip, serial, Vm, DPDK_IP, HOST_IP, TAP, VM_IP};
+use siw_vm::{console_log, free_port, root_or_skip, serial, Vm, DPDK_IP, HOST_IP, TAP, VM_IP};
 
 use uwarp_control::rping::{self, Options, RpingError};
-use uwarp_control::{Device, DeviceConfig, Error, Revision, Rtr, RtrSet};
+use uwarp_control::{
+    Device, DeviceConfig, Error, Listener, QpEvent, Revision, Rtr, RtrSet, TermError, WcOpcode,
+    WcStatus,
+};
 
 /// Ping sizes: small, larger than one TCP segment, rping's largest.
 const SIZES: [usize; 3] = [64, 3000, rping::MAX_SIZE];
@@ -141,19 +144,14 @@ fn vm_command(case: &Case, port: u16) -> String {
     parts.join("; ")
 }
 
-/// Boots the VM for `case` and runs its directions at every size.
+/// uwarp's device (on DPDK when `dpdk`) and its listener on `port`, set
+/// up while the VM boots; returns once the VM is ready.
 ///
 /// uwarp listens before the VM's command starts: on the socket transport
 /// on every address (the tap's does not exist yet), on DPDK once run.sh
-/// has made the tap, while the VM boots.
-fn interop(case: &Case) {
-    if !root_or_skip() {
-        return;
-    }
-    let _serial = serial();
-    let port = free_port();
-    let mut vm = Vm::start(case.siw, &vm_command(case, port));
-    let (device, listen) = if case.dpdk {
+/// has made the tap.
+fn listen_beside(vm: &mut Vm, dpdk: bool, port: u16) -> (Device, Listener) {
+    let (device, listen) = if dpdk {
         vm.wait_for_tap();
         let device = rping::open_dpdk_vdev(&format!("net_af_packet0,iface={TAP}"), DPDK_IP, 24)
             .expect("open a DPDK device on the tap");
@@ -166,6 +164,18 @@ fn interop(case: &Case) {
         .listen(SocketAddr::V4(SocketAddrV4::new(listen, port)))
         .expect("listen");
     vm.expect("uwsiw: ready");
+    (device, listener)
+}
+
+/// Boots the VM for `case` and runs its directions at every size.
+fn interop(case: &Case) {
+    if !root_or_skip() {
+        return;
+    }
+    let _serial = serial();
+    let port = free_port();
+    let mut vm = Vm::start(case.siw, &vm_command(case, port));
+    let (device, listener) = listen_beside(&mut vm, case.dpdk, port);
 
     if let Some(p2p) = case.siw_servers {
         for size in SIZES {
@@ -312,4 +322,72 @@ fn revision_1() {
     assert_eq!(report.pings, PINGS);
     assert_eq!(report.connection.negotiated.revision, Revision::Rfc5044);
     vm.finish();
+}
+
+/// Terminates both ways (RFC 5040 section 5.2, an invalid STag): uwarp's
+/// client advertises an STag it never registered (`bad_stag`), so siw's
+/// server's RDMA Read is refused by uwarp with a Terminate in the RFC 5040
+/// layout, which siw's kernel reports ("got TERMINATE") and siw's rping
+/// sees as a failed Read before it closes;
+/// then uwarp's server reads siw's client's buffer with a wrong STag, and
+/// siw's Terminate (its own little-endian control word) fails uwarp's
+/// Read with the error it names.
+fn terminates(dpdk: bool) {
+    if !root_or_skip() {
+        return;
+    }
+    let _serial = serial();
+    let port = free_port();
+    let uwarp = if dpdk { DPDK_IP } else { HOST_IP };
+    let size = 64;
+    let command = format!(
+        "echo \"uwsiw-test: serving {size}\"; rping -s -a {VM_IP} -V -S {size}; \
+         rping -c -a {uwarp} -p {port} -V -C 1 -S {size}; true"
+    );
+    let mut vm = Vm::start("", &command);
+    let (device, listener) = listen_beside(&mut vm, dpdk, port);
+    let bad = Options {
+        bad_stag: true,
+        ..options(size, false, None)
+    };
+
+    match try_siw_server(&mut vm, &device, &bad) {
+        Err(RpingError::Terminated(QpEvent::TerminateSent(TermError::RdmapInvalidStag))) => {}
+        other => panic!("uwarp's client advertising a wrong STag to siw's server: {other:?}"),
+    }
+    // siw's rping server saw its Read fail (its queue pair in ERROR).
+    vm.expect("wait for RDMA_READ_COMPLETE state 10");
+    match rping::serve_one(&device, &listener, &bad) {
+        Err(RpingError::Completion(wc)) => {
+            assert_eq!(wc.opcode, WcOpcode::Read, "{wc:?}");
+            assert_eq!(wc.status, WcStatus::RemoteAccessError, "{wc:?}");
+            assert_eq!(wc.terminate, Some(TermError::RdmapInvalidStag), "{wc:?}");
+        }
+        other => panic!("uwarp's server reading siw's client with a wrong STag: {other:?}"),
+    }
+    vm.finish();
+    let console = console_log();
+    let got: Vec<&str> = console
+        .lines()
+        .filter_map(|line| line.split_once("] ").map(|(_, message)| message))
+        .filter(|message| message.starts_with("siw: got TERMINATE"))
+        .collect();
+    // siw reads the control word in its own layout (its bit-fields are
+    // little-endian, see tests/data/siw/README.md): RDMAP (layer 0),
+    // remote protection (type 1) comes out with the nibbles swapped.
+    assert_eq!(
+        got,
+        ["siw: got TERMINATE. layer 1, type 0, code 0"],
+        "siw's console"
+    );
+}
+
+#[test]
+fn terminates_both_ways() {
+    terminates(false);
+}
+
+#[test]
+fn terminates_both_ways_over_dpdk() {
+    terminates(true);
 }

@@ -165,6 +165,15 @@ impl Drop for Vm {
     }
 }
 
+/// What the VM's kernel printed on its console in the last boot (run.sh
+/// writes it to the cache's `log/console-TAP.log`).
+pub fn console_log() -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/siw-vm/log")
+        .join(format!("console-{TAP}.log"));
+    std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
+}
+
 /// A port nothing on the host listens on now, for uwarp's server.
 pub fn free_port() -> u16 {
     let probe = TcpListener::bind((Ipv4Addr::UNSPECIFIED, 0)).expect("bind a probe");
