@@ -293,11 +293,13 @@ impl Options {
 /// the port's name is the text before the first comma), with this host's
 /// address `ip`/`prefix_len`. Its cores run on whichever thread waits
 /// (`CoreThreads::Inline`), so an idle rping takes no CPU. The EAL starts
-/// here, once per process, without hugepages.
+/// at the first call, once per process, without hugepages; the virtual
+/// device is created for this device and removed with it, so a process
+/// may open one again later (once the previous one is dropped).
 pub fn open_dpdk_vdev(vdev: &str, ip: Ipv4Address, prefix_len: u8) -> Result<Device, Error> {
-    let eal = Eal::init(&EalConfig::virtual_devices([vdev]))?;
-    let name = vdev.split(',').next().unwrap_or(vdev);
-    let port = uwarp_dataplane::Device::by_name(eal, name)?;
+    let eal = Eal::init(&EalConfig::virtual_devices(Vec::<String>::new()))?;
+    let (name, args) = vdev.split_once(',').unwrap_or((vdev, ""));
+    let port = uwarp_dataplane::Device::create_vdev(eal, name, args)?;
     let dpdk = DpdkConfig {
         host: HostConfig::new(ip, prefix_len),
         threads: CoreThreads::Inline,

@@ -5,9 +5,11 @@
 //! net_af_packet on the host's end of the tap at 10.79.0.3; siw at
 //! 10.79.0.2.
 //!
-//! Each test boots the VM once with one set of siw's module parameters
-//! and runs, at 64, 3000 and 65535 octets (rping's largest), 100 pings
-//! each, data validated by both sides (`-V`):
+//! Every scenario runs on both transports (modules `socket` and `dpdk`).
+//! `rping_crc_off`, `rping_crc_on`, `peer_to_peer_write_rtr` and
+//! `peer_to_peer_read_rtr` boot the VM once with one set of siw's module
+//! parameters and run, at 64, 3000 and 65535 octets (rping's largest),
+//! 100 pings each, data validated by both sides (`-V`):
 //!
 //! 1. siw's `rping -s` once per size, each served to uwarp's rping client
 //!    (the VM announces each server; the client retries while the port
@@ -22,6 +24,7 @@
 //!
 //! `revision_1` checks MPA revision 1 in both roles, where siw's server
 //! cannot Read (siw's quirk: no Read credits on its passive side).
+//! `terminates_both_ways` provokes a Terminate each way with a wrong STag.
 //!
 //! uwarp's client holds its first FPDU (its first Send, or in
 //! peer-to-peer mode the RTR) back 200 ms after siw's Reply (siw's accept
@@ -115,9 +118,9 @@ fn ping_siw_server(vm: &mut Vm, device: &Device, options: &Options) -> rping::Cl
         .unwrap_or_else(|err| panic!("uwarp's client, {} octets: {err}", options.size))
 }
 
-/// uwarp's address as siw sees it.
-fn uwarp_ip(case: &Case) -> Ipv4Addr {
-    if case.dpdk {
+/// uwarp's address as siw sees it: on DPDK (`dpdk`) or on the host.
+fn uwarp_ip(dpdk: bool) -> Ipv4Addr {
+    if dpdk {
         DPDK_IP
     } else {
         HOST_IP
@@ -135,7 +138,7 @@ fn vm_command(case: &Case, port: u16) -> String {
         ));
     }
     if case.siw_clients.is_some() {
-        let uwarp = uwarp_ip(case);
+        let uwarp = uwarp_ip(case.dpdk);
         parts.push(format!(
             "for s in {sizes}; do rping -c -a {uwarp} -p {port} -V -C {PINGS} -S $s; done"
         ));
@@ -201,10 +204,10 @@ fn interop(case: &Case) {
     vm.finish();
 }
 
-#[test]
-fn rping_with_siw_crc_off() {
+/// siw's rping in both roles against uwarp's, CRCs off.
+fn crc_off(dpdk: bool) {
     interop(&Case {
-        dpdk: false,
+        dpdk,
         siw: "",
         crc: false,
         siw_servers: Some(None),
@@ -212,10 +215,10 @@ fn rping_with_siw_crc_off() {
     });
 }
 
-#[test]
-fn rping_over_dpdk_with_siw_crc_on() {
+/// siw's rping in both roles against uwarp's, CRCs on.
+fn crc_on(dpdk: bool) {
     interop(&Case {
-        dpdk: true,
+        dpdk,
         siw: "mpa_crc_required=1",
         crc: true,
         siw_servers: Some(None),
@@ -223,91 +226,66 @@ fn rping_over_dpdk_with_siw_crc_on() {
     });
 }
 
-#[test]
-fn rping_with_siw_crc_on() {
+/// Peer-to-peer mode with `rtr` the only RTR type on offer: siw's client
+/// offers it to uwarp's server, and uwarp's client offers it to siw's
+/// server.
+fn peer_to_peer(dpdk: bool, rtr: Rtr) {
+    let siw = match rtr {
+        Rtr::Write => "peer_to_peer=1 rtr_read=0",
+        Rtr::Read => "peer_to_peer=1 rtr_write=0",
+        Rtr::Send => panic!("siw never offers the Send RTR"),
+    };
     interop(&Case {
-        dpdk: false,
-        siw: "mpa_crc_required=1",
-        crc: true,
-        siw_servers: Some(None),
-        siw_clients: Some(None),
-    });
-}
-
-#[test]
-fn siw_client_peer_to_peer_write_rtr() {
-    interop(&Case {
-        dpdk: false,
-        siw: "peer_to_peer=1 rtr_read=0",
+        dpdk,
+        siw,
         crc: false,
-        siw_servers: None,
-        siw_clients: Some(Some(Rtr::Write)),
+        siw_servers: Some(Some(RtrSet::only(rtr))),
+        siw_clients: Some(Some(rtr)),
     });
 }
 
-#[test]
-fn siw_client_peer_to_peer_read_rtr() {
-    interop(&Case {
-        dpdk: false,
-        siw: "peer_to_peer=1 rtr_write=0",
-        crc: false,
-        siw_servers: None,
-        siw_clients: Some(Some(Rtr::Read)),
-    });
+/// Runs each scenario on both of uwarp's transports: `socket::NAME` and
+/// `dpdk::NAME`.
+macro_rules! on_both_transports {
+    ($($name:ident => $scenario:expr),* $(,)?) => {
+        mod socket {
+            use super::*;
+            $(#[test] fn $name() { ($scenario)(false) })*
+        }
+        mod dpdk {
+            use super::*;
+            $(#[test] fn $name() { ($scenario)(true) })*
+        }
+    };
 }
 
-/// uwarp's client, offering only `offered`, against siw's servers.
-fn peer_to_peer_against_siw_server(offered: RtrSet) {
-    interop(&Case {
-        dpdk: false,
-        siw: "",
-        crc: false,
-        siw_servers: Some(Some(offered)),
-        siw_clients: None,
-    });
-}
-
-#[test]
-fn siw_server_peer_to_peer_write_rtr() {
-    peer_to_peer_against_siw_server(RtrSet {
-        write: true,
-        ..RtrSet::default()
-    });
-}
-
-#[test]
-fn siw_server_peer_to_peer_read_rtr() {
-    peer_to_peer_against_siw_server(RtrSet {
-        read: true,
-        ..RtrSet::default()
-    });
-}
+on_both_transports!(
+    rping_crc_off => crc_off,
+    rping_crc_on => crc_on,
+    peer_to_peer_write_rtr => |dpdk| peer_to_peer(dpdk, Rtr::Write),
+    peer_to_peer_read_rtr => |dpdk| peer_to_peer(dpdk, Rtr::Read),
+    revision_1 => mpa_revision_1,
+    terminates_both_ways => terminates,
+);
 
 /// MPA revision 1 (RFC 5044, no IRD/ORD exchange): siw's client against
 /// uwarp's server works; siw's server gives itself no Read credits in
 /// revision 1, so its `rping -s` cannot post the Read of the first ping
 /// and closes, which uwarp's client reports as a disconnection, not a hang.
-#[test]
-fn revision_1() {
+fn mpa_revision_1(dpdk: bool) {
     if !root_or_skip() {
         return;
     }
     let _serial = serial();
     let port = free_port();
     let size = 3000;
+    let uwarp = uwarp_ip(dpdk);
     let command = format!(
         "echo \"uwsiw-test: serving {size}\"; rping -s -a {VM_IP} -V -S {size}; \
-         rping -c -a {HOST_IP} -p {port} -V -C {PINGS} -S {size}; true"
+         rping -c -a {uwarp} -p {port} -V -C {PINGS} -S {size}; true"
     );
-    let device = Device::open(DeviceConfig::default()).expect("open a device");
-    // Every address: the tap does not exist yet.
-    let listener = device
-        .listen(SocketAddr::V4(SocketAddrV4::new(
-            Ipv4Addr::UNSPECIFIED,
-            port,
-        )))
-        .expect("listen");
-    let mut vm = Vm::boot("mpa_version=1", &command);
+    let mut vm = Vm::start("mpa_version=1", &command);
+    let (device, listener) = listen_beside(&mut vm, dpdk, port);
     let revision_1 = Options {
         revision: Revision::Rfc5044,
         ..options(size, false, None)
@@ -338,7 +316,7 @@ fn terminates(dpdk: bool) {
     }
     let _serial = serial();
     let port = free_port();
-    let uwarp = if dpdk { DPDK_IP } else { HOST_IP };
+    let uwarp = uwarp_ip(dpdk);
     let size = 64;
     let command = format!(
         "echo \"uwsiw-test: serving {size}\"; rping -s -a {VM_IP} -V -S {size}; \
@@ -380,14 +358,4 @@ fn terminates(dpdk: bool) {
         ["siw: got TERMINATE. layer 1, type 0, code 0"],
         "siw's console"
     );
-}
-
-#[test]
-fn terminates_both_ways() {
-    terminates(false);
-}
-
-#[test]
-fn terminates_both_ways_over_dpdk() {
-    terminates(true);
 }
