@@ -169,6 +169,11 @@ impl<C: ControlHandler> ControlCore<C> {
         }
     }
 
+    /// Whether a dataplane core passed frames this core has not taken yet.
+    pub fn has_frames(&self) -> bool {
+        self.links.iter().any(|link| !link.to_control.is_empty())
+    }
+
     /// The interface (addresses, neighbour cache, counters).
     pub fn iface(&self) -> &Interface {
         &self.iface

@@ -10,7 +10,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::eal::Eal;
 use crate::error::{Error, Result};
@@ -181,12 +181,21 @@ fn finish<C: ControlHandler, D: FlowHandler>(
     }
 }
 
+/// While the dataplane cores of a [`Stepper`] find work (and pass the
+/// control core no frames), the control core is polled at most once per
+/// this interval: connection set-up is not the data path, and a control
+/// poll costs about as much as a dataplane poll.
+pub const CONTROL_POLL_INTERVAL: Duration = Duration::from_micros(20);
+
 /// Every core polled in turn from the caller's thread.
 pub struct Stepper<C: ControlHandler, D: FlowHandler> {
     /// The control core.
     pub control: ControlCore<C>,
     /// The dataplane cores.
     pub dataplanes: Vec<DataplaneCore<D>>,
+    /// When the control core is next polled if the dataplane cores stay
+    /// busy.
+    next_control: Option<Instant>,
 }
 
 impl<C, D> Stepper<C, D>
@@ -199,14 +208,21 @@ where
         Stepper {
             control,
             dataplanes,
+            next_control: None,
         }
     }
 
     /// Polls every dataplane core, then the control core, at `now`;
-    /// returns the work done.
+    /// returns the work done. While the dataplane cores find work and pass
+    /// it no frames, the control core waits up to
+    /// [`CONTROL_POLL_INTERVAL`] for its turn.
     pub fn step(&mut self, now: Instant) -> usize {
         let mut work: usize = self.dataplanes.iter_mut().map(|d| d.poll(now)).sum();
-        work += self.control.poll(now);
+        let due = self.next_control.is_none_or(|next| now >= next);
+        if work == 0 || due || self.control.has_frames() {
+            self.next_control = Some(now + CONTROL_POLL_INTERVAL);
+            work += self.control.poll(now);
+        }
         work
     }
 

@@ -28,11 +28,49 @@ use super::time::{Duration, Instant};
 #[derive(Debug, Clone)]
 pub struct TimerWheel<K> {
     tick: u64,
-    slots: Vec<Vec<(K, Instant)>>,
+    slots: Vec<Slot<K>>,
     /// The first tick the next [`TimerWheel::expire`] visits: every entry
     /// lives in the slot of a tick at or after it.
     cursor: u64,
     len: usize,
+}
+
+/// One bucket of the wheel: its entries and the earliest of their
+/// deadlines, so that a visit before that deadline (the tick of `now`,
+/// polled again and again; a slot holding later revolutions) costs one
+/// comparison.
+#[derive(Debug, Clone)]
+struct Slot<K> {
+    entries: Vec<(K, Instant)>,
+    /// The earliest deadline in `entries` (`None` when empty).
+    earliest: Option<Instant>,
+}
+
+impl<K: Copy> Slot<K> {
+    fn push(&mut self, key: K, at: Instant) {
+        self.entries.push((key, at));
+        self.earliest = Some(self.earliest.map_or(at, |earliest| earliest.min(at)));
+    }
+
+    /// Moves the entries due at `now` into `out`; returns how many.
+    fn expire(&mut self, now: Instant, out: &mut Vec<K>) -> usize {
+        if self.earliest.is_none_or(|earliest| earliest > now) {
+            return 0;
+        }
+        let before = out.len();
+        let mut earliest = None::<Instant>;
+        self.entries.retain(|&(key, at)| {
+            let due = at <= now;
+            if due {
+                out.push(key);
+            } else {
+                earliest = Some(earliest.map_or(at, |e| e.min(at)));
+            }
+            !due
+        });
+        self.earliest = earliest;
+        out.len() - before
+    }
 }
 
 impl<K: Copy> TimerWheel<K> {
@@ -48,7 +86,12 @@ impl<K: Copy> TimerWheel<K> {
         assert!(slots > 0, "a timer wheel needs at least one slot");
         TimerWheel {
             tick: tick.micros(),
-            slots: (0..slots).map(|_| Vec::new()).collect(),
+            slots: (0..slots)
+                .map(|_| Slot {
+                    entries: Vec::new(),
+                    earliest: None,
+                })
+                .collect(),
             cursor: 0,
             len: 0,
         }
@@ -63,7 +106,7 @@ impl<K: Copy> TimerWheel<K> {
     pub fn schedule(&mut self, key: K, at: Instant) {
         let tick = (at.micros() / self.tick).max(self.cursor);
         let slot = self.slot(tick);
-        self.slots[slot].push((key, at));
+        self.slots[slot].push(key, at);
         self.len += 1;
     }
 
@@ -73,19 +116,10 @@ impl<K: Copy> TimerWheel<K> {
         let last = (now.micros() / self.tick).max(self.cursor);
         let visits = (last - self.cursor).saturating_add(1);
         let visits = visits.min(self.slots.len() as u64);
-        let mut expired = 0;
         for tick in last + 1 - visits..=last {
             let slot = self.slot(tick);
-            self.slots[slot].retain(|&(key, at)| {
-                let due = at <= now;
-                if due {
-                    out.push(key);
-                    expired += 1;
-                }
-                !due
-            });
+            self.len -= self.slots[slot].expire(now, out);
         }
-        self.len -= expired;
         // The tick of `now` may hold later deadlines: visit it again.
         self.cursor = last;
     }
@@ -179,7 +213,8 @@ mod tests {
             out.clear();
             w.expire(Instant(round * 8_000 + 7_999), &mut out);
             assert_eq!(out.len(), 64);
-            let capacities: Vec<usize> = w.slots.iter().map(Vec::capacity).collect();
+            let capacities: Vec<usize> =
+                w.slots.iter().map(|slot| slot.entries.capacity()).collect();
             let now = (capacities, out.capacity());
             assert_eq!(*warm.get_or_insert_with(|| now.clone()), now);
         }
