@@ -21,7 +21,7 @@ use uwarp_stack::mem::Access;
 use uwarp_stack::verbs::{Payload, RecvWr, SendOp, SendWr, WcOpcode, WorkCompletion};
 
 use super::completions::checked;
-use super::params::{credit_every, Layout};
+use super::params::{credit_due, Layout};
 use super::wire::{self, Dest, CREDIT_LEN};
 use super::{PerftestError, Test};
 use crate::cq::CompletionQueue;
@@ -244,11 +244,10 @@ impl Data {
 
     /// The send test's server's loop: `iters` Sends of the layout's size
     /// into the receives [`post_receives`](Self::post_receives) posted,
-    /// with a credit to the client's `peer` buffer every
-    /// [`credit_every`] receives.
+    /// with a credit to the client's `peer` buffer whenever
+    /// [`credit_due`].
     pub(crate) fn run_server(&self, peer: &Dest, rx_depth: u64) -> Result<Timeline, PerftestError> {
         let waiting_for = "the client's Sends";
-        let every = credit_every(rx_depth);
         let (mut received, mut posted) = (0u64, rx_depth);
         let mut timeline = Timeline::default();
         let mut wcs = Vec::with_capacity(64);
@@ -280,7 +279,7 @@ impl Data {
                     self.post_receive(posted)?;
                     posted += 1;
                 }
-                if (received % rx_depth) % every == 0 {
+                if credit_due(received, rx_depth) {
                     self.post_credit(peer, received)?;
                 }
             }

@@ -73,6 +73,13 @@ pub fn credit_every(rx_depth: u64) -> u64 {
     (rx_depth / 3).max(1)
 }
 
+/// Whether the send test's server writes a credit after its
+/// `received`th receive: every [`credit_every`] receives, counted
+/// afresh after each `rx_depth` (`run_iter_bw_server`).
+pub fn credit_due(received: u64, rx_depth: u64) -> bool {
+    (received % rx_depth.max(1)) % credit_every(rx_depth) == 0
+}
+
 /// Where messages go in a side's memory: perftest's cycle buffer. A
 /// side's region is two halves of [`buff_size`](Self::buff_size) octets:
 /// the first is what it sends from or reads into, the second what the
@@ -129,6 +136,12 @@ mod tests {
         assert_eq!(rx_depth(1000), 512);
         assert_eq!(credit_every(6), 2);
         assert_eq!(credit_every(512), 170);
+        // The captured server credited after its 2nd and 4th receive.
+        let due: Vec<u64> = (1..=5).filter(|&n| credit_due(n, 6)).collect();
+        assert_eq!(due, [2, 4]);
+        // Counted afresh after every rx_depth: 170, 340, 510, then 512.
+        let due: Vec<u64> = (1..=600).filter(|&n| credit_due(n, 512)).collect();
+        assert_eq!(due, [170, 340, 510, 512]);
     }
 
     #[test]
