@@ -21,6 +21,7 @@ use uwarp_stack::mem::Access;
 use uwarp_stack::verbs::{Payload, RecvWr, SendOp, SendWr, WcOpcode, WorkCompletion};
 
 use super::completions::checked;
+use super::measure::Timeline;
 use super::params::{credit_due, Layout};
 use super::wire::{self, Dest, CREDIT_LEN};
 use super::{PerftestError, Test};
@@ -36,17 +37,6 @@ const WR_SERVER: u64 = 1 << 63;
 /// How long a loop waits for a completion before it looks at the clock
 /// (and, in the send test, at the credit) again.
 const SLICE: Duration = Duration::from_micros(200);
-
-/// When a measured loop's messages were posted and completed.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Timeline {
-    /// When each message was posted (the client), or when the first one
-    /// arrived (the send test's server).
-    pub(crate) posted: Vec<Instant>,
-    /// When each message completed (the client), or when the last one
-    /// arrived (the server).
-    pub(crate) completed: Vec<Instant>,
-}
 
 /// One side's data queue pair and memory.
 pub(crate) struct Data {
@@ -187,20 +177,17 @@ impl Data {
     ) -> Result<Timeline, PerftestError> {
         let iters = self.iters;
         let waiting_for = "the client's messages to complete";
-        let mut timeline = Timeline {
-            posted: Vec::with_capacity(iters as usize),
-            completed: Vec::with_capacity(iters as usize),
-        };
+        let mut timeline = Timeline::client(iters);
         let mut wcs = Vec::with_capacity(64);
         let mut progress = Instant::now();
-        while (timeline.completed.len() as u64) < iters {
-            let done = timeline.completed.len() as u64;
-            let mut posted = timeline.posted.len() as u64;
+        while timeline.completed() < iters {
+            let done = timeline.completed();
+            let mut posted = timeline.posted();
             while posted < iters
                 && posted - done < tx_depth
                 && (self.test != Test::Send || posted + 1 - self.credit()?.min(posted) < rx_depth)
             {
-                timeline.posted.push(Instant::now());
+                timeline.post(Instant::now());
                 self.post_message(peer, posted)?;
                 posted += 1;
             }
@@ -219,7 +206,7 @@ impl Data {
                         got: wc.opcode,
                     });
                 }
-                timeline.completed.push(now);
+                timeline.complete(now);
                 progress = now;
             }
             if progress.elapsed() > self.timeout {
@@ -248,11 +235,11 @@ impl Data {
     /// [`credit_due`].
     pub(crate) fn run_server(&self, peer: &Dest, rx_depth: u64) -> Result<Timeline, PerftestError> {
         let waiting_for = "the client's Sends";
-        let (mut received, mut posted) = (0u64, rx_depth);
-        let mut timeline = Timeline::default();
+        let mut posted = rx_depth;
+        let mut timeline = Timeline::arrivals();
         let mut wcs = Vec::with_capacity(64);
         let mut progress = Instant::now();
-        while received < self.iters {
+        while timeline.completed() < self.iters {
             self.take(&mut wcs, true);
             let now = Instant::now();
             for &wc in &wcs {
@@ -271,10 +258,11 @@ impl Data {
                         counted: u64::from(wc.byte_len),
                     });
                 }
-                received += 1;
-                if timeline.posted.is_empty() {
-                    timeline.posted.push(now);
+                if timeline.posted() == 0 {
+                    timeline.post(now);
                 }
+                timeline.complete(now);
+                let received = timeline.completed();
                 if posted < self.iters {
                     self.post_receive(posted)?;
                     posted += 1;
@@ -287,7 +275,6 @@ impl Data {
                 return Err(PerftestError::Timeout { waiting_for });
             }
         }
-        timeline.completed.push(Instant::now());
         Ok(timeline)
     }
 

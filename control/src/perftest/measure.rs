@@ -7,38 +7,94 @@
 
 use std::time::Instant;
 
-use super::data::Timeline;
 use super::params::PEAK_ITERS_LIMIT;
 use super::BwReport;
 
 /// Octets in perftest's megabyte.
 const MB: f64 = 1_048_576.0;
 
+/// When a measured loop's messages were posted and completed: each
+/// one's times (for the peak), or only the first posting and the last
+/// completion (above [`PEAK_ITERS_LIMIT`] messages, and on the send
+/// test's server, which counts arrivals).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Timeline {
+    every: bool,
+    posted: Vec<Instant>,
+    completed: Vec<Instant>,
+    posted_count: u64,
+    completed_count: u64,
+}
+
+impl Timeline {
+    /// A timeline for a client's `iters` messages.
+    pub(crate) fn client(iters: u64) -> Self {
+        let every = iters <= PEAK_ITERS_LIMIT;
+        let room = if every { iters as usize } else { 1 };
+        Self {
+            every,
+            posted: Vec::with_capacity(room),
+            completed: Vec::with_capacity(room),
+            ..Self::default()
+        }
+    }
+
+    /// A timeline of arrivals: the first and the last.
+    pub(crate) fn arrivals() -> Self {
+        Self::default()
+    }
+
+    /// A message was posted `at`.
+    pub(crate) fn post(&mut self, at: Instant) {
+        if self.every || self.posted.is_empty() {
+            self.posted.push(at);
+        }
+        self.posted_count += 1;
+    }
+
+    /// A message completed (or arrived) `at`.
+    pub(crate) fn complete(&mut self, at: Instant) {
+        if !self.every {
+            self.completed.clear();
+        }
+        self.completed.push(at);
+        self.completed_count += 1;
+    }
+
+    /// Messages posted so far.
+    pub(crate) fn posted(&self) -> u64 {
+        self.posted_count
+    }
+
+    /// Messages completed (or arrived) so far.
+    pub(crate) fn completed(&self) -> u64 {
+        self.completed_count
+    }
+}
+
 /// The client's report of `size`-octet messages.
 pub(crate) fn client_report(size: u32, timeline: &Timeline) -> BwReport {
-    let iters = timeline.completed.len() as u64;
-    let (Some(&first), Some(&last)) = (timeline.posted.first(), timeline.completed.last()) else {
-        return BwReport::default();
-    };
-    let peak = if iters <= PEAK_ITERS_LIMIT {
+    let peak = if timeline.every {
         per_second(size, shortest_per_message(timeline))
     } else {
         0.0
     };
-    report(size, iters, first, last, peak)
+    report(size, timeline, peak)
 }
 
 /// The send test's server's report: the average from the first arrival
 /// to the last (perftest's server prints no peak).
-pub(crate) fn server_report(size: u32, iters: u64, timeline: &Timeline) -> BwReport {
-    match (timeline.posted.first(), timeline.completed.last()) {
-        (Some(&first), Some(&last)) => report(size, iters, first, last, 0.0),
-        _ => BwReport::default(),
-    }
+pub(crate) fn server_report(size: u32, timeline: &Timeline) -> BwReport {
+    report(size, timeline, 0.0)
 }
 
-/// The report of `iters` messages between `first` and `last`.
-fn report(size: u32, iters: u64, first: Instant, last: Instant, bw_peak: f64) -> BwReport {
+/// The report of the timeline's messages, from the first posting to the
+/// last completion.
+fn report(size: u32, timeline: &Timeline, bw_peak: f64) -> BwReport {
+    let (Some(&first), Some(&last)) = (timeline.posted.first(), timeline.completed.last()) else {
+        return BwReport::default();
+    };
+    let iters = timeline.completed();
     let seconds = last.duration_since(first).as_secs_f64();
     let rate = |amount: f64| if seconds > 0.0 { amount / seconds } else { 0.0 };
     BwReport {
@@ -83,19 +139,18 @@ mod tests {
 
     use super::*;
 
-    fn timeline(posted_ms: &[u64], completed_ms: &[u64]) -> Timeline {
+    fn timeline(mut timeline: Timeline, posted_ms: &[u64], completed_ms: &[u64]) -> Timeline {
         let start = Instant::now();
         let at = |ms: &u64| start + Duration::from_millis(*ms);
-        Timeline {
-            posted: posted_ms.iter().map(at).collect(),
-            completed: completed_ms.iter().map(at).collect(),
-        }
+        posted_ms.iter().for_each(|ms| timeline.post(at(ms)));
+        completed_ms.iter().for_each(|ms| timeline.complete(at(ms)));
+        timeline
     }
 
     #[test]
     fn average_and_peak_as_perftest_computes_them() {
         // Four 1 MiB messages in 400 ms, the middle two 50 ms apart.
-        let run = timeline(&[0, 0, 0, 0], &[100, 150, 200, 400]);
+        let run = timeline(Timeline::client(4), &[0, 0, 0, 0], &[100, 150, 200, 400]);
         let report = client_report(1 << 20, &run);
         assert_eq!((report.size, report.iters), (1 << 20, 4));
         assert!((report.bw_avg - 10.0).abs() < 1e-6, "{report:?}");
@@ -105,13 +160,29 @@ mod tests {
     }
 
     #[test]
+    fn long_runs_keep_two_times_and_report_no_peak() {
+        let iters = PEAK_ITERS_LIMIT + 1;
+        let mut run = Timeline::client(iters);
+        let start = Instant::now();
+        for n in 0..iters {
+            run.post(start);
+            run.complete(start + Duration::from_micros(n + 1));
+        }
+        assert_eq!((run.posted.len(), run.completed.len()), (1, 1));
+        assert_eq!((run.posted(), run.completed()), (iters, iters));
+        let report = client_report(64, &run);
+        assert_eq!((report.iters, report.bw_peak), (iters, 0.0));
+        assert!(report.bw_avg > 0.0);
+    }
+
+    #[test]
     fn the_server_reports_no_peak() {
-        let run = timeline(&[0], &[500]);
-        let report = server_report(1 << 20, 5, &run);
-        assert_eq!(report.bw_peak, 0.0);
+        let run = timeline(Timeline::arrivals(), &[0], &[100, 200, 300, 400, 500]);
+        let report = server_report(1 << 20, &run);
+        assert_eq!((report.iters, report.bw_peak), (5, 0.0));
         assert!((report.bw_avg - 10.0).abs() < 1e-6);
         assert_eq!(
-            server_report(64, 5, &Timeline::default()),
+            server_report(64, &Timeline::arrivals()),
             BwReport::default()
         );
     }

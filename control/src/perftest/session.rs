@@ -340,7 +340,7 @@ impl<'a> Session<'a> {
             }
             (Role::Server, Test::Send) => {
                 let timeline = data.run_server(&remote, self.rx_depth)?;
-                self.ours.report = server_report(size, self.options.iters, &timeline);
+                self.ours.report = server_report(size, &timeline);
             }
             (Role::Server, Test::Write | Test::Read) => {}
         }
