@@ -71,6 +71,8 @@ struct BwLine {
     iters: u64,
     peak: f64,
     average: f64,
+    /// perftest could time its own measurement (see [`vm_command`]).
+    calibrated: bool,
 }
 
 impl BwLine {
@@ -85,6 +87,7 @@ impl BwLine {
             iters: iters.parse().ok()?,
             peak: peak.parse().ok()?,
             average: average.parse().ok()?,
+            calibrated: true,
         })
     }
 }
@@ -93,13 +96,16 @@ impl BwLine {
 /// status, which must be 0.
 fn siw_result(vm: &mut Vm, name: &str, size: u32) -> BwLine {
     let what = format!("{name} {size}");
-    let line = vm.expect_with(&format!("ib_{what}'s result"), |line| {
+    let mut calibrated = true;
+    let mut line = vm.expect_with(&format!("ib_{what}'s result"), |line| {
         assert!(
             !line.starts_with("uwsiw-test:"),
             "ib_{name}_bw -s {size} printed no result: {line}"
         );
+        calibrated &= !line.starts_with("Correlation coefficient");
         BwLine::parse(line)
     });
+    line.calibrated = calibrated;
     let done = format!("uwsiw-test: done {what} rc=");
     let status = vm.expect_with(&format!("ib_{what}'s end"), |line| {
         line.strip_prefix(&done).map(str::to_owned)
@@ -139,10 +145,14 @@ fn check(report: &Report, siw: BwLine, size: u32) {
         report.verified.what
     );
     assert_eq!(report.peer_version, perftest::wire::VERSION);
-    assert!(
-        report.printed.bw_avg > 0.0 && siw.average > 0.0,
-        "{test:?}: {report:?}"
-    );
+    // Whoever measured measured something (siw's -F reports zeros when
+    // it could not time itself).
+    if report.measured_by == report.role {
+        assert!(report.printed.bw_avg > 0.0, "{test:?}: {report:?}");
+    }
+    if report.measured_by != report.role || test == Test::Send {
+        assert!(siw.average > 0.0 || !siw.calibrated, "{test:?}: {siw:?}");
+    }
     if test != Test::Send {
         // The server printed the client's report.
         let printed = [report.printed.bw_peak, report.printed.bw_avg].map(two_decimals);
@@ -184,16 +194,22 @@ fn against_siw_server(vm: &mut Vm, device: &Device, test: Test, name: &str, size
 /// The VM's command: siw's servers, each announced, then siw's clients
 /// against uwarp's server at `uwarp`:`port`; each run's exit status
 /// after it.
+///
+/// perftest times itself in CPU cycles and checks its clock against
+/// `gettimeofday` when it reports; on a loaded host the TCG VM's clocks
+/// sometimes disagree ("Correlation coefficient r^2: 0.86 < 0.9", "Can't
+/// produce a report") and perftest exits 1 in the middle of the protocol.
+/// `-F` makes it report zeros instead and go on.
 fn vm_command(uwarp: Ipv4Addr, port: u16) -> String {
     let names = TESTS.map(|(_, name)| name).join(" ");
     let sizes = SIZES.map(|size| size.to_string()).join(" ");
     let done = "echo \"uwsiw-test: done $t $s rc=$?\"";
     format!(
         "for t in {names}; do for s in {sizes}; do \
-           echo \"uwsiw-test: serving $t $s\"; ib_${{t}}_bw -R -p {SIW_PORT} -s $s -n {ITERS}; {done}; \
+           echo \"uwsiw-test: serving $t $s\"; ib_${{t}}_bw -R -F -p {SIW_PORT} -s $s -n {ITERS}; {done}; \
          done; done; \
          for t in {names}; do for s in {sizes}; do \
-           ib_${{t}}_bw -R -p {port} -s $s -n {ITERS} {uwarp}; {done}; \
+           ib_${{t}}_bw -R -F -p {port} -s $s -n {ITERS} {uwarp}; {done}; \
          done; done; true"
     )
 }
