@@ -15,7 +15,9 @@
 //! `write-lat`, `read-bw`, `read-lat`, `send-bw` and `send-lat` are the
 //! perftest-style two-host modes: one process serves (`--server`), the
 //! other connects (`--connect ADDR:PORT`), each on DPDK or kernel
-//! sockets. `uwarp-perf conns` sets up thousands of connections in one
+//! sockets; with `--perftest` the bandwidth modes speak perftest's own
+//! protocol instead (`ib_write_bw -R` ...), against perftest on Linux
+//! siw or an iWARP NIC. `uwarp-perf conns` sets up thousands of connections in one
 //! process and measures what each costs.
 
 use std::io::{self, BufWriter, Write};
@@ -26,6 +28,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use uwarp_bench::capture::read_capture;
 use uwarp_bench::decode::{decode_streams, CrcMode, DecodeOptions};
 use uwarp_bench::perf::conns::{self, ConnsRun};
+use uwarp_bench::perf::perftest::{self, PerftestRun};
 use uwarp_bench::perf::protocol::{self, Stop};
 use uwarp_bench::perf::session::{ClientRun, Mpa};
 use uwarp_bench::perf::twohost::{self, Carrier, Side, TwoHost};
@@ -35,6 +38,7 @@ use uwarp_bench::port::PortHost;
 use uwarp_bench::tcp::compare::{self, CompareConfig, Pinning};
 use uwarp_bench::tcp::{self, Open, Role, TcpRun};
 use uwarp_control::dpdk::End;
+use uwarp_control::perftest::{Options as PerftestOptions, Test};
 use uwarp_control::{Revision, RtrSet};
 use uwarp_dataplane::runtime::{Impairment, Placement};
 use uwarp_stack::tcp::CongestionControl;
@@ -105,7 +109,7 @@ struct TwoHostArgs {
     #[arg(long, value_name = "ADDR:PORT")]
     connect: Option<std::net::SocketAddr>,
     /// The server's port.
-    #[arg(long, default_value_t = 18515)]
+    #[arg(long, short = 'p', default_value_t = 18515)]
     port: u16,
     /// The transport: uwarp's TCP on a DPDK port, or the kernel's sockets.
     #[arg(long, value_enum, default_value_t = TransportArg::Dpdk)]
@@ -170,6 +174,23 @@ struct TwoHostArgs {
     /// Draw the results against the message size into this SVG file.
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
+    /// Speak perftest's own protocol (`ib_write_bw -R` and the others),
+    /// against perftest or another `uwarp-perf --perftest`; bandwidth
+    /// modes only. Give both sides the same -s and -n, as with perftest.
+    #[arg(long)]
+    perftest: bool,
+    /// Outstanding RDMA Reads (--perftest read-bw; default 128, siw's
+    /// maximum).
+    #[arg(long, short = 'o', requires = "perftest")]
+    outs: Option<u16>,
+    /// Seconds any one step may take before the run fails (--perftest).
+    #[arg(long, default_value_t = 30, requires = "perftest")]
+    timeout: u64,
+    /// The client waits this long after each connection is up before its
+    /// first message (--perftest; 200 against Linux siw's server: siw's
+    /// accept race).
+    #[arg(long, default_value_t = 0, requires = "perftest")]
+    first_fpdu_delay_ms: u64,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -543,6 +564,9 @@ fn conns(args: &ConnsArgs) -> Result<(), String> {
 }
 
 fn two_host(op: Op, metric: Metric, args: &TwoHostArgs) -> Result<(), String> {
+    if args.perftest {
+        return perftest_side(op, metric, args);
+    }
     let config = two_host_config(Mode { op, metric }, args)?;
     let report = twohost::run(&config)?;
     if args.json {
@@ -673,6 +697,58 @@ fn two_host_config(mode: Mode, args: &TwoHostArgs) -> Result<TwoHost, String> {
             progress: true,
         },
     })
+}
+
+/// `--perftest`: one side of perftest's protocol.
+fn perftest_side(op: Op, metric: Metric, args: &TwoHostArgs) -> Result<(), String> {
+    let test = match (op, metric) {
+        (_, Metric::Latency) => {
+            return Err("--perftest is for write-bw, read-bw and send-bw".into());
+        }
+        (Op::Write, _) => Test::Write,
+        (Op::Read, _) => Test::Read,
+        (Op::Send, _) => Test::Send,
+    };
+    let unsupported = [
+        (args.all, "-a"),
+        (args.duration.is_some(), "-D"),
+        (args.qps != 1, "-q"),
+        (args.inline != 0, "-I"),
+        (args.markers, "--markers"),
+        (args.mpa_rev != 2, "--mpa-rev"),
+        (args.p2p.is_some(), "--p2p"),
+        (args.plot.is_some(), "--plot"),
+    ];
+    if let Some((_, option)) = unsupported.iter().find(|(given, _)| *given) {
+        return Err(format!("{option} is not available with --perftest"));
+    }
+    let TwoHost { side, carrier, .. } = two_host_config(Mode { op, metric }, args)?;
+    let defaults = PerftestOptions::new(test);
+    let options = PerftestOptions {
+        size: match args.size {
+            Some(size) => u32::try_from(size).map_err(|_| "-s is too large")?,
+            None => defaults.size,
+        },
+        iters: args.iters.unwrap_or(defaults.iters),
+        tx_depth: u32::try_from(args.tx_depth).map_err(|_| "-t is too large")?,
+        out_reads: args.outs.unwrap_or(defaults.out_reads),
+        crc: args.crc,
+        timeout: std::time::Duration::from_secs(args.timeout),
+        first_fpdu_delay: std::time::Duration::from_millis(args.first_fpdu_delay_ms),
+        ..defaults
+    };
+    options.check().map_err(|e| e.to_string())?;
+    let outcome = perftest::run(&PerftestRun {
+        side,
+        carrier,
+        options,
+    })?;
+    if args.json {
+        println!("{}", perftest::to_json(&outcome));
+    } else {
+        print!("{}", perftest::to_text(&outcome));
+    }
+    Ok(())
 }
 
 fn calibrate(args: &CalibrateArgs) {

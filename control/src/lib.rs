@@ -60,6 +60,7 @@ pub mod dpdk;
 mod driver;
 mod error;
 mod pd;
+pub mod perftest;
 mod qp;
 mod qp_link;
 pub mod rping;

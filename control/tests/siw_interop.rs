@@ -39,12 +39,13 @@ mod siw_vm;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
-use siw_vm::{console_log, free_port, root_or_skip, serial, Vm, DPDK_IP, HOST_IP, TAP, VM_IP};
+use siw_vm::{
+    console_log, free_port, listening_device, root_or_skip, serial, Vm, DPDK_IP, HOST_IP, VM_IP,
+};
 
 use uwarp_control::rping::{self, Options, RpingError};
 use uwarp_control::{
-    Device, DeviceConfig, Error, Listener, QpEvent, Revision, Rtr, RtrSet, TermError, WcOpcode,
-    WcStatus,
+    Device, Error, Listener, QpEvent, Revision, Rtr, RtrSet, TermError, WcOpcode, WcStatus,
 };
 
 /// Ping sizes: small, larger than one TCP segment, rping's largest.
@@ -149,25 +150,10 @@ fn vm_command(case: &Case, port: u16) -> String {
 
 /// uwarp's device (on DPDK when `dpdk`) and its listener on `port`, set
 /// up while the VM boots; returns once the VM is ready.
-///
-/// uwarp listens before the VM's command starts: on the socket transport
-/// on every address (the tap's does not exist yet), on DPDK once run.sh
-/// has made the tap.
 fn listen_beside(vm: &mut Vm, dpdk: bool, port: u16) -> (Device, Listener) {
-    let (device, listen) = if dpdk {
-        vm.wait_for_tap();
-        let device = rping::open_dpdk_vdev(&format!("net_af_packet0,iface={TAP}"), DPDK_IP, 24)
-            .expect("open a DPDK device on the tap");
-        (device, DPDK_IP)
-    } else {
-        let device = Device::open(DeviceConfig::default()).expect("open a device");
-        (device, Ipv4Addr::UNSPECIFIED)
-    };
-    let listener = device
-        .listen(SocketAddr::V4(SocketAddrV4::new(listen, port)))
-        .expect("listen");
+    let ready = listening_device(vm, dpdk, port);
     vm.expect("uwsiw: ready");
-    (device, listener)
+    ready
 }
 
 /// Boots the VM for `case` and runs its directions at every size.

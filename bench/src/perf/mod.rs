@@ -21,6 +21,8 @@
 //! - `loops.rs`: the measuring loops of both sides.
 //! - `session.rs`: the run between a client and a server.
 //! - `twohost.rs`: the two-host modes' device and side.
+//! - `perftest.rs`: `--perftest`, the same modes speaking perftest's own
+//!   protocol ([`uwarp_control::perftest`]) against perftest itself.
 //! - `transport.rs`: the ends of a loopback run: two DPDK devices on a
 //!   net_ring pair, or one device of the kernel-socket transport.
 //! - `workload.rs`: the loopback run, and the connection setup rate.
@@ -35,6 +37,7 @@ pub mod conns;
 mod endpoint;
 mod loops;
 mod mode;
+pub mod perftest;
 pub mod plot;
 mod progress;
 pub mod protocol;

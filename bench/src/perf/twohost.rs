@@ -7,10 +7,9 @@
 //! thread (run to completion, one busy thread per process); the socket
 //! transport runs its own control and dataplane threads.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 
-use uwarp_control::{CoreThreads, Device, DeviceConfig, DpdkConfig};
-
+use super::perftest::{listen, open_device};
 use super::report::RunReport;
 use super::session::{run_client, serve, ClientRun, ServerRun};
 use super::Transport;
@@ -57,20 +56,11 @@ pub struct TwoHost {
 
 /// Opens the device, runs this side, and reports.
 pub fn run(config: &TwoHost) -> Result<RunReport, String> {
-    let (device, transport) = open(&config.carrier)?;
+    let (device, transport) = open_device(&config.carrier)?;
     let inline = transport == Transport::Dpdk;
     let outcome = match config.side {
         Side::Server { port } => {
-            let ip = match &config.carrier {
-                Carrier::Dpdk(setup) => IpAddr::V4(setup.ip),
-                Carrier::Socket { bind } => bind.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
-            };
-            let addr = SocketAddr::new(ip, port);
-            let listener = device
-                .listen(addr)
-                .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-            // Scripts and tests wait for this line before they connect.
-            eprintln!("uwarp-perf: listening on {}", listener.local_addr());
+            let listener = listen(&device, &config.carrier, port)?;
             let server = ServerRun {
                 mode: config.run.mode,
                 inline: config.run.inline,
@@ -90,25 +80,4 @@ pub fn run(config: &TwoHost) -> Result<RunReport, String> {
         transport: transport.name(),
         outcome,
     })
-}
-
-/// The device of `carrier`.
-fn open(carrier: &Carrier) -> Result<(Device, Transport), String> {
-    match carrier {
-        Carrier::Dpdk(setup) => {
-            let (eal, port, host) = setup.open()?;
-            let dpdk = DpdkConfig {
-                host,
-                threads: CoreThreads::Inline,
-            };
-            let device = Device::open_dpdk(eal, port, DeviceConfig::default(), dpdk)
-                .map_err(|e| format!("the DPDK device: {e}"))?;
-            Ok((device, Transport::Dpdk))
-        }
-        Carrier::Socket { .. } => {
-            let device = Device::open(DeviceConfig::default())
-                .map_err(|e| format!("the socket device: {e}"))?;
-            Ok((device, Transport::Socket))
-        }
-    }
 }

@@ -6,12 +6,14 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
-use std::net::{Ipv4Addr, TcpListener};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
+
+use uwarp_control::{rping, Device, DeviceConfig, Listener};
 
 /// The host's end of the tap.
 pub const HOST_IP: Ipv4Addr = Ipv4Addr::new(10, 79, 0, 1);
@@ -110,13 +112,26 @@ impl Vm {
 
     /// Waits for the VM to print `wanted`; panics if it stops first.
     pub fn expect(&mut self, wanted: &str) {
+        self.expect_with(&format!("{wanted:?}"), |line| {
+            assert!(!line.contains("data mismatch"), "siw's rping: {line}");
+            (line == wanted).then_some(())
+        });
+    }
+
+    /// Waits for the first line that `take` makes something of (`what`
+    /// names it in the panic if the VM stops first, or prints nothing
+    /// for [`VM_TIMEOUT_SECS`]), and returns that.
+    pub fn expect_with<T>(&mut self, what: &str, mut take: impl FnMut(&str) -> Option<T>) -> T {
         let deadline = Instant::now() + Duration::from_secs(u64::from(VM_TIMEOUT_SECS));
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
-                Ok(line) if line == wanted => return,
-                Ok(line) => assert!(!line.contains("data mismatch"), "siw's rping: {line}"),
-                Err(err) => panic!("the VM never printed {wanted:?} ({err}): {}", self.stop()),
+                Ok(line) => {
+                    if let Some(found) = take(&line) {
+                        return found;
+                    }
+                }
+                Err(err) => panic!("the VM never printed {what} ({err}): {}", self.stop()),
             }
         }
     }
@@ -172,6 +187,26 @@ pub fn console_log() -> String {
         .join("../target/siw-vm/log")
         .join(format!("console-{TAP}.log"));
     std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
+}
+
+/// uwarp's device for a test against the VM, listening on `port`: on
+/// DPDK (net_af_packet on the tap, at [`DPDK_IP`]) once run.sh has made
+/// the tap, or on the kernel's sockets on every address (the tap's may
+/// not exist yet). Call it while the VM boots.
+pub fn listening_device(vm: &mut Vm, dpdk: bool, port: u16) -> (Device, Listener) {
+    let (device, listen) = if dpdk {
+        vm.wait_for_tap();
+        let vdev = format!("net_af_packet0,iface={TAP}");
+        let device = rping::open_dpdk_vdev(&vdev, DPDK_IP, 24).expect("a DPDK device on the tap");
+        (device, DPDK_IP)
+    } else {
+        let device = Device::open(DeviceConfig::default()).expect("open a device");
+        (device, Ipv4Addr::UNSPECIFIED)
+    };
+    let listener = device
+        .listen(SocketAddr::V4(SocketAddrV4::new(listen, port)))
+        .expect("listen");
+    (device, listener)
 }
 
 /// A port nothing on the host listens on now, for uwarp's server.

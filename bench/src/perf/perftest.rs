@@ -1,0 +1,236 @@
+//! `uwarp-perf write-bw|read-bw|send-bw --perftest`: one side of a run of
+//! perftest's `ib_write_bw -R`, `ib_read_bw -R` or `ib_send_bw -R`
+//! ([`uwarp_control::perftest`]), against perftest itself or another
+//! `uwarp-perf --perftest`, on either transport; the result in
+//! perftest's table, or one JSON object.
+
+use std::fmt::Write as _;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use serde_json::{json, Value};
+use uwarp_control::perftest::{self, wire::Dest, Options, Report, Role, Test};
+use uwarp_control::{CoreThreads, Device, DeviceConfig, DpdkConfig, Listener};
+
+use super::twohost::{Carrier, Side};
+use super::Transport;
+
+/// perftest's horizontal rule (`RESULT_LINE`).
+const RULE: &str =
+    "---------------------------------------------------------------------------------------";
+
+/// What a `--perftest` process runs.
+#[derive(Debug, Clone)]
+pub struct PerftestRun {
+    /// Server or client.
+    pub side: Side,
+    /// The transport.
+    pub carrier: Carrier,
+    /// The test and perftest's options.
+    pub options: Options,
+}
+
+/// A finished run.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The transport's name.
+    pub transport: &'static str,
+    /// This side's report.
+    pub report: Report,
+}
+
+/// Opens the device, runs this side, and reports.
+pub fn run(run: &PerftestRun) -> Result<Outcome, String> {
+    let (device, transport) = open_device(&run.carrier)?;
+    let report = match run.side {
+        Side::Server { port } => {
+            let listener = listen(&device, &run.carrier, port)?;
+            perftest::serve(&device, &listener, &run.options)
+        }
+        Side::Client { peer } => perftest::run_client(&device, peer, &run.options),
+    }
+    .map_err(|e| e.to_string())?;
+    Ok(Outcome {
+        transport: transport.name(),
+        report,
+    })
+}
+
+/// The device `carrier` names: on DPDK with its cores inline on the
+/// calling thread, which runs them whenever it waits.
+pub fn open_device(carrier: &Carrier) -> Result<(Device, Transport), String> {
+    let (device, transport) = match carrier {
+        Carrier::Dpdk(setup) => {
+            let (eal, port, host) = setup.open()?;
+            let threads = CoreThreads::Inline;
+            let config = DpdkConfig { host, threads };
+            (
+                Device::open_dpdk(eal, port, DeviceConfig::default(), config),
+                Transport::Dpdk,
+            )
+        }
+        Carrier::Socket { .. } => (Device::open(DeviceConfig::default()), Transport::Socket),
+    };
+    let device = device.map_err(|e| format!("the {} device: {e}", transport.name()))?;
+    Ok((device, transport))
+}
+
+/// Listens on `port` at the carrier's address (on the socket transport:
+/// the one to bind, any by default) and says so on standard error, where
+/// scripts and tests wait for it before they connect.
+pub fn listen(device: &Device, carrier: &Carrier, port: u16) -> Result<Listener, String> {
+    let ip = match carrier {
+        Carrier::Dpdk(setup) => IpAddr::V4(setup.ip),
+        Carrier::Socket { bind } => bind.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+    };
+    let addr = SocketAddr::new(ip, port);
+    let listener = device
+        .listen(addr)
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    eprintln!("uwarp-perf: listening on {}", listener.local_addr());
+    Ok(listener)
+}
+
+/// The run as perftest prints it: the test's settings, both
+/// destinations, the result line, then what uwarp checked.
+pub fn to_text(outcome: &Outcome) -> String {
+    let report = &outcome.report;
+    let mut out = String::new();
+    let mut line = |text: String| {
+        out.push_str(&text);
+        out.push('\n');
+    };
+    line(RULE.into());
+    line(format!("                    {}", report.test.title()));
+    line(" Number of qps   : 1\t\tTransport type : IW".into());
+    line(" Connection type : RC\t\tUsing SRQ      : OFF".into());
+    if report.role == Role::Client {
+        line(format!(" TX depth        : {}", report.tx_depth));
+    } else if report.test == Test::Send {
+        line(format!(" RX depth        : {}", report.rx_depth));
+    }
+    line(" Mtu             : 1024[B]".into());
+    if report.test == Test::Read {
+        line(format!(" Outstand reads  : {}", report.local.out_reads));
+    }
+    line(" rdma_cm QPs\t : ON".into());
+    line(" Data ex. method : rdma_cm".into());
+    line(format!(" uwarp transport : {}", outcome.transport));
+    line(RULE.into());
+    line(address("local", &report.local));
+    line(address("remote", &report.remote));
+    line(RULE.into());
+    line(" #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]".into());
+    let bw = &report.printed;
+    line(format!(
+        " {:<7}    {:<10}       {:<7.2}            {:<7.2}\t\t   {:<7.6}",
+        bw.size, bw.iters, bw.bw_peak, bw.bw_avg, bw.msg_rate
+    ));
+    line(RULE.into());
+    line(format!(
+        " uwarp: {} {} (checked); peer version {:?}",
+        report.verified.count, report.verified.what, report.peer_version
+    ));
+    out
+}
+
+/// A destination as perftest prints it (`BASIC_ADDR_FMT`, then the GID
+/// in decimal octets, `PERF_GID_FMT`).
+fn address(side: &str, dest: &Dest) -> String {
+    let mut text = format!(
+        " {side} address: LID {} QPN {} PSN {}\n GID: ",
+        c_alt_hex(dest.lid, 4),
+        c_alt_hex(dest.qpn, 6),
+        c_alt_hex(dest.psn, 6)
+    );
+    for (i, octet) in dest.gid.iter().enumerate() {
+        let separator = if i == 0 { "" } else { ":" };
+        let _ = write!(text, "{separator}{octet:02}");
+    }
+    text
+}
+
+/// C's `%#0Nx`: `0x` and the digits padded to `width` characters in all,
+/// except that zero is plain zeros.
+fn c_alt_hex(value: u32, width: usize) -> String {
+    if value == 0 {
+        "0".repeat(width)
+    } else {
+        format!("{value:#0width$x}")
+    }
+}
+
+/// The run as one JSON object.
+pub fn to_json(outcome: &Outcome) -> Value {
+    let report = &outcome.report;
+    let role = |role: Role| match role {
+        Role::Client => "client",
+        Role::Server => "server",
+    };
+    let dest = |dest: &Dest| {
+        json!({
+            "qpn": dest.qpn,
+            "psn": dest.psn,
+            "rkey": dest.rkey,
+            "vaddr": dest.vaddr,
+            "out_reads": dest.out_reads,
+        })
+    };
+    let bw = &report.printed;
+    let counters = &report.counters;
+    json!({
+        "mode": match report.test {
+            Test::Write => "write-bw",
+            Test::Read => "read-bw",
+            Test::Send => "send-bw",
+        },
+        "perftest": true,
+        "role": role(report.role),
+        "transport": outcome.transport,
+        "peer": report.comm.peer_addr.to_string(),
+        "peer_version": report.peer_version,
+        "size": bw.size,
+        "iters": bw.iters,
+        "bw_peak_mbps": bw.bw_peak,
+        "bw_avg_mbps": bw.bw_avg,
+        "msg_rate_mpps": bw.msg_rate,
+        "measured_by": role(report.measured_by),
+        "verified": { "what": report.verified.what, "count": report.verified.count },
+        "local": dest(&report.local),
+        "remote": dest(&report.remote),
+        "mpa": {
+            "crc": report.data.negotiated.crc,
+            "ird": report.data.negotiated.ird,
+            "ord": report.data.negotiated.ord,
+        },
+        "counters": {
+            "fpdus_sent": counters.fpdus_sent,
+            "fpdus_received": counters.fpdus_received,
+            "bytes_placed": counters.bytes_placed,
+            "crc_errors": counters.crc_errors,
+            "terminates_sent": counters.terminates_sent,
+            "terminates_received": counters.terminates_received,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_print_as_perftest_prints_them() {
+        let dest = Dest {
+            qpn: 3,
+            psn: 0x87c7b0,
+            gid: [
+                0x52, 0x54, 0, 0x12, 0x34, 0x56, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+            ],
+            ..Dest::default()
+        };
+        assert_eq!(
+            address("local", &dest),
+            " local address: LID 0000 QPN 0x0003 PSN 0x87c7b0\n \
+             GID: 82:84:00:18:52:86:00:00:00:00:00:00:00:00:00:00"
+        );
+    }
+}
