@@ -312,6 +312,9 @@ impl World {
             for to in [SERVER, CLIENT] {
                 for bytes in self.links[1 - to].take_due(self.now) {
                     self.deliver(to, &bytes)?;
+                    if self.scenario.poll_each_segment {
+                        self.step_side(to);
+                    }
                 }
             }
             self.inject()?;
