@@ -1,8 +1,8 @@
 //! Segment arrival (RFC 9293 section 3.10.7) with the protections of RFC
 //! 5961 (sections 3-5: RST and SYN challenge ACKs, the ACK range check)
 //! and RFC 7323 (PAWS, TS.Recent), ACK processing with RFC 5681 duplicate
-//! ACKs, RFC 6582 NewReno recovery and RFC 6675 SACK loss marking, and the
-//! hand-off of text to the consumer.
+//! ACKs, RFC 6582 NewReno recovery and RFC 6675 SACK loss marking, D-SACKs
+//! for duplicates (RFC 2883), and the hand-off of text to the consumer.
 
 use super::{Connection, Event, Negotiated, State};
 use crate::tcp::congestion::Congestion;
@@ -11,6 +11,7 @@ use crate::tcp::recv::Consumer;
 use crate::tcp::seq::Seq;
 use crate::tcp::time::{Duration, Instant};
 use crate::tcp::timer::TimerKind;
+use core::ops::Range;
 use smoltcp::wire::{TcpControl, TcpRepr};
 
 /// Duplicate ACKs kept owed at most; more add nothing to fast retransmit.
@@ -122,13 +123,20 @@ impl Connection {
         }
         if self.paws_rejects(now, seg) {
             self.stats.paws_rejected += 1;
-            self.send_ack |= !rst;
+            if !rst {
+                // A copy of data already received, reported as Linux does.
+                self.send_ack = true;
+                self.note_old_duplicate(seq, seg.payload.len());
+            }
             return;
         }
         let len = seg.payload.len() + usize::from(syn) + usize::from(fin);
         if !self.acceptable(seq, len) {
             self.stats.unacceptable += 1;
             self.send_ack |= !rst;
+            if !rst {
+                self.note_old_duplicate(seq, seg.payload.len());
+            }
             if self.state == State::TimeWait && fin {
                 self.timers
                     .set(TimerKind::TimeWait, now + self.config.time_wait);
@@ -409,7 +417,15 @@ impl Connection {
         let data = payload.get(skip..).unwrap_or_default();
         let pos = left.saturating_add_signed(offset.max(0));
         let had_fin = self.recv.fin_received();
+        // The part below RCV.NXT came before; it is the first duplicate.
+        let start = left.saturating_add_signed(offset);
+        let below = start..(start + payload.len() as u64).min(self.recv.left_edge());
         let arrival = self.recv.receive(pos, data, fin, consumer);
+        match arrival.duplicate {
+            _ if skip > 0 => self.report_duplicate(below),
+            Some(duplicate) => self.report_duplicate(duplicate),
+            None => {}
+        }
         self.stats.duplicate_octets +=
             payload.len() as u64 - arrival.new - arrival.declined_dropped;
         self.stats.declined_dropped += arrival.declined_dropped;
@@ -429,6 +445,34 @@ impl Connection {
         }
         if !had_fin && self.recv.fin_received() {
             self.on_peer_fin(now);
+        }
+    }
+
+    /// An unacceptable segment: data wholly below RCV.NXT (a spurious
+    /// retransmission, or a copy the network made) is a duplicate to
+    /// report; anything else is not.
+    fn note_old_duplicate(&mut self, seq: Seq, len: usize) {
+        let offset = seq.diff(self.rcv_nxt());
+        let Ok(len) = i64::try_from(len) else {
+            return;
+        };
+        if len > 0 && offset + len <= 0 {
+            let left = self.recv.next_position();
+            let (Some(start), Some(end)) = (
+                left.checked_add_signed(offset),
+                left.checked_add_signed(offset + len),
+            ) else {
+                return;
+            };
+            self.report_duplicate(start..end.min(self.recv.left_edge()));
+        }
+    }
+
+    /// Octets at `range` arrived twice: the next ACK says so in a D-SACK
+    /// block (RFC 2883), if SACK is in use.
+    fn report_duplicate(&mut self, range: Range<u64>) {
+        if self.opts.sack && !range.is_empty() {
+            self.recv.report_duplicate(range);
         }
     }
 

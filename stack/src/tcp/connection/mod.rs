@@ -13,7 +13,8 @@
 //!   resets, time-outs and a clean close.
 //!
 //! `input.rs` processes arriving segments (RFC 9293 section 3.10.7, RFC
-//! 5961, RFC 7323 PAWS, RFC 5681/6582/6675 loss detection), `output.rs`
+//! 5961, RFC 7323 PAWS, RFC 5681/6582/6675 loss detection, RFC 2883
+//! D-SACKs for duplicates), `output.rs`
 //! builds segments (RFC 5044 A.1 segmentation, Nagle, SACK options, the
 //! RFC 5681 section 4.1 restart window) and `timers.rs` handles expiries.
 
@@ -108,6 +109,8 @@ pub struct Stats {
     pub timeouts: u64,
     /// Fast recovery episodes entered.
     pub fast_recoveries: u64,
+    /// D-SACK blocks sent (RFC 2883): data arrived twice.
+    pub dsacks_sent: u64,
     /// Records split across segments (RFC 5044 A.1 exceptions).
     pub records_split: u64,
     /// Data segments that started inside a record: after a split, or when

@@ -172,6 +172,9 @@ impl Connection {
             {
                 *slot = Some(((base + block.start as u32).0, (base + block.end as u32).0));
             }
+            if room > 0 && self.recv.duplicate_reported() {
+                self.stats.dsacks_sent += 1;
+            }
         }
         self.last_ack_sent = ack;
         self.send_ack = false;
