@@ -49,6 +49,9 @@ pub struct Report {
     pub segments: u64,
     /// Blind segments injected.
     pub injected: u32,
+    /// The duplicate thresholds the client and the server ended with
+    /// ([`crate::tcp::Connection::reordering`]).
+    pub reordering: [usize; 2],
 }
 
 /// Why a run failed.

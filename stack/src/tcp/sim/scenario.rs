@@ -122,6 +122,11 @@ impl Scenario {
             }),
             link,
         };
+        // Drawn last, so the draws above stay those of earlier versions.
+        if lossy && rng.chance(0.3) {
+            scenario.link.displace = rng.between(1, 50) as f64 / 1000.0;
+        }
+        scenario.poll_each_segment = rng.chance(0.3);
         // A fixed window larger than the buffer suits a consumer that
         // places most data; a slow reader behind it would only drop data.
         if starved {

@@ -354,6 +354,10 @@ impl World {
             misaligned: self.observed.iter().map(|o| o.misaligned).sum(),
             segments: self.segments,
             injected: self.injected,
+            reordering: [
+                self.client.reordering(),
+                self.server.as_ref().map_or(0, Connection::reordering),
+            ],
         }
     }
 
