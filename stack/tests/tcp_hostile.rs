@@ -10,27 +10,10 @@ use smoltcp::wire::{IpAddress, TcpControl, TcpPacket, TcpTimestampRepr};
 use tcp_common::*;
 use uwarp_stack::tcp::{parse, Config, Duration, Instant, ParseError, Seq, State};
 
-/// B's next sequence number as A expects it.
-fn b_next(pair: &mut Pair) -> Seq {
-    pair.b.send(b"x");
-    let wire = pair.take(false).remove(0);
-    let seq = Seq::from(wire.repr().seq_number);
-    pair.deliver(&wire);
-    pair.exchange();
-    seq + 1
-}
-
 fn a_next(pair: &Pair) -> Seq {
     let last = pair.log.iter().rev().find(|w| w.from_a).expect("A sent");
     let repr = last.repr();
     Seq::from(repr.seq_number) + repr.segment_len() as u32
-}
-
-fn inject(pair: &mut Pair, bytes: &[u8]) -> Vec<Wire> {
-    let repr = parse(B.addr, A.addr, bytes).expect("forged segments are valid");
-    let now = pair.now;
-    pair.a.on_segment(now, &repr, &mut pair.a_rx);
-    pair.take(true)
 }
 
 #[test]

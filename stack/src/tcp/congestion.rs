@@ -217,6 +217,28 @@ impl Congestion {
         self.cwnd = self.smss;
     }
 
+    /// The recovery that reduced the window from `prior` was spurious
+    /// (see [`super::spurious`]): the response of RFC 4015 section 3.
+    /// The threshold returns to pipe_prev, the larger of the window and
+    /// the threshold before the reduction, and the window to what is in
+    /// flight (`flight`) plus an initial window, never above the old one
+    /// nor below the current one, so it climbs back in slow start
+    /// without a burst. CUBIC gets its W_max and cwnd_prior back; its
+    /// next stage starts where slow start ends.
+    pub fn undo(&mut self, prior: &Congestion, flight: u32) {
+        let initial = initial_window(self.smss, self.initial_segments);
+        let restart = prior.cwnd.min(flight.saturating_add(initial));
+        self.cwnd = self.cwnd.max(restart);
+        self.ssthresh = self.ssthresh.max(prior.cwnd.max(prior.ssthresh));
+        self.avoidance = match &prior.avoidance {
+            Avoidance::NewReno { .. } => Avoidance::NewReno { acked: 0 },
+            Avoidance::Cubic(cubic) => Avoidance::Cubic(Cubic {
+                epoch: None,
+                ..cubic.clone()
+            }),
+        };
+    }
+
     /// New data is about to go out at `now` with nothing in flight, after
     /// `idle` without sending. Longer than `rto`, the window restarts from
     /// min(cwnd, initial window) (RFC 5681 section 4.1) and CUBIC starts a
@@ -412,6 +434,40 @@ mod tests {
         assert_eq!(cc.cwnd(), 7000);
         cc.on_timeout(6000);
         assert_eq!((cc.cwnd(), cc.ssthresh()), (1000, 3000));
+    }
+
+    #[test]
+    fn undo_restores_the_threshold_and_climbs_back_without_a_burst() {
+        for algorithm in [CongestionControl::NewReno, CongestionControl::Cubic] {
+            let mut cc = Congestion::new(algorithm, 1000, 10);
+            cc.cwnd = 100_000;
+            cc.ssthresh = 80_000;
+            let prior = cc.clone();
+            cc.enter_recovery(100_000, true);
+            cc.exit_recovery(60_000);
+            assert!(cc.cwnd() < 100_000);
+            // 60 segments in flight: the window may send ten more.
+            cc.undo(&prior, 60_000);
+            assert_eq!((cc.cwnd(), cc.ssthresh()), (70_000, 100_000));
+            // Slow start up to the old window.
+            ack(&mut cc, 0, 1000);
+            assert_eq!(cc.cwnd(), 71_000, "{algorithm:?}");
+            if let Avoidance::Cubic(cubic) = &cc.avoidance {
+                assert_eq!(cubic.w_max, None, "the loss that never was");
+                assert!(cubic.epoch.is_none());
+            }
+            // Never below the current window, never above the old one.
+            cc.undo(&prior, 0);
+            assert_eq!(cc.cwnd(), 71_000);
+            cc.undo(&prior, 1_000_000);
+            assert_eq!(cc.cwnd(), 100_000);
+        }
+        // Undone in slow start, slow start goes on.
+        let mut cc = Congestion::new(CongestionControl::NewReno, 1000, 10);
+        let prior = cc.clone();
+        cc.enter_recovery(10_000, true);
+        cc.undo(&prior, 10_000);
+        assert_eq!((cc.cwnd(), cc.ssthresh()), (10_000, u32::MAX));
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! Segments in flight: their original boundaries, kept so retransmissions
 //! resend the same segments (RFC 5044 A.1), and the SACK scoreboard of
-//! RFC 6675 (sections 2-5: IsLost, the pipe, the next segment to resend).
+//! RFC 6675 (sections 2-5: IsLost, the pipe, the next segment to resend),
+//! with the duplicate threshold of IsLost given by the caller (see
+//! [`super::reordering`]), and the displacement of holes the cumulative
+//! ACK fills measured on the way.
 //!
 //! Positions are the sender's stream positions; a FIN occupies the
 //! position just after the last data octet.
@@ -8,9 +11,6 @@
 use super::time::Instant;
 use core::ops::Range;
 use std::collections::VecDeque;
-
-/// RFC 6675's DupThresh.
-pub const DUP_THRESH: usize = 3;
 
 /// One segment as it was sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,6 +61,12 @@ pub struct Acked {
     /// segment this ACK covers was ever resent or deemed lost (Karn's
     /// rule: the ACK may answer a retransmission).
     pub rtt_from: Option<Instant>,
+    /// The most segments SACKed above a hole, never resent, that this
+    /// ACK filled: its original arrived displaced by that many.
+    pub displaced: usize,
+    /// The same for holes that were resent: the displacement if their
+    /// retransmission proves spurious, a loss otherwise.
+    pub displaced_if_spurious: usize,
 }
 
 /// A segment's share of the running totals.
@@ -137,6 +143,15 @@ impl Flight {
         let mut ambiguous = false;
         while let Some(front) = self.segments.front() {
             if front.seq_end() <= ack {
+                if !front.sacked {
+                    // Every SACKed segment lies above the front.
+                    let above = self.totals.sacked;
+                    if front.transmissions == 1 {
+                        acked.displaced = acked.displaced.max(above);
+                    } else {
+                        acked.displaced_if_spurious = acked.displaced_if_spurious.max(above);
+                    }
+                }
                 acked.octets += front.seq_len();
                 ambiguous |= front.transmissions > 1 || front.lost;
                 acked.rtt_from = Some(front.sent_at);
@@ -180,18 +195,18 @@ impl Flight {
         marked
     }
 
-    /// RFC 6675 IsLost for every segment: marks as lost each unsacked
-    /// segment with at least DupThresh sacked segments after it that has
-    /// not been resent since it was deemed lost. Returns whether the oldest
-    /// segment is now lost.
-    pub fn mark_lost_by_sack(&mut self) -> bool {
-        if self.totals.sacked >= DUP_THRESH {
+    /// RFC 6675 IsLost for every segment, with DupThresh `threshold`:
+    /// marks as lost each unsacked segment with at least `threshold`
+    /// sacked segments after it that has not been resent since it was
+    /// deemed lost. Returns whether the oldest segment is now lost.
+    pub fn mark_lost_by_sack(&mut self, threshold: usize) -> bool {
+        if self.totals.sacked >= threshold {
             let mut sacked_after = 0;
             for index in (0..self.segments.len()).rev() {
                 let sent = &self.segments[index];
                 if sent.sacked {
                     sacked_after += 1;
-                } else if sacked_after >= DUP_THRESH && sent.transmissions == 1 && !sent.lost {
+                } else if sacked_after >= threshold && sent.transmissions == 1 && !sent.lost {
                     self.update(index, |sent| sent.lost = true);
                 }
             }
@@ -256,6 +271,11 @@ impl Flight {
             lost: self.segments.len(),
             sacked: 0,
         };
+    }
+
+    /// Segments the receiver reported in SACK blocks.
+    pub fn sacked(&self) -> usize {
+        self.totals.sacked
     }
 
     /// RFC 6675's pipe: sequence space believed to be in the network.
@@ -333,7 +353,8 @@ mod tests {
         }
         assert_eq!(flight.pipe(), 600);
         assert!(flight.apply_sack(200..500));
-        assert!(flight.mark_lost_by_sack());
+        assert!(!flight.mark_lost_by_sack(4), "three SACKed above");
+        assert!(flight.mark_lost_by_sack(3));
         assert_eq!(flight.first_lost(), Some(0));
         assert_eq!(flight.get(1).map(|s| s.lost), Some(true));
         assert_eq!(flight.pipe(), 100);
@@ -346,6 +367,29 @@ mod tests {
         assert_eq!(flight.get(1).map(|s| (s.start, s.end)), Some((175, 200)));
         // Rule 3 finds nothing while a segment is lost.
         assert_eq!(flight.mark_next_unsacked(true), None);
+    }
+
+    #[test]
+    fn filled_holes_report_their_displacement() {
+        let mut flight = Flight::default();
+        for i in 0..8 {
+            flight.push(sent(i * 100, i * 100 + 100));
+        }
+        // Segments 1-3 and 5 arrived before 0 and 4.
+        flight.apply_sack(100..400);
+        flight.apply_sack(500..600);
+        assert_eq!(flight.sacked(), 4);
+        flight.mark_lost_by_sack(3);
+        flight.resent(0, Instant(1000));
+        // 0's original (or its retransmission) arrives: four SACKed above.
+        let acked = flight.acknowledge(400);
+        assert_eq!((acked.displaced, acked.displaced_if_spurious), (0, 4));
+        // 4 was never resent: one SACKed segment arrived before it.
+        let acked = flight.acknowledge(600);
+        assert_eq!((acked.displaced, acked.displaced_if_spurious), (1, 0));
+        // In order: no displacement.
+        let acked = flight.acknowledge(800);
+        assert_eq!((acked.displaced, acked.displaced_if_spurious), (0, 0));
     }
 
     #[test]

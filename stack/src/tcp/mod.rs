@@ -3,11 +3,14 @@
 //!
 //! The engine implements RFC 9293 with RFC 5961, RFC 7323, RFC 2018, RFC
 //! 6675, RFC 5681/6582 or RFC 9438 (CUBIC, chosen per connection with
-//! [`CongestionControl`]), RFC 6298 and RFC 6928, and the MPA-aware behaviour
-//! of RFC 5044 Appendix A: the send queue holds records (FPDUs) and cuts
-//! segments only at their boundaries (A.1), retransmissions keep the
-//! original segments, and every acceptable segment's new data goes to a
-//! [`Consumer`] at once, in order or not, with its stream position (A.3).
+//! [`CongestionControl`]), RFC 6298 and RFC 6928, D-SACK (RFC 2883) with
+//! the undo of spurious fast recoveries (RFC 3708, RFC 4015) and a
+//! duplicate threshold learned from the path's reordering, and the
+//! MPA-aware behaviour of RFC 5044 Appendix A: the send queue holds
+//! records (FPDUs) and cuts segments only at their boundaries (A.1),
+//! retransmissions keep the original segments, and every acceptable
+//! segment's new data goes to a [`Consumer`] at once, in order or not,
+//! with its stream position (A.3).
 //!
 //! How a dataplane drives it:
 //!
@@ -35,12 +38,14 @@ mod listener;
 mod ranges;
 mod reassembly;
 mod recv;
+mod reordering;
 mod rtt;
 mod sack;
 mod segment;
 mod send_queue;
 mod seq;
 pub mod sim;
+mod spurious;
 mod time;
 mod timer;
 mod wheel;

@@ -44,6 +44,14 @@ impl RangeSet {
         self.ranges.get(i).filter(|r| r.start <= pos).cloned()
     }
 
+    /// The first part of `range` already in the set.
+    pub fn first_overlap(&self, range: &Range<u64>) -> Option<Range<u64>> {
+        let i = self.ranges.partition_point(|r| r.end <= range.start);
+        let held = self.ranges.get(i)?;
+        let overlap = held.start.max(range.start)..held.end.min(range.end);
+        (!overlap.is_empty()).then_some(overlap)
+    }
+
     /// Whether adding `range` keeps the set within its limit.
     pub fn can_insert(&self, range: &Range<u64>) -> bool {
         let first = self.ranges.partition_point(|r| r.end < range.start);
@@ -123,6 +131,10 @@ mod tests {
         assert_eq!(set.first(), Some(12..45));
         assert_eq!(set.containing(44), Some(12..45));
         assert_eq!(set.containing(45), None);
+        assert_eq!(set.first_overlap(&(0..100)), Some(12..45));
+        assert_eq!(set.first_overlap(&(20..30)), Some(20..30));
+        assert_eq!(set.first_overlap(&(45..50)), None);
+        assert_eq!(set.first_overlap(&(0..12)), None);
     }
 
     #[test]

@@ -58,7 +58,7 @@ pub enum WindowPolicy {
 }
 
 /// What one segment's text did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Arrival {
     /// Octets newly received.
     pub new: u64,
@@ -69,6 +69,9 @@ pub struct Arrival {
     /// Declined octets the reassembly buffer had no room for: not
     /// received, and offered again when retransmitted.
     pub declined_dropped: u64,
+    /// The first octets of the segment that had arrived before, beyond
+    /// the left edge.
+    pub duplicate: Option<Range<u64>>,
 }
 
 /// The largest window RFC 7323 allows.
@@ -170,6 +173,7 @@ impl Receiver {
         let limit = self.right_edge.max(self.left_edge);
         let end = pos + data.len() as u64;
         let span = pos.max(self.left_edge)..end.min(limit);
+        arrival.duplicate = self.ooo.first_overlap(&span);
         let mut cursor = span.start;
         while !self.fin_received {
             let Some(gap) = self.ooo.next_gap(cursor.max(self.left_edge), span.end) else {
@@ -243,7 +247,20 @@ impl Receiver {
         }
     }
 
-    /// SACK blocks for out-of-order data, newest first (RFC 2018).
+    /// Octets at `range` arrived again: the next SACK option reports them
+    /// in a D-SACK block (RFC 2883).
+    pub fn report_duplicate(&mut self, range: Range<u64>) {
+        self.history.duplicate(range);
+    }
+
+    /// A SACK option carried the D-SACK block, if there was one; returns
+    /// whether there was.
+    pub fn duplicate_reported(&mut self) -> bool {
+        self.history.duplicate_reported()
+    }
+
+    /// SACK blocks for out-of-order data, newest first (RFC 2018), after
+    /// a D-SACK block when a duplicate is to be reported (RFC 2883).
     pub fn sack_blocks(&self) -> [Option<Range<u64>>; MAX_BLOCKS] {
         self.history.blocks(&self.ooo)
     }

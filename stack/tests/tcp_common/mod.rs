@@ -188,6 +188,25 @@ pub fn forged(control: TcpControl, seq: Seq, ack: Option<Seq>, payload: &[u8]) -
     .to_bytes()
 }
 
+/// B's next sequence number as A expects it: B sends one octet, which A
+/// acknowledges.
+pub fn b_next(pair: &mut Pair) -> Seq {
+    pair.b.send(b"x");
+    let wire = pair.take(false).remove(0);
+    let seq = Seq::from(wire.repr().seq_number);
+    pair.deliver(&wire);
+    pair.exchange();
+    seq + 1
+}
+
+/// Gives `bytes`, a segment forged as from B, to A; returns what A sends.
+pub fn inject(pair: &mut Pair, bytes: &[u8]) -> Vec<Wire> {
+    let repr = parse(B.addr, A.addr, bytes).expect("forged segments are valid");
+    let now = pair.now;
+    pair.a.on_segment(now, &repr, &mut pair.a_rx);
+    pair.take(true)
+}
+
 /// The octets `0..len` of a test stream.
 pub fn stream(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i * 7 + i / 251) as u8).collect()

@@ -1,16 +1,20 @@
 //! Segment arrival (RFC 9293 section 3.10.7) with the protections of RFC
 //! 5961 (sections 3-5: RST and SYN challenge ACKs, the ACK range check)
 //! and RFC 7323 (PAWS, TS.Recent), ACK processing with RFC 5681 duplicate
-//! ACKs, RFC 6582 NewReno recovery and RFC 6675 SACK loss marking, and the
+//! ACKs, RFC 6582 NewReno recovery and RFC 6675 SACK loss marking with a
+//! learned duplicate threshold, D-SACKs sent for duplicates and read to
+//! undo spurious recoveries (RFC 2883, RFC 3708, RFC 4015), and the
 //! hand-off of text to the consumer.
 
 use super::{Connection, Event, Negotiated, State};
 use crate::tcp::congestion::Congestion;
-use crate::tcp::flight::DUP_THRESH;
 use crate::tcp::recv::Consumer;
+use crate::tcp::reordering::DUP_THRESH;
 use crate::tcp::seq::Seq;
+use crate::tcp::spurious::{dsack_block, Episode};
 use crate::tcp::time::{Duration, Instant};
 use crate::tcp::timer::TimerKind;
+use core::ops::Range;
 use smoltcp::wire::{TcpControl, TcpRepr};
 
 /// Duplicate ACKs kept owed at most; more add nothing to fast retransmit.
@@ -122,13 +126,20 @@ impl Connection {
         }
         if self.paws_rejects(now, seg) {
             self.stats.paws_rejected += 1;
-            self.send_ack |= !rst;
+            if !rst {
+                // A copy of data already received, reported as Linux does.
+                self.send_ack = true;
+                self.note_old_duplicate(seq, seg.payload.len());
+            }
             return;
         }
         let len = seg.payload.len() + usize::from(syn) + usize::from(fin);
         if !self.acceptable(seq, len) {
             self.stats.unacceptable += 1;
             self.send_ack |= !rst;
+            if !rst {
+                self.note_old_duplicate(seq, seg.payload.len());
+            }
             if self.state == State::TimeWait && fin {
                 self.timers
                     .set(TimerKind::TimeWait, now + self.config.time_wait);
@@ -258,6 +269,11 @@ impl Connection {
             return false;
         }
         if advance < 0 {
+            // Overtaken by a later ACK: its SACK blocks are old news, but
+            // not a D-SACK.
+            if let Some(block) = self.dsack_in(ack, seg) {
+                self.on_dsack(&block);
+            }
             return true;
         }
         let mut window_changed = false;
@@ -273,32 +289,47 @@ impl Connection {
                 self.timers.cancel(TimerKind::Persist);
             }
         }
-        if self.opts.sack {
-            self.apply_sack(seg);
-        }
+        // The cumulative ACK first: a hole it fills counts as displaced
+        // only by segments SACKed in earlier ACKs.
         let ack_pos = una + advance as u64;
         if advance > 0 {
             self.on_new_ack(now, ack_pos, seg);
-        } else if !self.flight.is_empty()
+        }
+        let dsack = self.dsack_in(ack, seg);
+        if self.opts.sack {
+            self.apply_sack(seg, dsack.is_some());
+        }
+        if advance == 0
+            && !self.flight.is_empty()
             && seg.payload.is_empty()
             && seg.control.len() == 0
             && !window_changed
+            && dsack.is_none()
         {
+            // RFC 6675 section 2: an ACK reporting a duplicate tells of
+            // no new arrival, so it is no duplicate ACK.
             self.on_dup_ack();
         }
-        if self.opts.sack && self.flight.mark_lost_by_sack() && self.recover.is_none() {
+        if let Some(block) = dsack {
+            self.on_dsack(&block);
+        }
+        if self.opts.sack
+            && self.flight.mark_lost_by_sack(self.reordering.threshold())
+            && self.recover.is_none()
+        {
             self.enter_recovery();
         }
         true
     }
 
     /// Marks segments the peer reports in SACK blocks (RFC 2018 section 5;
-    /// blocks outside SND.UNA..SND.NXT are ignored).
-    fn apply_sack(&mut self, seg: &TcpRepr<'_>) {
+    /// blocks outside SND.UNA..SND.NXT are ignored), past the first when
+    /// it is a D-SACK.
+    fn apply_sack(&mut self, seg: &TcpRepr<'_>, dsack: bool) {
         let una = self.una_seqpos();
         let anchor = self.seq_of(una);
         let nxt = self.nxt_seqpos() as i64 - una as i64;
-        for (left, right) in seg.sack_ranges.iter().flatten() {
+        for (left, right) in seg.sack_ranges.iter().flatten().skip(usize::from(dsack)) {
             let start = Seq(*left).diff(anchor);
             let end = Seq(*right).diff(anchor);
             if 0 < start && start < end && end <= nxt {
@@ -307,10 +338,54 @@ impl Connection {
         }
     }
 
+    /// The D-SACK block of an ACK acknowledging `ack` (RFC 2883 section
+    /// 4), as stream positions, when SACK is in use and the block lies
+    /// within what was sent.
+    fn dsack_in(&self, ack: Seq, seg: &TcpRepr<'_>) -> Option<Range<u64>> {
+        if !self.opts.sack {
+            return None;
+        }
+        let (left, right) = dsack_block(&seg.sack_ranges, ack)?;
+        let una = self.una_seqpos();
+        let anchor = self.seq_of(una);
+        let start = una.checked_add_signed(left.diff(anchor))?;
+        let end = una.checked_add_signed(right.diff(anchor))?;
+        (end <= self.nxt_seqpos()).then_some(start..end)
+    }
+
+    /// The peer received `block` twice: if it was a retransmission of the
+    /// current episode, one fewer is left to prove the recovery spurious.
+    fn on_dsack(&mut self, block: &Range<u64>) {
+        self.stats.dsacks_received += 1;
+        if let Some(episode) = &mut self.episode {
+            episode.duplicate(block);
+        }
+        self.undo_if_spurious();
+    }
+
+    /// Once out of recovery, undoes the last one if every retransmission
+    /// it made came back as a duplicate (RFC 3708 section 3, RFC 4015
+    /// section 3), and learns the displacement that misled it.
+    fn undo_if_spurious(&mut self) {
+        if self.recover.is_some() || !self.episode.as_ref().is_some_and(Episode::spurious) {
+            return;
+        }
+        let Some(episode) = self.episode.take() else {
+            return;
+        };
+        self.cc.undo(episode.prior(), self.flight_size());
+        self.reordering.observed(episode.displacement());
+        self.stats.spurious_recoveries += 1;
+    }
+
     /// New data acknowledged up to `ack_pos`.
     fn on_new_ack(&mut self, now: Instant, ack_pos: u64, seg: &TcpRepr<'_>) {
         let cwnd_limited = self.send.head() < self.cwnd_full_until;
         let acked = self.flight.acknowledge(ack_pos);
+        self.reordering.observed(acked.displaced);
+        if let Some(episode) = &mut self.episode {
+            episode.displaced(acked.displaced_if_spurious);
+        }
         let data_end = self.send.end();
         self.send.release(ack_pos.min(data_end));
         if self.fin_sent && ack_pos > data_end {
@@ -327,14 +402,20 @@ impl Connection {
             Some(recover) if ack_pos >= recover => {
                 self.cc.exit_recovery(self.flight_size());
                 self.recover = None;
+                self.undo_if_spurious();
+            }
+            Some(_) if !self.opts.sack => {
+                // NewReno resends the next hole at once.
+                self.cc.partial_ack(acked_octets);
+                self.flight.mark_first_lost(true);
             }
             Some(_) => {
-                // NewReno resends the next hole at once; with SACK the
-                // scoreboard decides, unless that hole was never resent.
-                if !self.opts.sack {
-                    self.cc.partial_ack(acked_octets);
+                // With SACK the scoreboard decides, but a hole never resent
+                // with SACKed data above it goes at once, unless the path
+                // reorders: then it may be a segment still on its way.
+                if self.flight.sacked() > 0 && !self.reordering.seen() {
+                    self.flight.mark_first_lost(false);
                 }
-                self.flight.mark_first_lost(!self.opts.sack);
             }
             None => {
                 let srtt = self.rtt.srtt().unwrap_or_default();
@@ -372,22 +453,31 @@ impl Connection {
         ));
     }
 
-    /// A duplicate ACK (RFC 5681 section 3.2).
+    /// A duplicate ACK (RFC 5681 section 3.2). With SACK the threshold is
+    /// the learned one; without, nothing can be learned and it stays
+    /// DupThresh.
     fn on_dup_ack(&mut self) {
         self.dupacks += 1;
+        let threshold = if self.opts.sack {
+            self.reordering.threshold()
+        } else {
+            DUP_THRESH
+        };
         if self.recover.is_some() {
             if !self.opts.sack {
                 self.cc.inflate();
             }
-        } else if self.dupacks as usize >= DUP_THRESH {
+        } else if self.dupacks as usize >= threshold {
             self.enter_recovery();
         }
     }
 
-    /// Fast retransmit and the start of fast recovery.
+    /// Fast retransmit and the start of fast recovery, a new episode that
+    /// D-SACKs may show spurious (SACK only: without it no D-SACK comes).
     fn enter_recovery(&mut self) {
         self.recover = Some(self.nxt_seqpos());
         self.rescued = false;
+        self.episode = self.opts.sack.then(|| Episode::new(self.cc.clone()));
         self.cc.enter_recovery(self.flight_size(), self.opts.sack);
         self.flight.mark_first_lost(false);
         self.stats.fast_recoveries += 1;
@@ -409,7 +499,15 @@ impl Connection {
         let data = payload.get(skip..).unwrap_or_default();
         let pos = left.saturating_add_signed(offset.max(0));
         let had_fin = self.recv.fin_received();
+        // The part below RCV.NXT came before; it is the first duplicate.
+        let start = left.saturating_add_signed(offset);
+        let below = start..(start + payload.len() as u64).min(self.recv.left_edge());
         let arrival = self.recv.receive(pos, data, fin, consumer);
+        match arrival.duplicate {
+            _ if skip > 0 => self.report_duplicate(below),
+            Some(duplicate) => self.report_duplicate(duplicate),
+            None => {}
+        }
         self.stats.duplicate_octets +=
             payload.len() as u64 - arrival.new - arrival.declined_dropped;
         self.stats.declined_dropped += arrival.declined_dropped;
@@ -429,6 +527,34 @@ impl Connection {
         }
         if !had_fin && self.recv.fin_received() {
             self.on_peer_fin(now);
+        }
+    }
+
+    /// An unacceptable segment: data wholly below RCV.NXT (a spurious
+    /// retransmission, or a copy the network made) is a duplicate to
+    /// report; anything else is not.
+    fn note_old_duplicate(&mut self, seq: Seq, len: usize) {
+        let offset = seq.diff(self.rcv_nxt());
+        let Ok(len) = i64::try_from(len) else {
+            return;
+        };
+        if len > 0 && offset + len <= 0 {
+            let left = self.recv.next_position();
+            let (Some(start), Some(end)) = (
+                left.checked_add_signed(offset),
+                left.checked_add_signed(offset + len),
+            ) else {
+                return;
+            };
+            self.report_duplicate(start..end.min(self.recv.left_edge()));
+        }
+    }
+
+    /// Octets at `range` arrived twice: the next ACK says so in a D-SACK
+    /// block (RFC 2883), if SACK is in use.
+    fn report_duplicate(&mut self, range: Range<u64>) {
+        if self.opts.sack && !range.is_empty() {
+            self.recv.report_duplicate(range);
         }
     }
 

@@ -13,7 +13,8 @@
 //!   resets, time-outs and a clean close.
 //!
 //! `input.rs` processes arriving segments (RFC 9293 section 3.10.7, RFC
-//! 5961, RFC 7323 PAWS, RFC 5681/6582/6675 loss detection), `output.rs`
+//! 5961, RFC 7323 PAWS, RFC 5681/6582/6675 loss detection, RFC 2883
+//! D-SACK both ways and the undo of spurious recoveries), `output.rs`
 //! builds segments (RFC 5044 A.1 segmentation, Nagle, SACK options, the
 //! RFC 5681 section 4.1 restart window) and `timers.rs` handles expiries.
 
@@ -25,9 +26,11 @@ use super::config::Config;
 use super::congestion::Congestion;
 use super::flight::Flight;
 use super::recv::{Consumer, Receiver, WindowPolicy};
+use super::reordering::Reordering;
 use super::rtt::RttEstimator;
 use super::send_queue::{QueueFull, SendQueue};
 use super::seq::Seq;
+use super::spurious::Episode;
 use super::time::{Duration, Instant};
 use super::timer::Timers;
 use crate::mpa::FpduSink;
@@ -108,6 +111,13 @@ pub struct Stats {
     pub timeouts: u64,
     /// Fast recovery episodes entered.
     pub fast_recoveries: u64,
+    /// Fast recoveries found spurious by D-SACK and undone: every
+    /// retransmission they made arrived as a duplicate (RFC 3708).
+    pub spurious_recoveries: u64,
+    /// D-SACK blocks received (RFC 2883): the peer got some data twice.
+    pub dsacks_received: u64,
+    /// D-SACK blocks sent: data arrived twice.
+    pub dsacks_sent: u64,
     /// Records split across segments (RFC 5044 A.1 exceptions).
     pub records_split: u64,
     /// Data segments that started inside a record: after a split, or when
@@ -253,6 +263,11 @@ pub struct Connection {
     cwnd_full_until: u64,
     /// RFC 6582 `recover`, while in fast recovery.
     recover: Option<u64>,
+    /// The last fast recovery, until D-SACKs show it spurious or another
+    /// congestion event replaces it.
+    episode: Option<Episode>,
+    /// The duplicate threshold learned from the path's reordering.
+    reordering: Reordering,
     /// The RFC 6675 rescue retransmission of this recovery went out.
     rescued: bool,
     dupacks: u32,
@@ -316,6 +331,8 @@ impl Connection {
             snd_wl1: Seq(0),
             snd_wl2: iss,
             recover: None,
+            episode: None,
+            reordering: Reordering::default(),
             rescued: false,
             dupacks: 0,
             retries: 0,
@@ -453,6 +470,13 @@ impl Connection {
     /// The slow start threshold in octets.
     pub fn ssthresh(&self) -> u32 {
         self.cc.ssthresh()
+    }
+
+    /// The duplicate threshold: SACKed segments above a hole (or
+    /// duplicate ACKs) that make it lost, 3 until reordering on the path
+    /// showed more.
+    pub fn reordering(&self) -> usize {
+        self.reordering.threshold()
     }
 
     fn accepts_data(&self) -> bool {

@@ -172,6 +172,9 @@ impl Connection {
             {
                 *slot = Some(((base + block.start as u32).0, (base + block.end as u32).0));
             }
+            if room > 0 && self.recv.duplicate_reported() {
+                self.stats.dsacks_sent += 1;
+            }
         }
         self.last_ack_sent = ack;
         self.send_ack = false;
@@ -198,9 +201,12 @@ impl Connection {
     }
 
     /// In SACK recovery with room for a segment in the congestion window
-    /// (RFC 6675 section 5 step C).
+    /// (RFC 6675 section 5 step C), on a path that has not shown
+    /// reordering: NextSeg rules 3 and 4 resend segments no SACKs show
+    /// lost, a guess that reordering makes wrong.
     fn sack_recovery_has_room(&self) -> bool {
         self.opts.sack
+            && !self.reordering.seen()
             && self.recover.is_some()
             && u64::from(self.cc.cwnd()) >= self.flight.pipe() + self.emss() as u64
     }
@@ -242,6 +248,9 @@ impl Connection {
         }
         self.flight.resent(index, now);
         let sent = self.flight.get(index)?.clone();
+        if let Some(episode) = &mut self.episode {
+            episode.resent(sent.start..sent.end);
+        }
         self.stats.retransmissions += 1;
         self.timers
             .set_if_idle(TimerKind::Retransmit, now + self.rtt.rto());

@@ -45,6 +45,13 @@ impl Connection {
                 }
                 self.stats.timeouts += 1;
                 self.cc.on_timeout(self.flight_size());
+                // No undo after a timeout. Outside recovery, a threshold
+                // that held back a fast retransmit the default would have
+                // made is dropped.
+                self.episode = None;
+                if self.recover.is_none() {
+                    self.reordering.timed_out(self.flight.sacked());
+                }
                 self.flight.mark_all_lost();
                 self.recover = None;
                 self.dupacks = 0;

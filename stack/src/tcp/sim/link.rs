@@ -1,6 +1,7 @@
 //! One direction of the simulated link: delay, jitter, loss, duplication,
-//! reordering, and a middlebox that splits and merges data segments (RFC
-//! 5044 A.4: MPA receivers must cope with re-segmentation).
+//! reordering (by time, or by position like the dataplane's impairment
+//! stage), and a middlebox that splits and merges data segments (RFC 5044
+//! A.4: MPA receivers must cope with re-segmentation).
 
 use super::rng::SimRng;
 use crate::tcp::segment::{parse, Payload, Segment};
@@ -12,6 +13,10 @@ use smoltcp::wire::{Ipv4Address, TcpControl, TcpRepr};
 pub struct LinkConfig {
     /// One-way delay.
     pub delay: Duration,
+    /// The link's rate in bits per second, 0 for unlimited: segments
+    /// queue behind one another and leave spaced by their transmission
+    /// time, so the receiver sees (and acknowledges) them one by one.
+    pub bandwidth: u64,
     /// Extra random delay, up to this much.
     pub jitter: Duration,
     /// Probability a segment is lost.
@@ -20,6 +25,11 @@ pub struct LinkConfig {
     pub duplicate: f64,
     /// Probability a segment is held back by a few delays (reordering).
     pub reorder: f64,
+    /// Probability a segment is held back until 1 to [`DISPLACE_MAX`]
+    /// later segments have passed it, or for [`DISPLACE_HOLD`] when too
+    /// few follow: reordering by position, as the dataplane's impairment
+    /// stage does it.
+    pub displace: f64,
     /// Probability a data segment is split in two by a middlebox.
     pub split: f64,
     /// Probability a data segment is merged into the previous one still
@@ -27,12 +37,21 @@ pub struct LinkConfig {
     pub merge: f64,
 }
 
+/// A displaced segment is released after 1 to this many later segments.
+pub const DISPLACE_MAX: u64 = 3;
+
+/// The longest a displaced segment waits for later segments to pass it.
+pub const DISPLACE_HOLD: Duration = Duration::from_millis(1);
+
 /// A segment on the link.
 #[derive(Debug)]
 pub(super) struct InTransit {
     at: Instant,
     order: u64,
     bytes: Vec<u8>,
+    /// Later segments still to pass this displaced one; 0 when it is not
+    /// held.
+    behind: u64,
 }
 
 /// One direction of the link.
@@ -43,6 +62,8 @@ pub(super) struct Link {
     pub(super) dst: Ipv4Address,
     queue: Vec<InTransit>,
     order: u64,
+    /// When the link finishes sending what is queued, in nanoseconds.
+    busy_until_ns: u64,
 }
 
 /// The largest payload the middlebox builds by merging.
@@ -74,6 +95,7 @@ impl Link {
             dst,
             queue: Vec::new(),
             order: 0,
+            busy_until_ns: 0,
         }
     }
 
@@ -90,8 +112,20 @@ impl Link {
         .to_bytes()
     }
 
-    fn delivery_time(&self, now: Instant, rng: &mut SimRng) -> Instant {
-        let mut at = now + self.config.delay + Duration(rng.between(0, self.config.jitter.0));
+    /// When `len` octets sent at `now` have left the sender's end: at
+    /// once, or after those queued before them at the link's rate.
+    fn serialized(&mut self, now: Instant, len: usize) -> Instant {
+        if self.config.bandwidth == 0 {
+            return now;
+        }
+        let start = self.busy_until_ns.max(now.micros() * 1000);
+        self.busy_until_ns = start + len as u64 * 8_000_000_000 / self.config.bandwidth;
+        Instant(self.busy_until_ns.div_ceil(1000))
+    }
+
+    fn delivery_time(&mut self, now: Instant, len: usize, rng: &mut SimRng) -> Instant {
+        let sent = self.serialized(now, len);
+        let mut at = sent + self.config.delay + Duration(rng.between(0, self.config.jitter.0));
         if rng.chance(self.config.reorder) {
             at = at + Duration(self.config.delay.0 * rng.between(1, 4) + 1);
         }
@@ -99,13 +133,41 @@ impl Link {
     }
 
     fn enqueue(&mut self, now: Instant, bytes: Vec<u8>, rng: &mut SimRng) {
-        let at = self.delivery_time(now, rng);
+        let mut at = self.delivery_time(now, bytes.len(), rng);
         self.order += 1;
+        let order = self.order;
+        // No draw when off, so runs without displacement keep their
+        // random streams.
+        let behind = if self.config.displace > 0.0 && rng.chance(self.config.displace) {
+            rng.between(1, DISPLACE_MAX)
+        } else {
+            0
+        };
+        if behind > 0 {
+            // Released by the hold time unless later segments do first.
+            at = at + DISPLACE_HOLD;
+        } else {
+            self.pass(at);
+        }
         self.queue.push(InTransit {
             at,
-            order: self.order,
+            order,
             bytes,
+            behind,
         });
+    }
+
+    /// A segment arriving at `at` passes the displaced ones: those it was
+    /// the last to wait for arrive just after it.
+    fn pass(&mut self, at: Instant) {
+        for held in self.queue.iter_mut().filter(|p| p.behind > 0) {
+            held.behind -= 1;
+            if held.behind == 0 {
+                self.order += 1;
+                held.at = held.at.min(at);
+                held.order = self.order;
+            }
+        }
     }
 
     /// Puts a segment on the link, through the middlebox.
@@ -191,5 +253,96 @@ impl Link {
         }
         due.sort_by_key(|p| (p.at, p.order));
         due.into_iter().map(|p| p.bytes).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tcp::segment::bare_header;
+    use crate::tcp::seq::Seq;
+
+    const SRC: Ipv4Address = Ipv4Address::new(10, 0, 0, 1);
+    const DST: Ipv4Address = Ipv4Address::new(10, 0, 0, 2);
+
+    /// Sends segments numbered `0..count` (by sequence number) at `now`,
+    /// each with `len` octets.
+    fn send_numbered(link: &mut Link, rng: &mut SimRng, count: u32, len: usize) {
+        for n in 0..count {
+            let header = bare_header(1, 2, TcpControl::None, Seq(n), Some(Seq(0)), 100);
+            let bytes = link.build(header, &vec![0; len]);
+            link.send(Instant(0), bytes, rng);
+        }
+    }
+
+    /// A link with 10 us of delay and `config`'s impairments.
+    fn link(config: LinkConfig) -> Link {
+        let config = LinkConfig {
+            delay: Duration(10),
+            ..config
+        };
+        Link::new(config, SRC, DST)
+    }
+
+    fn numbers(segments: &[Vec<u8>]) -> Vec<u32> {
+        segments
+            .iter()
+            .map(|bytes| parse(SRC, DST, bytes).expect("valid").seq_number.0 as u32)
+            .collect()
+    }
+
+    #[test]
+    fn displaced_segments_arrive_after_one_to_three_later_ones() {
+        let mut link = link(LinkConfig {
+            displace: 0.05,
+            ..LinkConfig::default()
+        });
+        let mut rng = SimRng::new(7);
+        send_numbered(&mut link, &mut rng, 2000, 10);
+        let arrived = numbers(&link.take_due(Instant(0) + DISPLACE_HOLD + Duration(10)));
+        let mut sorted = arrived.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..2000).collect::<Vec<_>>(), "each once");
+        // How many later segments overtook each one.
+        let overtaken: Vec<usize> = arrived
+            .iter()
+            .enumerate()
+            .map(|(at, &n)| arrived[..at].iter().filter(|&&m| m > n).count())
+            .collect();
+        let displaced = overtaken.iter().filter(|&&d| d > 0).count();
+        assert!((60..=140).contains(&displaced), "{displaced} displaced");
+        let by_one_to_three = overtaken.iter().filter(|&&d| (1..=3).contains(&d)).count();
+        // Two held at once can add up (1 + 3 at most here).
+        assert!(by_one_to_three * 10 >= displaced * 9, "{overtaken:?}");
+        assert!(overtaken.iter().all(|&d| d <= 6), "{overtaken:?}");
+    }
+
+    #[test]
+    fn a_lone_displaced_segment_waits_for_the_hold_time() {
+        let mut link = link(LinkConfig {
+            displace: 1.0,
+            ..LinkConfig::default()
+        });
+        send_numbered(&mut link, &mut SimRng::new(1), 1, 10);
+        assert_eq!(link.next_at(), Some(Instant(10) + DISPLACE_HOLD));
+        assert!(link.take_due(Instant(10)).is_empty());
+        assert_eq!(link.take_due(Instant(10) + DISPLACE_HOLD).len(), 1);
+    }
+
+    #[test]
+    fn a_bandwidth_limit_spaces_segments_by_their_transmission_time() {
+        let mut link = link(LinkConfig {
+            bandwidth: 1_000_000_000,
+            ..LinkConfig::default()
+        });
+        // 1000 payload octets and a 20-octet header: 8.16 us each at 1 Gbit/s.
+        send_numbered(&mut link, &mut SimRng::new(1), 10, 1000);
+        let mut times = Vec::new();
+        while let Some(at) = link.next_at() {
+            assert_eq!(numbers(&link.take_due(at)), vec![times.len() as u32]);
+            times.push(at.micros());
+        }
+        assert_eq!(times[0], 19);
+        assert_eq!(times[9], 92);
     }
 }

@@ -1,9 +1,12 @@
 //! A deterministic simulator: two engines over an in-memory link with
-//! seeded loss, duplication, delay, jitter, reordering and a re-segmenting
-//! middlebox (splitting and merging segments), receivers that read slowly
-//! from a small buffer to starve the window, consumers that place part of
-//! the data out of order, simultaneous opens, shrinking MSS, and an
-//! off-path attacker injecting resets, SYNs, FINs and data (RFC 5961).
+//! seeded loss, duplication, delay, jitter, reordering (by time, or by
+//! position as the dataplane's impairment stage does it), a bandwidth
+//! limit, a re-segmenting middlebox (splitting and merging segments),
+//! sides that answer every segment at once or a batch at a time,
+//! receivers that read slowly from a small buffer to starve the window,
+//! consumers that place part of the data out of order, simultaneous
+//! opens, shrinking MSS, and an off-path attacker injecting resets, SYNs,
+//! FINs and data (RFC 5961).
 //!
 //! Every segment goes through [`crate::tcp::Segment::emit`] and
 //! [`crate::tcp::parse`], so the wire format and checksums are exercised
@@ -21,7 +24,7 @@ mod scenario;
 mod world;
 
 pub use app::pattern;
-pub use link::LinkConfig;
+pub use link::{LinkConfig, DISPLACE_HOLD, DISPLACE_MAX};
 pub use recorder::Recorder;
 pub use rng::SimRng;
 pub use scenario::Scenario;
@@ -46,6 +49,9 @@ pub struct Report {
     pub segments: u64,
     /// Blind segments injected.
     pub injected: u32,
+    /// The duplicate thresholds the client and the server ended with
+    /// ([`crate::tcp::Connection::reordering`]).
+    pub reordering: [usize; 2],
 }
 
 /// Why a run failed.

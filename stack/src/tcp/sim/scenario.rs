@@ -38,6 +38,11 @@ pub struct Scenario {
     /// Blind segments (RST, SYN, FIN, data at random sequence and
     /// acknowledgment numbers) injected once both sides are established.
     pub injections: u32,
+    /// Each side sends what it has after every segment it takes in, as a
+    /// dataplane core does, instead of once after all those arriving at
+    /// the same time: every out-of-order segment then has its own
+    /// duplicate ACK.
+    pub poll_each_segment: bool,
 }
 
 impl Scenario {
@@ -66,6 +71,8 @@ impl Scenario {
             },
             split: if rng.chance(0.15) { 0.1 } else { 0.0 },
             merge: if rng.chance(0.15) { 0.1 } else { 0.0 },
+            displace: 0.0,
+            bandwidth: 0,
         };
         let starved = rng.chance(0.15);
         let mut configs = [Config::default(), Config::default()];
@@ -106,6 +113,7 @@ impl Scenario {
             simultaneous_open: rng.chance(0.1),
             fixed_window: rng.chance(0.1).then(|| rng.between(16, 512) as u32 * 1024),
             injections: if rng.chance(0.2) { 200 } else { 0 },
+            poll_each_segment: false,
             mss_drop: rng.chance(0.1).then(|| {
                 (
                     Duration(rng.between(1_000, 50_000)),
@@ -114,6 +122,11 @@ impl Scenario {
             }),
             link,
         };
+        // Drawn last, so the draws above stay those of earlier versions.
+        if lossy && rng.chance(0.3) {
+            scenario.link.displace = rng.between(1, 50) as f64 / 1000.0;
+        }
+        scenario.poll_each_segment = rng.chance(0.3);
         // A fixed window larger than the buffer suits a consumer that
         // places most data; a slow reader behind it would only drop data.
         if starved {

@@ -312,6 +312,9 @@ impl World {
             for to in [SERVER, CLIENT] {
                 for bytes in self.links[1 - to].take_due(self.now) {
                     self.deliver(to, &bytes)?;
+                    if self.scenario.poll_each_segment {
+                        self.step_side(to);
+                    }
                 }
             }
             self.inject()?;
@@ -351,6 +354,10 @@ impl World {
             misaligned: self.observed.iter().map(|o| o.misaligned).sum(),
             segments: self.segments,
             injected: self.injected,
+            reordering: [
+                self.client.reordering(),
+                self.server.as_ref().map_or(0, Connection::reordering),
+            ],
         }
     }
 

@@ -1,0 +1,293 @@
+//! D-SACK (RFC 2883) both ways between two engines: the receiver reports
+//! the first duplicate run of a segment in a block ahead of the others
+//! (section 4), once; the sender matches D-SACKs to the retransmissions of
+//! its last fast recovery and, when all came back as duplicates, undoes
+//! the window cut (RFC 3708 section 3, RFC 4015 section 3) and raises its
+//! duplicate threshold past the displacement that misled it. D-SACK blocks
+//! that match nothing (outside the window, below SND.UNA, partial,
+//! inverted, for data never resent) undo nothing and never panic.
+
+mod tcp_common;
+
+use proptest::prelude::*;
+use smoltcp::wire::TcpControl;
+use tcp_common::*;
+use uwarp_stack::tcp::{bare_header, Config, Duration, Segment, Seq};
+
+/// The SACK blocks of `wire`, relative to `base`.
+fn blocks(wire: &Wire, base: Seq) -> Vec<(i64, i64)> {
+    let repr = wire.repr();
+    repr.sack_ranges
+        .iter()
+        .flatten()
+        .map(|&(l, r)| (Seq(l).diff(base), Seq(r).diff(base)))
+        .collect()
+}
+
+#[test]
+fn duplicates_are_reported_first_and_once() {
+    let mut pair = Pair::connected(config(), config());
+    let next = b_next(&mut pair);
+    let ack = Seq::from(pair.log.last().unwrap().repr().ack_number.unwrap());
+    let data = stream(400);
+    let from_b = |seq: Seq, range: core::ops::Range<usize>| {
+        forged(TcpControl::None, seq, Some(ack), &data[range])
+    };
+    inject(&mut pair, &from_b(next, 0..100));
+    // The same segment again: a D-SACK block below the cumulative ACK.
+    let reply = inject(&mut pair, &from_b(next, 0..100));
+    assert_eq!(blocks(&reply[0], next), vec![(0, 100)]);
+    // Half old, half new: the old half is reported, the new half taken.
+    let reply = inject(&mut pair, &from_b(next + 50, 50..150));
+    assert_eq!(blocks(&reply[0], next), vec![(50, 100)]);
+    assert_eq!(
+        Seq::from(reply[0].repr().ack_number.unwrap()).diff(next),
+        150
+    );
+    // Out of order, then again: the D-SACK block, then the block holding
+    // it (rule 4).
+    inject(&mut pair, &from_b(next + 300, 300..400));
+    let reply = inject(&mut pair, &from_b(next + 320, 320..350));
+    assert_eq!(blocks(&reply[0], next), vec![(320, 350), (300, 400)]);
+    // Each duplicate is reported once.
+    pair.a.send(b"data");
+    let later = pair.take(true);
+    assert_eq!(blocks(&later[0], next), vec![(300, 400)]);
+    assert_eq!(pair.a.stats().dsacks_sent, 3);
+    assert_eq!(
+        pair.a_rx.offered.iter().map(|o| o.1.len()).sum::<usize>(),
+        1 + 150 + 100
+    );
+}
+
+#[test]
+fn no_dsack_without_sack() {
+    let plain = Config {
+        sack: false,
+        ..config()
+    };
+    let mut pair = Pair::connected(plain, config());
+    let next = b_next(&mut pair);
+    let ack = Seq::from(pair.log.last().unwrap().repr().ack_number.unwrap());
+    let segment = forged(TcpControl::None, next, Some(ack), b"again");
+    inject(&mut pair, &segment);
+    let reply = inject(&mut pair, &segment);
+    assert_eq!(blocks(&reply[0], next), vec![]);
+    assert_eq!(pair.a.stats().dsacks_sent, 0);
+}
+
+/// A fast recovery caused by reordering: A sends ten segments, B gets the
+/// second after the next three, A retransmits it and cuts its window;
+/// then everything else arrives and the recovery ends. Returns the
+/// retransmission (still on its way to B) and A's window before the cut.
+struct Spurious {
+    pair: Pair,
+    retransmission: Wire,
+    cwnd_before: u32,
+}
+
+/// Delivers `wire` to B and B's answers to A; returns what A sends.
+fn through(pair: &mut Pair, wire: &Wire) -> Vec<Wire> {
+    pair.deliver(wire);
+    for ack in pair.take(false) {
+        pair.deliver(&ack);
+    }
+    pair.take(true)
+}
+
+fn spurious_recovery() -> Spurious {
+    let mut pair = Pair::connected(no_nagle(), config());
+    pair.a.send(&stream(10 * pair.a.emss()));
+    let burst = pair.take(true);
+    assert_eq!(burst.len(), 10);
+    let mut pending: Vec<Wire> = Vec::new();
+    for i in [0, 2, 3] {
+        pending.extend(through(&mut pair, &burst[i]));
+    }
+    let cwnd_before = pair.a.cwnd();
+    pending.extend(through(&mut pair, &burst[4]));
+    assert_eq!(pair.a.stats().fast_recoveries, 1);
+    assert!(pair.a.cwnd() < cwnd_before, "the window was cut");
+    let hole = burst[1].repr().seq_number;
+    let at = pending
+        .iter()
+        .position(|w| w.repr().seq_number == hole && w.payload_len() > 0)
+        .expect("the hole was resent");
+    let retransmission = pending.remove(at);
+    // The original, the rest of the burst and what followed, in order.
+    pending.splice(0..0, burst[5..].iter().cloned());
+    pending.insert(0, burst[1].clone());
+    while !pending.is_empty() {
+        let wire = pending.remove(0);
+        pending.extend(through(&mut pair, &wire));
+    }
+    // B's delayed ACK for the last segment.
+    pair.settle(Duration::from_millis(2));
+    assert_eq!(pair.a.send_queue_len(), 0, "everything acknowledged");
+    // Regression: each partial ACK of the recovery used to mark the next
+    // segment lost, SACKed or not, resending all that was in flight.
+    assert_eq!(pair.a.stats().retransmissions, 1);
+    Spurious {
+        pair,
+        retransmission,
+        cwnd_before,
+    }
+}
+
+#[test]
+fn a_spurious_fast_retransmit_is_undone_and_the_displacement_learned() {
+    let Spurious {
+        mut pair,
+        retransmission,
+        cwnd_before,
+    } = spurious_recovery();
+    let cut = pair.a.cwnd();
+    assert_eq!(pair.a.reordering(), 3);
+    // B gets the retransmission after the original: a duplicate.
+    pair.deliver(&retransmission);
+    let answer = pair.take(false);
+    let hole = Seq::from(retransmission.repr().seq_number);
+    let len = retransmission.payload_len() as i64;
+    assert_eq!(blocks(&answer[0], hole), vec![(0, len)]);
+    pair.deliver(&answer[0]);
+    let stats = pair.a.stats();
+    assert_eq!((stats.dsacks_received, stats.spurious_recoveries), (1, 1));
+    // Three segments arrived before the hole's original: four next time.
+    assert_eq!(pair.a.reordering(), 4);
+    // Slow start again up to where it was, as before the cut.
+    assert_eq!(pair.a.ssthresh(), u32::MAX);
+    assert!(pair.a.cwnd() > cut && pair.a.cwnd() <= cwnd_before);
+    // The same displacement again is no loss any more.
+    pair.a.send(&stream(10 * pair.a.emss()));
+    let burst = pair.take(true);
+    for i in [0, 2, 3, 4] {
+        assert!(through(&mut pair, &burst[i])
+            .iter()
+            .all(|w| w.repr().seq_number != burst[1].repr().seq_number));
+    }
+    assert_eq!(pair.a.stats().fast_recoveries, 1);
+    assert_eq!(pair.a.stats().retransmissions, 1);
+}
+
+/// An ACK from B as its last one, with `blocks` as its SACK option.
+fn ack_with_blocks(pair: &Pair, blocks: [Option<(u32, u32)>; 3]) -> Vec<u8> {
+    let last = pair.log.iter().rev().find(|w| !w.from_a).expect("B sent");
+    let repr = last.repr();
+    let mut header = bare_header(
+        B.port,
+        A.port,
+        TcpControl::None,
+        Seq::from(repr.seq_number) + repr.payload.len() as u32,
+        repr.ack_number.map(Seq::from),
+        repr.window_len,
+    );
+    header.timestamp = repr.timestamp;
+    header.sack_ranges = blocks;
+    Segment {
+        src: B.addr,
+        dst: A.addr,
+        header,
+        payload: Default::default(),
+    }
+    .to_bytes()
+}
+
+#[test]
+fn dsack_blocks_that_match_no_retransmission_undo_nothing() {
+    let Spurious {
+        mut pair,
+        retransmission,
+        ..
+    } = spurious_recovery();
+    let cwnd = pair.a.cwnd();
+    let h = retransmission.repr().seq_number.0 as u32;
+    let len = retransmission.payload_len() as u32;
+    let una = pair
+        .log
+        .iter()
+        .rev()
+        .find(|w| !w.from_a)
+        .unwrap()
+        .repr()
+        .ack_number
+        .unwrap()
+        .0 as u32;
+    let never_resent = h.wrapping_add(len);
+    let hostile: [[Option<(u32, u32)>; 3]; 9] = [
+        // Below SND.UNA, covering only part of the retransmission.
+        [Some((h, h + len - 1)), None, None],
+        [Some((h + 10, h + len + 100)), Some((h, h + len + 50)), None],
+        // Data that was never resent.
+        [Some((never_resent, never_resent + len)), None, None],
+        // Far outside the window, and before the stream began.
+        [
+            Some((h.wrapping_sub(1 << 30), h.wrapping_sub(1 << 30) + len)),
+            None,
+            None,
+        ],
+        [Some((h.wrapping_sub(100_000), h + len)), None, None],
+        // Inverted and empty blocks.
+        [Some((h + len, h)), Some((h + 2 * len, h)), None],
+        [Some((h, h)), Some((h, h)), Some((h, h))],
+        // Inside a second block beyond SND.NXT.
+        [Some((una + 100, una + 200)), Some((una, una + 5000)), None],
+        // Garbage everywhere.
+        [
+            Some((0, u32::MAX)),
+            Some((u32::MAX, 0)),
+            Some((una, una.wrapping_sub(1))),
+        ],
+    ];
+    for option in hostile {
+        let bytes = ack_with_blocks(&pair, option);
+        inject(&mut pair, &bytes);
+        assert_eq!(pair.a.stats().spurious_recoveries, 0, "{option:?}");
+        assert_eq!(pair.a.cwnd(), cwnd, "{option:?}");
+        assert_eq!(pair.a.reordering(), 3, "{option:?}");
+    }
+    // The first three were read as D-SACKs, the rest fell outside.
+    assert_eq!(pair.a.stats().dsacks_received, 3);
+    // The genuine D-SACK still works: nothing above was taken for it.
+    pair.deliver(&retransmission);
+    for answer in pair.take(false) {
+        pair.deliver(&answer);
+    }
+    assert_eq!(pair.a.stats().spurious_recoveries, 1);
+    // And it counts once.
+    let again = ack_with_blocks(&pair, [Some((h, h + len)), None, None]);
+    inject(&mut pair, &again);
+    assert_eq!(pair.a.stats().spurious_recoveries, 1);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+
+    /// Any SACK option on an ACK, with blocks near the window or
+    /// anywhere, leaves the connection able to finish its transfer.
+    #[test]
+    fn arbitrary_sack_options_never_panic_or_stall(
+        options in proptest::collection::vec(
+            proptest::array::uniform3(proptest::option::of((-20_000i64..20_000, -3000i64..3000))),
+            1..12,
+        ),
+    ) {
+        let Spurious { mut pair, retransmission, .. } = spurious_recovery();
+        let h = Seq::from(retransmission.repr().seq_number);
+        pair.a.send(&stream(5 * pair.a.emss()));
+        let in_flight = pair.take(true);
+        for blocks in options {
+            let blocks = blocks.map(|b| b.map(|(start, len)| {
+                let left = h + start as u32;
+                (left.0, (left + len as u32).0)
+            }));
+            let bytes = ack_with_blocks(&pair, blocks);
+            inject(&mut pair, &bytes);
+        }
+        for wire in &in_flight {
+            pair.deliver(wire);
+        }
+        pair.settle(Duration::from_secs(5));
+        prop_assert_eq!(pair.a.send_queue_len(), 0);
+        prop_assert_eq!(pair.b.received_len(), 15 * pair.a.emss());
+    }
+}
