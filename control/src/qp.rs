@@ -216,6 +216,19 @@ impl QueuePair {
         self.shared.events_rx.recv_timeout(timeout).ok()
     }
 
+    /// The Terminate this queue pair sent or received, if one is among
+    /// its queued events (those before it are taken and dropped). Events
+    /// are reported before the completions of the same round, so after a
+    /// flushed completion the Terminate that caused it is already queued.
+    pub fn take_terminate(&self) -> Option<QpEvent> {
+        std::iter::from_fn(|| self.next_event(Duration::ZERO)).find(|event| {
+            matches!(
+                event,
+                QpEvent::TerminateSent(_) | QpEvent::TerminateReceived(_)
+            )
+        })
+    }
+
     /// Graceful close (`rdma_disconnect`): posted work is sent, then the
     /// connection closes; a [`QpEvent::Disconnected`] follows.
     pub fn disconnect(&self) {

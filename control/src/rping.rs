@@ -541,17 +541,10 @@ impl Endpoint {
                 }
                 (WcStatus::Success, opcode) => return Ok(Step::Rdma(opcode)),
                 (WcStatus::WrFlushError, _) => {
-                    // Events are reported before the completions of the same
-                    // round, so a Terminate behind the flush is visible now.
-                    while let Some(event) = self.qp.next_event(Duration::ZERO) {
-                        if matches!(
-                            event,
-                            QpEvent::TerminateSent(_) | QpEvent::TerminateReceived(_)
-                        ) {
-                            return Err(RpingError::Terminated(event));
-                        }
-                    }
-                    return Ok(Step::Disconnected);
+                    return match self.qp.take_terminate() {
+                        Some(event) => Err(RpingError::Terminated(event)),
+                        None => Ok(Step::Disconnected),
+                    };
                 }
                 _ => return Err(RpingError::Completion(wc)),
             }

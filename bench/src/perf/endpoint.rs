@@ -13,8 +13,8 @@
 use std::time::{Duration, Instant};
 
 use uwarp_control::{
-    Access, CompletionQueue, Device, MemoryRegion, Payload, QpCaps, QpCounters, QpEvent, QpInit,
-    QpState, QueuePair, RecvWr, SendOp, SendWr, WcStatus, WorkCompletion,
+    Access, CompletionQueue, Device, MemoryRegion, Payload, QpCaps, QpCounters, QpInit, QpState,
+    QueuePair, RecvWr, SendOp, SendWr, WcStatus, WorkCompletion,
 };
 
 use super::protocol::{mailbox_slots, Control, Region, SLOT};
@@ -351,13 +351,7 @@ impl Endpoint<'_> {
             .resources
             .qps
             .iter()
-            .flat_map(|qp| std::iter::from_fn(|| qp.next_event(Duration::ZERO)))
-            .find(|event| {
-                matches!(
-                    event,
-                    QpEvent::TerminateSent(_) | QpEvent::TerminateReceived(_)
-                )
-            });
+            .find_map(QueuePair::take_terminate);
         match terminate {
             Some(event) => format!("the connection was terminated: {event:?}"),
             None => "the peer closed the connection".into(),

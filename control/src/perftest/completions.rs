@@ -4,7 +4,6 @@
 
 use std::time::{Duration, Instant};
 
-use uwarp_stack::rdmap::QpEvent;
 use uwarp_stack::verbs::{WcStatus, WorkCompletion};
 
 use super::PerftestError;
@@ -19,19 +18,10 @@ pub(crate) fn checked(
 ) -> Result<WorkCompletion, PerftestError> {
     match wc.status {
         WcStatus::Success => Ok(wc),
-        WcStatus::WrFlushError => {
-            // Events are reported before the completions of the same
-            // round, so a Terminate behind the flush is visible now.
-            while let Some(event) = qp.next_event(Duration::ZERO) {
-                if matches!(
-                    event,
-                    QpEvent::TerminateSent(_) | QpEvent::TerminateReceived(_)
-                ) {
-                    return Err(PerftestError::Terminated(event));
-                }
-            }
-            Err(PerftestError::Disconnected { waiting_for })
-        }
+        WcStatus::WrFlushError => match qp.take_terminate() {
+            Some(event) => Err(PerftestError::Terminated(event)),
+            None => Err(PerftestError::Disconnected { waiting_for }),
+        },
         _ => Err(PerftestError::Completion { waiting_for, wc }),
     }
 }
