@@ -5,14 +5,11 @@
 //! perftest's table, or one JSON object.
 
 use std::fmt::Write as _;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use serde_json::{json, Value};
 use uwarp_control::perftest::{self, wire::Dest, Options, Report, Role, Test};
-use uwarp_control::{CoreThreads, Device, DeviceConfig, DpdkConfig, Listener};
 
-use super::twohost::{Carrier, Side};
-use super::Transport;
+use super::twohost::{listen, open_device, Carrier, Side};
 
 /// perftest's horizontal rule (`RESULT_LINE`).
 const RULE: &str =
@@ -53,41 +50,6 @@ pub fn run(run: &PerftestRun) -> Result<Outcome, String> {
         transport: transport.name(),
         report,
     })
-}
-
-/// The device `carrier` names: on DPDK with its cores inline on the
-/// calling thread, which runs them whenever it waits.
-pub fn open_device(carrier: &Carrier) -> Result<(Device, Transport), String> {
-    let (device, transport) = match carrier {
-        Carrier::Dpdk(setup) => {
-            let (eal, port, host) = setup.open()?;
-            let threads = CoreThreads::Inline;
-            let config = DpdkConfig { host, threads };
-            (
-                Device::open_dpdk(eal, port, DeviceConfig::default(), config),
-                Transport::Dpdk,
-            )
-        }
-        Carrier::Socket { .. } => (Device::open(DeviceConfig::default()), Transport::Socket),
-    };
-    let device = device.map_err(|e| format!("the {} device: {e}", transport.name()))?;
-    Ok((device, transport))
-}
-
-/// Listens on `port` at the carrier's address (on the socket transport:
-/// the one to bind, any by default) and says so on standard error, where
-/// scripts and tests wait for it before they connect.
-pub fn listen(device: &Device, carrier: &Carrier, port: u16) -> Result<Listener, String> {
-    let ip = match carrier {
-        Carrier::Dpdk(setup) => IpAddr::V4(setup.ip),
-        Carrier::Socket { bind } => bind.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
-    };
-    let addr = SocketAddr::new(ip, port);
-    let listener = device
-        .listen(addr)
-        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-    eprintln!("uwarp-perf: listening on {}", listener.local_addr());
-    Ok(listener)
 }
 
 /// The run as perftest prints it: the test's settings, both

@@ -7,9 +7,10 @@
 //! thread (run to completion, one busy thread per process); the socket
 //! transport runs its own control and dataplane threads.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use super::perftest::{listen, open_device};
+use uwarp_control::{CoreThreads, Device, DeviceConfig, DpdkConfig, Listener};
+
 use super::report::RunReport;
 use super::session::{run_client, serve, ClientRun, ServerRun};
 use super::Transport;
@@ -80,4 +81,39 @@ pub fn run(config: &TwoHost) -> Result<RunReport, String> {
         transport: transport.name(),
         outcome,
     })
+}
+
+/// The device `carrier` names: on DPDK with its cores inline on the
+/// calling thread, which runs them whenever it waits.
+pub fn open_device(carrier: &Carrier) -> Result<(Device, Transport), String> {
+    let (device, transport) = match carrier {
+        Carrier::Dpdk(setup) => {
+            let (eal, port, host) = setup.open()?;
+            let threads = CoreThreads::Inline;
+            let config = DpdkConfig { host, threads };
+            (
+                Device::open_dpdk(eal, port, DeviceConfig::default(), config),
+                Transport::Dpdk,
+            )
+        }
+        Carrier::Socket { .. } => (Device::open(DeviceConfig::default()), Transport::Socket),
+    };
+    let device = device.map_err(|e| format!("the {} device: {e}", transport.name()))?;
+    Ok((device, transport))
+}
+
+/// Listens on `port` at the carrier's address (on the socket transport:
+/// the one to bind, any by default) and says so on standard error, where
+/// scripts and tests wait for it before they connect.
+pub fn listen(device: &Device, carrier: &Carrier, port: u16) -> Result<Listener, String> {
+    let ip = match carrier {
+        Carrier::Dpdk(setup) => IpAddr::V4(setup.ip),
+        Carrier::Socket { bind } => bind.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+    };
+    let addr = SocketAddr::new(ip, port);
+    let listener = device
+        .listen(addr)
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    eprintln!("uwarp-perf: listening on {}", listener.local_addr());
+    Ok(listener)
 }
