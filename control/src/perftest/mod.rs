@@ -121,11 +121,12 @@ pub struct Options {
     /// How long the server waits for its client to connect (`None`: for
     /// ever, as perftest does).
     pub wait: Option<Duration>,
-    /// How long the client waits, once each connection is up, before its
-    /// first FPDU on it. Linux siw's passive side sends its MPA Reply
-    /// before it reads the connection, and an FPDU that arrives in
-    /// between stays unread (siw's accept race, see the README); 200 ms
-    /// is ample. Zero by default, as perftest does.
+    /// How long the client holds its first FPDU on each connection back
+    /// after the MPA Reply ([`crate::ConnectParams::first_fpdu_delay`]).
+    /// Linux siw's passive side sends its MPA Reply before it reads the
+    /// connection, and an FPDU that arrives in between stays unread
+    /// (siw's accept race, see the README); 200 ms is ample. Zero by
+    /// default, as perftest does.
     pub first_fpdu_delay: Duration,
 }
 

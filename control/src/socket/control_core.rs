@@ -312,15 +312,14 @@ impl ControlCore {
     /// dataplane.
     fn release_held(&mut self) -> bool {
         let now = self.now();
-        let mut busy = false;
-        let mut index = 0;
-        while index < self.holding.len() {
-            if self.holding[index].until > now {
-                index += 1;
-                continue;
-            }
-            busy = true;
-            let held = self.holding.swap_remove(index);
+        if !self.holding.iter().any(|held| held.until <= now) {
+            return false;
+        }
+        let (due, waiting): (Vec<Holding>, Vec<Holding>) = std::mem::take(&mut self.holding)
+            .into_iter()
+            .partition(|held| held.until <= now);
+        self.holding = waiting;
+        for held in due {
             let result = self.hand_over(
                 held.conn.setup.stream,
                 &held.conn.qp,
@@ -331,7 +330,7 @@ impl ControlCore {
             );
             let _ = held.conn.reply.send(result);
         }
-        busy
+        true
     }
 
     fn poll_accepting(&mut self) -> bool {

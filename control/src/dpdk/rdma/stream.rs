@@ -268,8 +268,12 @@ impl RdmaStream {
             peer_addr: socket_addr(conn.remote()),
             mulpdu,
         };
+        let mut link = QpLink::new(engine, qp);
+        // Receives posted before the connection came up take what arrived
+        // with the last startup frame.
+        link.take_work();
         self.phase = Phase::Operating(Box::new(Operating {
-            link: QpLink::new(engine, qp),
+            link,
             base: self.rx_next - leftover.len() as u64,
             answer: Some((answer, established)),
             doorbell: None,
@@ -277,11 +281,6 @@ impl RdmaStream {
             markers_tx: negotiated.markers_tx,
             emss: conn.emss(),
         }));
-        if let Phase::Operating(operating) = &mut self.phase {
-            // Receives posted before the connection came up take what
-            // arrived with the last startup frame.
-            operating.link.take_work();
-        }
         self.feed_engine(leftover);
     }
 
