@@ -121,6 +121,63 @@ impl Mbuf {
         self.head().ol_flags
     }
 
+    /// Asks the CPU to bring the first two cache lines of the data room
+    /// (where a frame's headers go) into its cache, so a frame built in
+    /// this mbuf soon after does not wait for memory. A hint only; no-op
+    /// off x86-64.
+    pub fn prefetch_data(&self) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let head = self.head();
+            let start = head
+                .buf_addr
+                .cast::<i8>()
+                .wrapping_add(usize::from(head.data_off));
+            // SAFETY: prefetching is a hint that never faults, whatever the
+            // address; `start` is inside this mbuf's data room anyway.
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(start);
+                _mm_prefetch::<_MM_HINT_T0>(start.wrapping_add(64));
+            }
+        }
+    }
+
+    /// Asks the device to fill the IPv4 header checksum and the TCP
+    /// checksum of the IPv4/TCP frame this mbuf holds, whose Ethernet and
+    /// IPv4 headers are `l2_len` and `l3_len` octets long. The frame's IPv4
+    /// checksum field must be 0 and its TCP checksum field the sum of the
+    /// pseudo-header, as DPDK's offload contract says (`rte_mbuf_core.h`).
+    /// Only for a queue whose [`TxQueue::offloads_tcp_checksums`] is true.
+    ///
+    /// [`TxQueue::offloads_tcp_checksums`]: crate::queue::TxQueue::offloads_tcp_checksums
+    pub fn offload_tcp_checksums(&mut self, l2_len: u8, l3_len: u16) {
+        use dpdk_sys as d;
+        // SAFETY: self owns a valid mbuf; &mut self makes this the only view.
+        let head = unsafe { self.0.as_mut() };
+        head.ol_flags |=
+            d::RTE_MBUF_F_TX_IPV4 | d::RTE_MBUF_F_TX_IP_CKSUM | d::RTE_MBUF_F_TX_TCP_CKSUM;
+        // The `tx_offload` word packs l2_len in bits 0-6 and l3_len in
+        // bits 7-15.
+        head.__bindgen_anon_3.tx_offload =
+            u64::from(l2_len & 0x7f) | (u64::from(l3_len & 0x1ff) << 7);
+    }
+
+    /// Gives this mbuf the transmit offload requests of `other` (a copy of
+    /// a frame must ask the device for the same checksums).
+    pub fn copy_offloads_from(&mut self, other: &Mbuf) {
+        let tx_flags = dpdk_sys::RTE_MBUF_F_TX_IPV4
+            | dpdk_sys::RTE_MBUF_F_TX_IP_CKSUM
+            | dpdk_sys::RTE_MBUF_F_TX_TCP_CKSUM;
+        let source = other.head();
+        // SAFETY: reading the whole `tx_offload` word of a valid mbuf.
+        let word = unsafe { source.__bindgen_anon_3.tx_offload };
+        // SAFETY: self owns a valid mbuf; &mut self makes this the only view.
+        let head = unsafe { self.0.as_mut() };
+        head.ol_flags = (head.ol_flags & !tx_flags) | (source.ol_flags & tx_flags);
+        head.__bindgen_anon_3.tx_offload = word;
+    }
+
     /// Whether all the packet's bytes are in the first segment.
     pub fn is_contiguous(&self) -> bool {
         self.nb_segs() == 1

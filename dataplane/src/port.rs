@@ -135,6 +135,9 @@ pub(crate) struct PortShared {
     pub(crate) port_id: u16,
     device: Device,
     started: AtomicBool,
+    /// The transmit offloads enabled (`RTE_ETH_TX_OFFLOAD_*`), which
+    /// its transmit queues may ask of the device per mbuf.
+    pub(crate) tx_offloads: u64,
     _rx_pools: Vec<Arc<Mempool>>,
 }
 
@@ -276,6 +279,7 @@ impl Port {
             port_id,
             device,
             started: AtomicBool::new(false),
+            tx_offloads,
             _rx_pools: rx_pools.to_vec(),
         });
         let queues = Queues {

@@ -71,6 +71,14 @@ impl TxQueue {
         self.queue
     }
 
+    /// Whether the port computes the IPv4 header and TCP checksums of
+    /// frames sent with [`Mbuf::offload_tcp_checksums`] (both offloads
+    /// reported by the device and enabled).
+    pub fn offloads_tcp_checksums(&self) -> bool {
+        let both = dpdk_sys::RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | dpdk_sys::RTE_ETH_TX_OFFLOAD_TCP_CKSUM;
+        self.port.tx_offloads & both == both
+    }
+
     /// Transmits the packets of `pkts` from the front; returns how many the
     /// device took. Those leave `pkts` (the device frees them once sent);
     /// the rest stay in `pkts`, in order, still owned by the caller.

@@ -41,11 +41,16 @@ impl Route {
     pub fn transmit(&self, segment: &Segment<'_>, sink: &mut dyn FrameSink) -> bool {
         let tcp_len = segment.len();
         let frame_len = (HEADERS_LEN + tcp_len).max(MIN_FRAME_LEN);
-        sink.send_frame(frame_len, &mut |frame| {
-            write_headers(frame, &self.header, tcp_len, false);
+        sink.send_tcp_frame(frame_len, &mut |frame, offloaded| {
+            write_headers(frame, &self.header, tcp_len, offloaded);
             let end = HEADERS_LEN + tcp_len;
+            let tcp = &mut frame[HEADERS_LEN..end];
             // The frame is exactly large enough for the segment.
-            let _ = segment.emit(&mut frame[HEADERS_LEN..end]);
+            let _ = if offloaded {
+                segment.emit_for_checksum_offload(tcp)
+            } else {
+                segment.emit(tcp)
+            };
             frame[end..].fill(0);
         })
     }

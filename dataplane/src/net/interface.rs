@@ -27,6 +27,16 @@ pub trait FrameSink {
     /// The slice given to `fill` is exactly `len` octets long; its initial
     /// contents are unspecified (the interface writes every octet).
     fn send_frame(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool;
+
+    /// Like [`FrameSink::send_frame`], for an Ethernet/IPv4/TCP frame
+    /// (IPv4 header without options): `fill` gets `true` when the device
+    /// will fill its checksums, and must then leave the IPv4 checksum 0
+    /// and put only the pseudo-header sum in the TCP checksum; with
+    /// `false` it writes both checksums itself. The default never
+    /// offloads.
+    fn send_tcp_frame(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8], bool)) -> bool {
+        self.send_frame(len, &mut |frame| fill(frame, false))
+    }
 }
 
 /// Collects the frames, for tests.

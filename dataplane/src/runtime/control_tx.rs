@@ -86,4 +86,13 @@ impl<F> FrameSink for ControlTx<F> {
             },
         }
     }
+
+    /// Offloads checksums on a queue of its own that does; a frame sent
+    /// through a core carries its checksums.
+    fn send_tcp_frame(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8], bool)) -> bool {
+        match self {
+            ControlTx::Queue(batch) => batch.send_tcp_frame(len, fill),
+            ControlTx::ViaCore { .. } => self.send_frame(len, &mut |frame| fill(frame, false)),
+        }
+    }
 }

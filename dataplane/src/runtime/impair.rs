@@ -545,14 +545,16 @@ impl<T> Stage<T> {
     }
 }
 
-/// A copy of `mbuf` from `pool`, segment by segment; `None` when the pool
-/// has too few free mbufs or a segment does not fit one.
+/// A copy of `mbuf` from `pool`, segment by segment, with its transmit
+/// offload requests; `None` when the pool has too few free mbufs or a
+/// segment does not fit one.
 pub(crate) fn copy_mbuf(pool: &Mempool, mbuf: &Mbuf) -> Option<Mbuf> {
     let mut segments = mbuf.segments();
     let mut copy = Mbuf::from_slice(pool, segments.next()?).ok()?;
     for segment in segments {
         copy.chain(Mbuf::from_slice(pool, segment).ok()?).ok()?;
     }
+    copy.copy_offloads_from(mbuf);
     Some(copy)
 }
 

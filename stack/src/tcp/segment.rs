@@ -6,7 +6,9 @@
 
 use super::seq::Seq;
 use smoltcp::phy::ChecksumCapabilities;
-use smoltcp::wire::{IpAddress, Ipv4Address, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber};
+use smoltcp::wire::{
+    checksum, IpAddress, IpProtocol, Ipv4Address, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber,
+};
 
 /// Why a received TCP segment was refused before reaching any connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +103,15 @@ pub struct Segment<'a> {
     pub payload: Payload<'a>,
 }
 
+/// What a segment's checksum field gets.
+#[derive(Debug, Clone, Copy)]
+enum Checksum {
+    /// The whole checksum, computed here.
+    Full,
+    /// The pseudo-header's sum, for the device to complete.
+    PseudoHeaderOnly,
+}
+
 /// The buffer given to [`Segment::emit`] is shorter than the segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BufferTooSmall {
@@ -127,6 +138,18 @@ impl Segment<'_> {
     /// Writes the TCP header, the payload and the checksum over the IPv4
     /// pseudo-header into the front of `buf`; returns the octets written.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize, BufferTooSmall> {
+        self.write(buf, Checksum::Full)
+    }
+
+    /// Like [`Segment::emit`], for a device that completes the checksum
+    /// (RFC 1071 sums are additive, so it adds the segment's octets to
+    /// what the field holds): the checksum field gets only the sum of the
+    /// IPv4 pseudo-header (RFC 9293 section 3.1), not complemented.
+    pub fn emit_for_checksum_offload(&self, buf: &mut [u8]) -> Result<usize, BufferTooSmall> {
+        self.write(buf, Checksum::PseudoHeaderOnly)
+    }
+
+    fn write(&self, buf: &mut [u8], checksum: Checksum) -> Result<usize, BufferTooSmall> {
         let len = self.len();
         let out = buf.get_mut(..len).ok_or(BufferTooSmall { needed: len })?;
         let header_len = self.header.header_len();
@@ -135,7 +158,15 @@ impl Segment<'_> {
         let (src, dst) = (IpAddress::Ipv4(self.src), IpAddress::Ipv4(self.dst));
         self.header
             .emit(&mut packet, &src, &dst, &ChecksumCapabilities::ignored());
-        packet.fill_checksum(&src, &dst);
+        match checksum {
+            Checksum::Full => packet.fill_checksum(&src, &dst),
+            Checksum::PseudoHeaderOnly => packet.set_checksum(checksum::pseudo_header_v4(
+                &self.src,
+                &self.dst,
+                IpProtocol::Tcp,
+                len as u32,
+            )),
+        }
         Ok(len)
     }
 
@@ -230,6 +261,37 @@ mod tests {
         assert_eq!(
             parse_verified(A, B, &bytes[..10]),
             Err(ParseError::Malformed)
+        );
+    }
+
+    #[test]
+    fn a_device_completing_the_offloaded_checksum_gets_the_full_one() {
+        let data: Vec<u8> = (0..1461u32).map(|i| (i * 7 + 3) as u8).collect();
+        let (first, second) = data.split_at(1000);
+        let mut header = bare_header(49152, 4791, TcpControl::Psh, Seq(9), Some(Seq(5)), 900);
+        header.timestamp = Some(smoltcp::wire::TcpTimestampRepr::new(11, 22));
+        let segment = Segment {
+            src: A,
+            dst: B,
+            header,
+            payload: Payload { first, second },
+        };
+        let full = segment.to_bytes();
+        let mut offloaded = vec![0; segment.len()];
+        assert_eq!(
+            segment.emit_for_checksum_offload(&mut offloaded),
+            Ok(full.len())
+        );
+        assert_ne!(offloaded, full);
+        // What the device does: sum every octet, the field's pseudo-header
+        // sum included, and write the complement.
+        let sum = !checksum::data(&offloaded);
+        offloaded[16..18].copy_from_slice(&sum.to_be_bytes());
+        assert_eq!(offloaded, full);
+        assert!(parse(A, B, &offloaded).is_ok());
+        assert_eq!(
+            segment.emit_for_checksum_offload(&mut [0; 20]),
+            Err(BufferTooSmall { needed: full.len() })
         );
     }
 }
