@@ -216,6 +216,12 @@ impl<A: TcpApp> TcpSetup<A> {
         TcpCore::new(self.clock, Arc::clone(&self.closed))
     }
 
+    /// The flow handlers of `cores` dataplane cores working with this
+    /// control core, one each.
+    pub fn dataplane_handlers(&self, cores: u16) -> Vec<TcpCore<A>> {
+        (0..cores).map(|_| self.dataplane_handler()).collect()
+    }
+
     /// Stops forwarding segments of flows the dataplane cores closed, and
     /// frees their 4-tuples.
     fn forget_closed(&mut self) {
