@@ -131,9 +131,12 @@ mod tests {
         0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa,
     ];
 
+    /// An address and a port.
+    type End = ([u8; 4], u16);
+
     /// Microsoft's IPv4 vectors: destination, source, IPv4-only hash,
     /// IPv4-with-TCP hash.
-    const MS_IPV4: [(([u8; 4], u16), ([u8; 4], u16), u32, u32); 5] = [
+    const MS_IPV4: [(End, End, u32, u32); 5] = [
         (
             ([161, 142, 100, 80], 1766),
             ([66, 9, 149, 187], 2794),
