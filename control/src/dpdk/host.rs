@@ -112,7 +112,8 @@ impl<A: TcpApp> TcpHost<A> {
     pub fn start(eal: &'static Eal, device: Device, config: HostConfig) -> Result<Self, Error> {
         let up = PortUp::start(eal, device, &config)?;
         let clock = Clock::start();
-        let (setup, requests) = TcpSetup::new(clock, config.tcp.clone(), isn_secret()?);
+        let (mut setup, requests) = TcpSetup::new(clock, config.tcp.clone(), isn_secret()?);
+        setup.set_steering(up.port.rss_steering().cloned());
         let handlers = setup.dataplane_handlers(config.dataplane_cores);
         let (control, dataplanes) = assemble(
             InterfaceConfig::new(up.address),

@@ -70,7 +70,8 @@ impl DpdkCores {
             nagle: false,
             ..config.host.tcp.clone()
         };
-        let (setup, _requests) = TcpSetup::new(clock, tcp, isn_secret()?);
+        let (mut setup, _requests) = TcpSetup::new(clock, tcp, isn_secret()?);
+        setup.set_steering(up.port.rss_steering().cloned());
         let handlers = setup.dataplane_handlers(config.host.dataplane_cores);
         let control = RdmaControl::new(setup, clock, commands, context);
         let (control, dataplanes) = assemble(
