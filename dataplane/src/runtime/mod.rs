@@ -76,7 +76,8 @@ pub fn check_cores(capabilities: &Capabilities, cores: u16) -> Result<()> {
     let queues = capabilities.max_rx_queues.min(capabilities.max_tx_queues);
     if cores == 0 || cores > queues {
         return Err(Error::InvalidArgument(format!(
-            "{cores} dataplane cores need as many receive and transmit queues, and {} has {}              receive and {} transmit queues (give 1 to {queues} cores{})",
+            "{cores} dataplane cores need as many receive and transmit queues, and {} has {} \
+             receive and {} transmit queues (give 1 to {queues} cores{})",
             capabilities.driver,
             capabilities.max_rx_queues,
             capabilities.max_tx_queues,
