@@ -132,6 +132,12 @@ struct TwoHostArgs {
     /// The default gateway (dpdk).
     #[arg(long)]
     gateway: Option<std::net::Ipv4Addr>,
+    /// Dataplane cores (dpdk), each polling a receive queue of the port
+    /// (the device must have that many queue pairs, e.g. net_af_packet's
+    /// qpairs=N; flows go to the core whose queue their first answer came
+    /// in on).
+    #[arg(long, default_value_t = 1)]
+    cores: u16,
     /// Message size in octets (default: 65536 for bandwidth, 8 for
     /// latency).
     #[arg(long, short = 's', conflicts_with = "all")]
@@ -275,11 +281,16 @@ struct TcpArgs {
     /// Impair what the port sends (same syntax as --impair-rx).
     #[arg(long, default_value = "off")]
     impair_tx: String,
-    /// Pin the control core's thread to CPU CONTROL and the dataplane
-    /// core's to CPU DATAPLANE, given as "CONTROL,DATAPLANE" (default:
-    /// unpinned, wherever the OS schedules them).
+    /// Pin the control core's thread to CPU CONTROL and each dataplane
+    /// core's to its CPU, given as "CONTROL,DATAPLANE[,DATAPLANE...]", one
+    /// per --cores (default: unpinned, wherever the OS schedules them).
     #[arg(long, value_name = "CONTROL,DATAPLANE", value_parser = parse_cpus)]
     cpus: Option<Placement>,
+    /// Dataplane cores, each polling a receive queue of the port (the
+    /// device must have that many queue pairs, e.g. net_af_packet's
+    /// qpairs=N).
+    #[arg(long, default_value_t = 1)]
+    cores: u16,
     /// Milliseconds to stay up after the last connection ended, so the
     /// final ACK of our close reaches the peer before the port goes down
     /// (a peer left in LAST-ACK would retransmit its FIN for minutes).
@@ -375,6 +386,11 @@ struct LoopbackArgs {
     /// `loss`, `reorder`, `dup` probabilities, `delay`, `seed`).
     #[arg(long, default_value = "off")]
     impair_rx: String,
+    /// Dataplane cores of each DPDK end (the net_ring pair gets a queue
+    /// per core; it does not spread flows, each arrives on the queue its
+    /// sender used).
+    #[arg(long, default_value_t = 1)]
+    cores: u16,
     /// One JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -528,6 +544,7 @@ fn loopback(args: &LoopbackArgs, transports: &[Transport]) -> Result<(), String>
                 .impair_rx
                 .parse()
                 .map_err(|e| format!("--impair-rx: {e}"))?,
+            cores: args.cores,
         },
     };
     let report = perf::measure(transports, &workload)?;
@@ -649,21 +666,26 @@ fn two_host_config(mode: Mode, args: &TwoHostArgs) -> Result<TwoHost, String> {
                 .ip
                 .as_deref()
                 .ok_or("--transport dpdk needs --ip ADDRESS/PREFIX, e.g. --ip 10.0.0.2/24")?;
-            Carrier::Dpdk(PortHost::parse(
+            let mut host = PortHost::parse(
                 eal,
                 args.device.as_deref(),
                 ip,
                 args.mac.as_deref(),
                 args.gateway,
-            )?)
+            )?;
+            host.cores = args.cores;
+            Carrier::Dpdk(host)
         }
         TransportArg::Socket => {
             if args.eal.is_some()
                 || args.device.is_some()
                 || args.mac.is_some()
                 || args.gateway.is_some()
+                || args.cores != 1
             {
-                return Err("--eal, --device, --mac and --gateway are for --transport dpdk".into());
+                return Err(
+                    "--eal, --device, --mac, --gateway and --cores are for --transport dpdk".into(),
+                );
             }
             let bind = args
                 .ip
@@ -786,13 +808,16 @@ fn tcp(args: &TcpArgs) -> Result<(), String> {
         },
         bytes: args.bytes,
         connections: args.connections,
-        host: PortHost::parse(
-            &args.eal,
-            args.device.as_deref(),
-            &args.ip,
-            args.mac.as_deref(),
-            args.gateway,
-        )?,
+        host: PortHost {
+            cores: args.cores,
+            ..PortHost::parse(
+                &args.eal,
+                args.device.as_deref(),
+                &args.ip,
+                args.mac.as_deref(),
+                args.gateway,
+            )?
+        },
         nagle: !args.no_nagle,
         congestion: match args.cc {
             CcArg::Newreno => CongestionControl::NewReno,
@@ -846,18 +871,19 @@ fn tcp_compare(args: &TcpCompareArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// `--cpus CONTROL,DATAPLANE`: the two cores pinned.
+/// `--cpus CONTROL,DATAPLANE[,DATAPLANE...]`: the control core and each
+/// dataplane core pinned.
 fn parse_cpus(text: &str) -> Result<Placement, String> {
-    let (control, dataplane) = text
-        .split_once(',')
-        .and_then(|(c, d)| Some((c.trim().parse().ok()?, d.trim().parse().ok()?)))
-        .ok_or_else(|| {
-            format!("expected two CPU numbers, CONTROL,DATAPLANE (e.g. 0,1), not {text:?}")
-        })?;
-    Ok(Placement::Pinned {
-        control,
-        dataplanes: vec![dataplane],
-    })
+    let cpus: Option<Vec<usize>> = text.split(',').map(|n| n.trim().parse().ok()).collect();
+    match cpus.as_deref() {
+        Some([control, dataplanes @ ..]) if !dataplanes.is_empty() => Ok(Placement::Pinned {
+            control: *control,
+            dataplanes: dataplanes.to_vec(),
+        }),
+        _ => Err(format!(
+            "expected CPU numbers CONTROL,DATAPLANE[,DATAPLANE...] (e.g. 0,1), not {text:?}"
+        )),
+    }
 }
 
 fn pollloop(args: &PollLoopArgs) -> Result<(), String> {

@@ -38,11 +38,13 @@ pub struct PortHost {
     pub mac: Option<EthernetAddress>,
     /// The default gateway.
     pub gateway: Option<Ipv4Address>,
+    /// Dataplane cores (`--cores`), each with a queue pair of the port.
+    pub cores: u16,
 }
 
 impl PortHost {
     /// The host of the options: `eal` split at white space, `ip` as
-    /// ADDRESS/PREFIX, `mac` as six hex octets.
+    /// ADDRESS/PREFIX, `mac` as six hex octets; one dataplane core.
     pub fn parse(
         eal: &str,
         device: Option<&str>,
@@ -58,6 +60,7 @@ impl PortHost {
             prefix_len,
             mac: mac.map(parse_mac).transpose()?,
             gateway,
+            cores: 1,
         })
     }
 
@@ -68,6 +71,7 @@ impl PortHost {
         let mut host = HostConfig::new(self.ip, self.prefix_len);
         host.mac = self.mac;
         host.gateway = self.gateway;
+        host.dataplane_cores = self.cores;
         Ok((eal, port, host))
     }
 }

@@ -2,7 +2,10 @@
 //!
 //! Configuration reads the device's capabilities first and asks only for
 //! what it reports: RSS over the receive queues when `flow_type_rss_offloads`
-//! is not empty, offloads masked by `rx_offload_capa`/`tx_offload_capa`.
+//! is not empty (with uwarp's symmetric Toeplitz key and a redirection
+//! table sending entry `i` to queue `i % queues`, so the receive queue of
+//! a flow can be predicted: [`RssSteering`]), offloads masked by
+//! `rx_offload_capa`/`tx_offload_capa`.
 //! The queues are handed out once ([`Port::take_queues`]) as owned
 //! [`RxQueue`]/[`TxQueue`] handles, one per polling core, so no queue is ever
 //! polled by two threads. The device is stopped and released when the port
@@ -17,6 +20,7 @@ use crate::device::Device;
 use crate::eal::Eal;
 use crate::error::{Error, Result};
 use crate::mempool::Mempool;
+use crate::net::rss::{self, RssSteering};
 use crate::queue::{RxQueue, TxQueue};
 
 /// What to configure on a port.
@@ -79,6 +83,9 @@ pub struct Capabilities {
     pub rss_flow_types: u64,
     /// The size of the RSS redirection table.
     pub reta_size: u16,
+    /// The length of the RSS key in octets (0 when the device does not
+    /// say).
+    pub rss_key_len: u8,
     /// The largest frame the device receives.
     pub max_rx_pktlen: u32,
 }
@@ -168,6 +175,7 @@ pub struct Port {
     queues: Option<Queues>,
     capabilities: Capabilities,
     rss_flow_types: u64,
+    steering: Option<RssSteering>,
     rx_offloads: u64,
     tx_offloads: u64,
 }
@@ -205,16 +213,37 @@ impl Port {
         }
 
         let mut conf = dpdk_sys::rte_eth_conf::default();
-        let rss_flow_types = if config.rss && config.rx_queues > 1 && capabilities.rss() {
-            let wanted =
-                dpdk_sys::RTE_ETH_RSS_IP | dpdk_sys::RTE_ETH_RSS_TCP | dpdk_sys::RTE_ETH_RSS_UDP;
-            let hf = wanted & capabilities.rss_flow_types;
-            conf.rxmode.mq_mode = dpdk_sys::RTE_ETH_MQ_RX_RSS;
-            conf.rx_adv_conf.rss_conf.rss_key = std::ptr::null_mut();
-            conf.rx_adv_conf.rss_conf.rss_hf = hf;
-            hf
-        } else {
-            0
+        let rss_on = config.rss && config.rx_queues > 1 && capabilities.rss();
+        let mut steering = rss_on.then(|| {
+            let key_len = match capabilities.rss_key_len {
+                0 => rss::KEY_LEN,
+                len => usize::from(len),
+            };
+            RssSteering::new(
+                rss::symmetric_key(key_len),
+                capabilities.reta_size,
+                config.rx_queues,
+            )
+        });
+        // Read by `rte_eth_dev_configure` only; it outlives the call.
+        let mut key = steering.as_ref().map(|s| s.key().to_vec());
+        let rss_flow_types = match key.as_mut() {
+            Some(key) => {
+                let wanted = dpdk_sys::RTE_ETH_RSS_IP
+                    | dpdk_sys::RTE_ETH_RSS_TCP
+                    | dpdk_sys::RTE_ETH_RSS_UDP;
+                let hf = wanted & capabilities.rss_flow_types;
+                conf.rxmode.mq_mode = dpdk_sys::RTE_ETH_MQ_RX_RSS;
+                conf.rx_adv_conf.rss_conf.rss_key = key.as_mut_ptr();
+                conf.rx_adv_conf.rss_conf.rss_key_len = key.len() as u8;
+                conf.rx_adv_conf.rss_conf.rss_hf = hf;
+                // Only a hash over the TCP ports can be predicted per flow.
+                if hf & dpdk_sys::RTE_ETH_RSS_NONFRAG_IPV4_TCP == 0 {
+                    steering = None;
+                }
+                hf
+            }
+            None => 0,
         };
         let rx_offloads = config.rx_offloads & capabilities.rx_offloads;
         let tx_offloads = config.tx_offloads & capabilities.tx_offloads;
@@ -295,6 +324,7 @@ impl Port {
             queues: Some(queues),
             capabilities,
             rss_flow_types,
+            steering,
             rx_offloads,
             tx_offloads,
         })
@@ -315,7 +345,10 @@ impl Port {
         self.queues.take()
     }
 
-    /// Starts the device: bursts move packets from here on.
+    /// Starts the device: bursts move packets from here on. With RSS on,
+    /// the redirection table is programmed once the device runs (some
+    /// drivers rewrite it at start); a device that cannot take it keeps
+    /// its own, and [`Port::rss_steering`] is `None` from then on.
     pub fn start(&mut self) -> Result<()> {
         // SAFETY: the port is configured and claimed by self.
         let ret = unsafe { dpdk_sys::rte_eth_dev_start(self.port_id()) };
@@ -323,7 +356,19 @@ impl Port {
             return Err(Error::from_neg("rte_eth_dev_start", ret));
         }
         self.shared.started.store(true, Ordering::Relaxed);
+        if let Some(steering) = &self.steering {
+            if !program_reta(self.port_id(), steering.reta()) {
+                self.steering = None;
+            }
+        }
         Ok(())
+    }
+
+    /// How received IPv4/TCP frames are spread over the receive queues,
+    /// when RSS is on with uwarp's key and table (`None` otherwise: one
+    /// queue, no RSS, or a device that took neither).
+    pub fn rss_steering(&self) -> Option<&RssSteering> {
+        self.steering.as_ref()
     }
 
     /// Stops the device. Call it only once the cores polling its queues
@@ -401,6 +446,33 @@ impl Port {
     }
 }
 
+/// Writes `reta` (entry → queue) to the device's redirection table;
+/// whether the device took it.
+fn program_reta(port_id: u16, reta: &[u16]) -> bool {
+    let group = dpdk_sys::RTE_ETH_RETA_GROUP_SIZE as usize;
+    let mut conf: Vec<dpdk_sys::rte_eth_rss_reta_entry64> = reta
+        .chunks(group)
+        .map(|chunk| {
+            let mut entry = dpdk_sys::rte_eth_rss_reta_entry64 {
+                mask: 0,
+                reta: [0; 64],
+            };
+            for (i, &queue) in chunk.iter().enumerate() {
+                entry.mask |= 1 << i;
+                entry.reta[i] = queue;
+            }
+            entry
+        })
+        .collect();
+    let Ok(size) = u16::try_from(reta.len()) else {
+        return false;
+    };
+    // SAFETY: `conf` holds one entry per 64 table entries, as the size
+    // says, and outlives the call.
+    let ret = unsafe { dpdk_sys::rte_eth_dev_rss_reta_update(port_id, conf.as_mut_ptr(), size) };
+    ret == 0
+}
+
 /// Reads the device's capabilities.
 pub(crate) fn capabilities(port_id: u16) -> Result<Capabilities> {
     let mut info = dpdk_sys::rte_eth_dev_info::default();
@@ -425,6 +497,7 @@ pub(crate) fn capabilities(port_id: u16) -> Result<Capabilities> {
         tx_offloads: info.tx_offload_capa,
         rss_flow_types: info.flow_type_rss_offloads,
         reta_size: info.reta_size,
+        rss_key_len: info.hash_key_size,
         max_rx_pktlen: info.max_rx_pktlen,
     })
 }

@@ -62,6 +62,10 @@ pub struct LinkOptions {
     pub mtu: u16,
     /// What each end's port does to the frames it receives.
     pub impair_rx: ImpairConfig,
+    /// Dataplane cores of each end, each polling a queue of the net_ring
+    /// pair (which does not spread flows: each arrives on the queue its
+    /// sender used).
+    pub cores: u16,
 }
 
 impl Default for LinkOptions {
@@ -69,6 +73,7 @@ impl Default for LinkOptions {
         LinkOptions {
             mtu: ETHERNET_MTU,
             impair_rx: ImpairConfig::default(),
+            cores: 1,
         }
     }
 }
@@ -79,7 +84,10 @@ impl LinkOptions {
     /// has no impairment stage; `compare` applies them to its DPDK run).
     pub fn check(&self, transports: &[Transport]) -> Result<(), String> {
         if !transports.contains(&Transport::Dpdk) && *self != LinkOptions::default() {
-            return Err("--mtu and --impair-rx need the dpdk transport".into());
+            return Err("--mtu, --impair-rx and --cores need the dpdk transport".into());
+        }
+        if self.cores == 0 {
+            return Err("--cores: give at least 1".into());
         }
         if !(576..=9000).contains(&self.mtu) {
             return Err(format!("--mtu {}: give 576 to 9000", self.mtu));
@@ -106,6 +114,7 @@ impl LinkOptions {
         host.mempool.capacity = (count + 1).next_power_of_two() / 2 - 1;
         host.mempool.cache_size = host.mempool.cache_size.min(host.mempool.capacity * 2 / 3);
         host.impairment.rx = self.impair_rx;
+        host.dataplane_cores = self.cores;
     }
 }
 
@@ -129,7 +138,8 @@ impl Ends {
         match transport {
             Transport::Dpdk => {
                 let eal = eal()?;
-                let (a, b) = ring_pair(eal, 1, 4096).map_err(|e| format!("net_ring pair: {e}"))?;
+                let (a, b) =
+                    ring_pair(eal, link.cores, 4096).map_err(|e| format!("net_ring pair: {e}"))?;
                 let server = dpdk_device(eal, a, SERVER_IP, 1, link)?;
                 let client = dpdk_device(eal, b, CLIENT_IP, 2, link)?;
                 Ok(Ends {

@@ -1,6 +1,7 @@
 //! [`TcpHost`]: a TCP/IP host on one DPDK port, ready to listen and
-//! connect: the port started, a control core running [`TcpSetup`] and a
-//! dataplane core running [`TcpCore`], on threads of their own.
+//! connect: the port started, a control core running [`TcpSetup`] and
+//! `HostConfig::dataplane_cores` dataplane cores running a [`TcpCore`]
+//! each, on threads of their own.
 
 use std::net::SocketAddrV4;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -10,8 +11,8 @@ use std::time::Duration;
 use smoltcp::wire::{EthernetAddress, Ipv4Address};
 use uwarp_dataplane::net::{InterfaceAddress, InterfaceConfig, NetCounters};
 use uwarp_dataplane::runtime::{
-    assemble, port_config, DataplaneCounters, ImpairCounters, ImpairSwitch, Impairment, Placement,
-    Runtime, TxCounters,
+    assemble, check_cores, port_config, DataplaneCounters, ImpairCounters, ImpairSwitch,
+    Impairment, Placement, Runtime, TxCounters,
 };
 use uwarp_dataplane::{Device, Eal, Mempool, MempoolConfig, Port, Queues};
 use uwarp_stack::tcp::{Config, Endpoint};
@@ -35,8 +36,14 @@ pub struct HostConfig {
     pub mac: Option<EthernetAddress>,
     /// Settings of every connection.
     pub tcp: Config,
-    /// Where the cores' threads run.
+    /// Where the cores' threads run (a pinned placement lists one CPU per
+    /// dataplane core).
     pub placement: Placement,
+    /// Dataplane cores, each with a receive and a transmit queue of the
+    /// port (at most as many as the device has; 1 by default). Passive
+    /// opens go to the core whose queue the SYN came in on, active opens
+    /// to the core whose queue the SYN-ACK came in on.
+    pub dataplane_cores: u16,
     /// The mbuf pool.
     pub mempool: MempoolConfig,
     /// How long to wait for the link to come up at start (a net_memif
@@ -59,6 +66,7 @@ impl HostConfig {
             mac: None,
             tcp: Config::default(),
             placement: Placement::Unpinned,
+            dataplane_cores: 1,
             mempool: MempoolConfig::default(),
             link_wait: Duration::from_secs(10),
             impairment: Impairment::default(),
@@ -98,19 +106,21 @@ pub struct TcpHost<A: TcpApp> {
 }
 
 impl<A: TcpApp> TcpHost<A> {
-    /// Starts `device` with one queue pair (one more transmit queue for
-    /// the control core when the device has it) and the cores.
+    /// Starts `device` with a queue pair per dataplane core (one more
+    /// transmit queue for the control core when the device has it) and
+    /// the cores.
     pub fn start(eal: &'static Eal, device: Device, config: HostConfig) -> Result<Self, Error> {
         let up = PortUp::start(eal, device, &config)?;
         let clock = Clock::start();
-        let (setup, requests) = TcpSetup::new(clock, config.tcp.clone(), isn_secret()?);
-        let setup_core = setup.dataplane_handler();
+        let (mut setup, requests) = TcpSetup::new(clock, config.tcp.clone(), isn_secret()?);
+        setup.set_steering(up.port.rss_steering().cloned());
+        let handlers = setup.dataplane_handlers(config.dataplane_cores);
         let (control, dataplanes) = assemble(
             InterfaceConfig::new(up.address),
             up.queues,
             std::slice::from_ref(&up.pool),
             setup,
-            vec![setup_core],
+            handlers,
         )?;
         let impairment = Arc::clone(dataplanes[0].impairment());
         impairment.set(config.impairment);
@@ -202,8 +212,9 @@ pub(crate) struct PortUp {
 }
 
 impl PortUp {
-    /// Starts `device` with one queue pair (one more transmit queue for
-    /// the control core when the device has it) and waits for the link.
+    /// Starts `device` with a queue pair per dataplane core (one more
+    /// transmit queue for the control core when the device has it) and
+    /// waits for the link.
     pub(crate) fn start(
         eal: &'static Eal,
         device: Device,
@@ -216,7 +227,9 @@ impl PortUp {
         static POOLS: AtomicUsize = AtomicUsize::new(0);
         let name = format!("tcp{}", POOLS.fetch_add(1, Ordering::Relaxed));
         let pool = Arc::new(Mempool::new(eal, &name, &config.mempool, None)?);
-        let port_settings = port_config(&device.capabilities()?, 1);
+        let capabilities = device.capabilities()?;
+        check_cores(&capabilities, config.dataplane_cores)?;
+        let port_settings = port_config(&capabilities, config.dataplane_cores);
         let mut port = Port::configure(eal, device, &port_settings, std::slice::from_ref(&pool))?;
         port.start_until_link_up(config.link_wait, config.link_wait)?;
         let queues = port

@@ -5,21 +5,30 @@
 //!
 //! Segments reach it when no dataplane core owns their 4-tuple: SYNs for a
 //! listener (a [`Listener`] bounds the half-open connections), segments of
-//! handshakes in progress, segments of a flow just handed over that raced
-//! the hand-over (forwarded to the new owner, never dropped), and strays,
-//! answered with a RST as RFC 9293 section 3.10.7.1 says. Applications ask
-//! for listeners and connections through a channel ([`TcpHost`] wraps
-//! it), served once per poll.
+//! handshakes in progress, segments of a flow handed over that came in on
+//! another core's queue (one that raced the hand-over, or one the device
+//! steered elsewhere later: forwarded to the owner for the flow's whole
+//! life, never dropped), and strays, answered with a RST as RFC 9293
+//! section 3.10.7.1 says. Applications ask for listeners and connections
+//! through a channel ([`TcpHost`] wraps it), served once per poll.
+//!
+//! Which dataplane core owns a flow: the one whose receive queue the
+//! flow's first segment from the peer came in on (the SYN of a passive
+//! open, the SYN-ACK of an active one), since the device steers the
+//! flow's later segments to the same queue. When the port spreads flows
+//! with uwarp's own RSS key and table ([`RssSteering`]), an active open
+//! picks its source port so that the answer comes in on the core whose
+//! turn it is (round robin), and counts the answers that did not.
 //!
 //! [`TcpHost`]: super::TcpHost
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant as WallInstant};
 
 use crossbeam_channel::{Receiver, Sender};
 use smoltcp::wire::{EthernetAddress, EthernetFrame, Ipv4Address, TcpRepr};
-use uwarp_dataplane::net::{FourTuple, Resolution, TcpMeta};
+use uwarp_dataplane::net::{FourTuple, Resolution, RssSteering, TcpMeta};
 use uwarp_dataplane::runtime::{Command, ControlContext, ControlHandler};
 use uwarp_dataplane::Mbuf;
 use uwarp_stack::tcp::{
@@ -35,17 +44,8 @@ use super::flow::{FlowCounters, Status, TcpFlow};
 use super::route::Route;
 use crate::error::Error;
 
-/// How long the control core keeps forwarding segments of a flow it
-/// handed over, unless the dataplane core announces first that the flow
-/// closed: long enough for every segment classified before the dataplane
-/// core applied the hand-over.
-const FORWARD_FOR: Duration = Duration::from_secs(2);
-
 /// How long an active open waits for ARP before it fails as unreachable.
 const RESOLVE_FOR: Duration = Duration::from_secs(3);
-
-/// How often the list of handed-over flows is swept.
-const SWEEP_EVERY: Duration = Duration::from_millis(100);
 
 /// Handshakes in progress per listener at most (SYNs beyond are dropped).
 const MAX_HALF_OPEN: usize = 1024;
@@ -117,8 +117,15 @@ impl<A: TcpApp> TcpRequests<A> {
 pub struct SetupCounters {
     /// Connections handed to dataplane cores.
     pub handed_over: u64,
-    /// Segments forwarded to the core that had just taken their flow.
+    /// Segments of handed-over flows that came in on another core's
+    /// queue, forwarded to the owning core.
     pub forwarded: u64,
+    /// Active opens whose source port was chosen so that RSS brings the
+    /// answers to the core whose turn it was.
+    pub steered: u64,
+    /// Steered active opens whose SYN-ACK came in on another core's queue
+    /// (the core it came in on owns the flow).
+    pub mispredicted: u64,
     /// Resets sent for segments of no connection.
     pub resets_sent: u64,
     /// SYNs dropped because a listener had too many handshakes.
@@ -138,7 +145,21 @@ struct Listening<A> {
 
 struct Handshake<A> {
     flow: TcpFlow<A>,
+    /// The dataplane core that takes the flow.
     core: usize,
+    /// Whether `core` is settled by a segment from the peer (an active
+    /// open's is a guess until its SYN-ACK).
+    owner: Owner,
+}
+
+/// How a handshake's core was chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Owner {
+    /// By the queue a segment of the peer came in on.
+    Settled,
+    /// Not yet (an active open before its first answer); `predicted` when
+    /// RSS was expected to bring the answer to `core`.
+    Awaiting { predicted: bool },
 }
 
 struct Resolving<A> {
@@ -158,14 +179,17 @@ pub struct TcpSetup<A> {
     deadlines: Deadlines,
     due: Vec<FourTuple>,
     resolving: Vec<Resolving<A>>,
-    /// Flows handed over, with their core, forwarded to until the instant.
-    handed: HashMap<FourTuple, (usize, WallInstant)>,
-    /// Every flow handed over and not yet announced closed: their 4-tuples
-    /// are not free for active opens, however long they live.
-    in_use: HashSet<FourTuple>,
+    /// Every flow handed over and not yet announced closed, with its core:
+    /// its segments that reach this core are forwarded there, and its
+    /// 4-tuple is not free for active opens, however long it lives.
+    handed: HashMap<FourTuple, usize>,
     /// Hand-overs the core's full command ring refused, retried next poll.
     waiting: Vec<(FourTuple, Handshake<A>)>,
-    next_sweep: WallInstant,
+    /// How the port spreads flows over the cores' queues, when uwarp's
+    /// RSS key and table are known to be in force.
+    steering: Option<RssSteering>,
+    /// The core the next steered active open is for.
+    next_core: usize,
     /// Flows the dataplane cores closed: no longer forwarded.
     closed: Arc<ClosedFlows>,
     next_port: u16,
@@ -201,9 +225,9 @@ impl<A: TcpApp> TcpSetup<A> {
             due: Vec::new(),
             resolving: Vec::new(),
             handed: HashMap::new(),
-            in_use: HashSet::new(),
             waiting: Vec::new(),
-            next_sweep: WallInstant::now(),
+            steering: None,
+            next_core: 0,
             closed: Arc::new(ClosedFlows::new()),
             next_port: EPHEMERAL_PORTS.start() + offset,
             counters: SetupCounters::default(),
@@ -216,12 +240,26 @@ impl<A: TcpApp> TcpSetup<A> {
         TcpCore::new(self.clock, Arc::clone(&self.closed))
     }
 
+    /// The flow handlers of `cores` dataplane cores working with this
+    /// control core, one each.
+    pub fn dataplane_handlers(&self, cores: u16) -> Vec<TcpCore<A>> {
+        (0..cores).map(|_| self.dataplane_handler()).collect()
+    }
+
+    /// Predicts receive queues with `steering` (the port's, once started:
+    /// [`Port::rss_steering`]); active opens then choose their source
+    /// ports so that the answers come in on the core chosen for them.
+    ///
+    /// [`Port::rss_steering`]: uwarp_dataplane::Port::rss_steering
+    pub fn set_steering(&mut self, steering: Option<RssSteering>) {
+        self.steering = steering;
+    }
+
     /// Stops forwarding segments of flows the dataplane cores closed, and
     /// frees their 4-tuples.
     fn forget_closed(&mut self) {
         while let Some(tuple) = self.closed.pop() {
             self.handed.remove(&tuple);
-            self.in_use.remove(&tuple);
         }
     }
 
@@ -310,7 +348,7 @@ impl<A: TcpApp> TcpSetup<A> {
     ) -> Option<R> {
         let handshake = self.handshakes.get_mut(&tuple)?;
         let result = act(&mut handshake.flow);
-        self.advance(self.clock.at(wall), wall, tuple, ctx);
+        self.advance(self.clock.at(wall), tuple, ctx);
         Some(result)
     }
 
@@ -320,7 +358,7 @@ impl<A: TcpApp> TcpSetup<A> {
         let now = self.clock.at(wall);
         let tuples: Vec<FourTuple> = self.handshakes.keys().copied().collect();
         for tuple in tuples {
-            self.advance(now, wall, tuple, ctx);
+            self.advance(now, tuple, ctx);
         }
     }
 
@@ -348,7 +386,12 @@ impl<A: TcpApp> TcpSetup<A> {
         ctx: &mut ControlContext<'_, TcpFlow<A>>,
     ) {
         let address = *ctx.iface.address();
-        let Some(tuple) = self.free_tuple(address.ip, entry.remote) else {
+        let target = self.steering.is_some().then(|| {
+            let core = self.next_core % ctx.dataplanes().max(1);
+            self.next_core = core + 1;
+            core
+        });
+        let Some((tuple, predicted)) = self.free_tuple(address.ip, entry.remote, target) else {
             // Every ephemeral port to this endpoint is taken.
             self.counters.failed += 1;
             let mut app = entry.app;
@@ -361,16 +404,30 @@ impl<A: TcpApp> TcpSetup<A> {
         let conn = Connection::connect(self.config.clone(), local, entry.remote, isn, engine_now);
         let route = Route::new(address.mac, mac, address.ip, entry.remote.addr);
         let flow = TcpFlow::new(Box::new(conn), entry.app, route);
-        // Without RSS every core's queue sees every flow; core 0 takes
-        // active opens.
-        self.handshakes.insert(tuple, Handshake { flow, core: 0 });
-        self.advance(engine_now, now, tuple, ctx);
+        self.counters.steered += u64::from(predicted);
+        let handshake = Handshake {
+            flow,
+            // The core the SYN-ACK comes in on settles it.
+            core: target.unwrap_or(0),
+            owner: Owner::Awaiting { predicted },
+        };
+        self.handshakes.insert(tuple, handshake);
+        self.advance(engine_now, tuple, ctx);
     }
 
     /// A 4-tuple to `remote` no connection of this host uses (a handshake,
     /// a hand-over waiting for room, or a flow on a dataplane core not yet
-    /// announced closed); `None` after one pass over the ephemeral ports.
-    fn free_tuple(&mut self, local_ip: Ipv4Address, remote: Endpoint) -> Option<FourTuple> {
+    /// announced closed), with whether its answers are predicted to come
+    /// in on `core`'s queue: the first such tuple when `core` is given and
+    /// steering is known, else the first free one. `None` after one pass
+    /// over the ephemeral ports.
+    fn free_tuple(
+        &mut self,
+        local_ip: Ipv4Address,
+        remote: Endpoint,
+        core: Option<usize>,
+    ) -> Option<(FourTuple, bool)> {
+        let mut unsteered = None;
         for _ in EPHEMERAL_PORTS {
             let port = self.next_port;
             self.next_port = if port == *EPHEMERAL_PORTS.end() {
@@ -385,13 +442,22 @@ impl<A: TcpApp> TcpSetup<A> {
                 remote_port: remote.port,
             };
             let taken = self.handshakes.contains_key(&tuple)
-                || self.in_use.contains(&tuple)
+                || self.handed.contains_key(&tuple)
                 || self.waiting.iter().any(|(waiting, _)| *waiting == tuple);
-            if !taken {
-                return Some(tuple);
+            if taken {
+                continue;
+            }
+            match (core, &self.steering) {
+                (Some(core), Some(steering)) => {
+                    if usize::from(steering.receive_queue(&tuple)) == core {
+                        return Some((tuple, true));
+                    }
+                    unsteered.get_or_insert(tuple);
+                }
+                _ => return Some((tuple, false)),
             }
         }
-        None
+        unsteered.map(|tuple| (tuple, false))
     }
 
     /// Sends what the handshake `tuple` has to send; hands it over once
@@ -399,7 +465,6 @@ impl<A: TcpApp> TcpSetup<A> {
     fn advance(
         &mut self,
         now: Instant,
-        wall: WallInstant,
         tuple: FourTuple,
         ctx: &mut ControlContext<'_, TcpFlow<A>>,
     ) {
@@ -413,7 +478,7 @@ impl<A: TcpApp> TcpSetup<A> {
             }
             Status::Open(_) if handshake.flow.ready_for_dataplane() => {
                 let handshake = self.handshakes.remove(&tuple).expect("looked up above");
-                self.hand_over(wall, tuple, handshake, ctx);
+                self.hand_over(tuple, handshake, ctx);
             }
             Status::Open(at) => {
                 self.deadlines
@@ -424,7 +489,6 @@ impl<A: TcpApp> TcpSetup<A> {
 
     fn hand_over(
         &mut self,
-        wall: WallInstant,
         tuple: FourTuple,
         handshake: Handshake<A>,
         ctx: &mut ControlContext<'_, TcpFlow<A>>,
@@ -433,10 +497,12 @@ impl<A: TcpApp> TcpSetup<A> {
         match ctx.send_command(core, Command::AddFlow(tuple, handshake.flow)) {
             Ok(()) => {
                 self.counters.handed_over += 1;
-                self.handed.insert(tuple, (core, wall + FORWARD_FOR));
-                self.in_use.insert(tuple);
+                self.handed.insert(tuple, core);
             }
-            Err(Command::AddFlow(_, flow)) => self.waiting.push((tuple, Handshake { flow, core })),
+            Err(Command::AddFlow(_, flow)) => {
+                let owner = handshake.owner;
+                self.waiting.push((tuple, Handshake { flow, core, owner }))
+            }
             Err(_) => unreachable!("send_command gives back the command it was given"),
         }
     }
@@ -506,8 +572,10 @@ impl<A: TcpApp> TcpSetup<A> {
                 let route = Route::new(address.mac, mac, address.ip, tuple.remote_ip);
                 let core = ctx.arrived_on().unwrap_or(0);
                 let flow = TcpFlow::new(conn, app, route);
-                self.handshakes.insert(tuple, Handshake { flow, core });
-                self.advance(now, wall, tuple, ctx);
+                let owner = Owner::Settled;
+                self.handshakes
+                    .insert(tuple, Handshake { flow, core, owner });
+                self.advance(now, tuple, ctx);
             }
             ListenOutcome::Reset(reset) => self.send_reset(&reset, meta, frame, ctx),
             ListenOutcome::Dropped => self.counters.syns_dropped += 1,
@@ -533,7 +601,7 @@ impl<A: TcpApp> ControlHandler for TcpSetup<A> {
     ) {
         let tuple = meta.tuple;
         self.forget_closed();
-        if let Some(&(core, _)) = self.handed.get(&tuple) {
+        if let Some(&core) = self.handed.get(&tuple) {
             // A full ring drops the segment: TCP retransmits it.
             if ctx.send_command(core, Command::Packet(frame)).is_ok() {
                 self.counters.forwarded += 1;
@@ -548,8 +616,15 @@ impl<A: TcpApp> ControlHandler for TcpSetup<A> {
         };
         match self.handshakes.get_mut(&tuple) {
             Some(handshake) => {
+                if let (Owner::Awaiting { predicted }, Some(core)) =
+                    (handshake.owner, ctx.arrived_on())
+                {
+                    self.counters.mispredicted += u64::from(predicted && core != handshake.core);
+                    handshake.core = core;
+                    handshake.owner = Owner::Settled;
+                }
                 handshake.flow.on_segment(now, &segment);
-                self.advance(now, wall, tuple, ctx);
+                self.advance(now, tuple, ctx);
             }
             None => self.accept(now, wall, meta, &segment, &frame, ctx),
         }
@@ -564,7 +639,7 @@ impl<A: TcpApp> ControlHandler for TcpSetup<A> {
             self.resolve(wall, ctx);
         }
         for (tuple, handshake) in std::mem::take(&mut self.waiting) {
-            self.hand_over(wall, tuple, handshake, ctx);
+            self.hand_over(tuple, handshake, ctx);
         }
         let now = self.clock.at(wall);
         let mut due = std::mem::take(&mut self.due);
@@ -573,14 +648,70 @@ impl<A: TcpApp> ControlHandler for TcpSetup<A> {
             if let Some(handshake) = self.handshakes.get_mut(&tuple) {
                 handshake.flow.scheduled = None;
                 handshake.flow.on_timer(now);
-                self.advance(now, wall, tuple, ctx);
+                self.advance(now, tuple, ctx);
             }
         }
         self.due = due;
         self.forget_closed();
-        if wall >= self.next_sweep {
-            self.next_sweep = wall + SWEEP_EVERY;
-            self.handed.retain(|_, (_, until)| *until > wall);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dpdk::rdma::stream::RdmaStream;
+    use uwarp_dataplane::net::rss::{symmetric_key, KEY_LEN};
+
+    fn setup() -> TcpSetup<RdmaStream> {
+        TcpSetup::new(Clock::start(), Config::default(), [7; 16]).0
+    }
+
+    const LOCAL: Ipv4Address = Ipv4Address::new(10, 1, 0, 1);
+    const REMOTE: Endpoint = Endpoint::new(Ipv4Address::new(10, 1, 0, 2), 5000);
+
+    /// Takes `tuple` as a flow handed over to `core`.
+    fn hand(setup: &mut TcpSetup<RdmaStream>, tuple: FourTuple, core: usize) {
+        assert!(setup.handed.insert(tuple, core).is_none(), "ports repeat");
+    }
+
+    #[test]
+    fn active_opens_pick_ports_whose_answers_rss_brings_to_their_core() {
+        let steering = RssSteering::new(symmetric_key(KEY_LEN), 128, 2);
+        let mut setup = setup();
+        setup.set_steering(Some(steering.clone()));
+        for i in 0..32 {
+            let core = i % 2;
+            let (tuple, predicted) = setup.free_tuple(LOCAL, REMOTE, Some(core)).unwrap();
+            assert!(predicted);
+            assert_eq!(usize::from(steering.receive_queue(&tuple)), core);
+            assert!(EPHEMERAL_PORTS.contains(&tuple.local_port));
+            hand(&mut setup, tuple, core);
         }
+    }
+
+    #[test]
+    fn without_steering_ports_are_taken_in_turn() {
+        let mut setup = setup();
+        let (first, predicted) = setup.free_tuple(LOCAL, REMOTE, None).unwrap();
+        assert!(!predicted);
+        hand(&mut setup, first, 0);
+        let (second, _) = setup.free_tuple(LOCAL, REMOTE, Some(1)).unwrap();
+        let next = if first.local_port == *EPHEMERAL_PORTS.end() {
+            *EPHEMERAL_PORTS.start()
+        } else {
+            first.local_port + 1
+        };
+        assert_eq!(second.local_port, next);
+    }
+
+    #[test]
+    fn a_core_no_free_port_reaches_gets_an_unsteered_one() {
+        // A table sending everything to queue 0: no port reaches core 1.
+        let steering = RssSteering::new(symmetric_key(KEY_LEN), 128, 1);
+        let mut setup = setup();
+        setup.set_steering(Some(steering));
+        let (tuple, predicted) = setup.free_tuple(LOCAL, REMOTE, Some(1)).unwrap();
+        assert!(!predicted);
+        assert!(EPHEMERAL_PORTS.contains(&tuple.local_port));
     }
 }

@@ -13,6 +13,8 @@
 //! - [`ipv4`]: writing the Ethernet and IPv4 headers of outgoing frames.
 //! - [`addr`]: our addresses, next-hop choice, the 4-tuple.
 //! - [`counters`]: [`NetCounters`], per core, summed by the control core.
+//! - [`rss`]: the Toeplitz hash, uwarp's symmetric key and redirection
+//!   table, to predict the receive queue of a flow.
 //!
 //! The wire formats are smoltcp's ([`smoltcp::wire`]). Nothing on the
 //! receive path panics or reads out of bounds whatever the frame holds, and
@@ -25,6 +27,7 @@ pub mod counters;
 pub mod icmp;
 pub mod interface;
 pub mod ipv4;
+pub mod rss;
 
 #[cfg(test)]
 mod testutil;
@@ -35,3 +38,4 @@ pub use classify::{classify, Classified, DropReason, RxChecksum, TcpMeta};
 pub use counters::NetCounters;
 pub use interface::{EchoReply, FrameSink, Interface, InterfaceConfig, Received, Resolution};
 pub use ipv4::{write_headers, Ipv4Header, DEFAULT_TTL, ETHERNET_HEADER_LEN, IPV4_HEADER_LEN};
+pub use rss::RssSteering;

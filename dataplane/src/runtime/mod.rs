@@ -69,6 +69,28 @@ pub fn port_config(capabilities: &Capabilities, cores: u16) -> PortConfig {
     }
 }
 
+/// Checks that a device with `capabilities` can give `cores` dataplane
+/// cores a receive and a transmit queue each, with an error that says
+/// what the device has when it cannot.
+pub fn check_cores(capabilities: &Capabilities, cores: u16) -> Result<()> {
+    let queues = capabilities.max_rx_queues.min(capabilities.max_tx_queues);
+    if cores == 0 || cores > queues {
+        return Err(Error::InvalidArgument(format!(
+            "{cores} dataplane cores need as many receive and transmit queues, and {} has {} \
+             receive and {} transmit queues (give 1 to {queues} cores{})",
+            capabilities.driver,
+            capabilities.max_rx_queues,
+            capabilities.max_tx_queues,
+            if capabilities.driver == "net_af_packet" {
+                ", or more with the device's qpairs=N"
+            } else {
+                ""
+            }
+        )));
+    }
+    Ok(())
+}
+
 /// Configures `device` with [`port_config`], receive queues filled from
 /// `pool`, starts it and takes its queues.
 pub fn start_port(
@@ -77,7 +99,9 @@ pub fn start_port(
     cores: u16,
     pool: &Arc<Mempool>,
 ) -> Result<(Port, Queues)> {
-    let config = port_config(&device.capabilities()?, cores);
+    let capabilities = device.capabilities()?;
+    check_cores(&capabilities, cores)?;
+    let config = port_config(&capabilities, cores);
     let mut port = Port::configure(eal, device, &config, std::slice::from_ref(pool))?;
     port.start()?;
     let queues = port

@@ -1,7 +1,7 @@
 //! The DPDK transport's cores for a [`crate::Device`]: a port brought up,
 //! [`RdmaControl`] on the control core and a [`TcpCore`] of
-//! [`RdmaStream`]s on the dataplane core, on threads of their own or
-//! stepped inline by the application.
+//! [`RdmaStream`]s on each dataplane core (`HostConfig::dataplane_cores`),
+//! on threads of their own or stepped inline by the application.
 
 use std::sync::{Arc, Mutex};
 
@@ -70,15 +70,16 @@ impl DpdkCores {
             nagle: false,
             ..config.host.tcp.clone()
         };
-        let (setup, _requests) = TcpSetup::new(clock, tcp, isn_secret()?);
-        let core = setup.dataplane_handler();
+        let (mut setup, _requests) = TcpSetup::new(clock, tcp, isn_secret()?);
+        setup.set_steering(up.port.rss_steering().cloned());
+        let handlers = setup.dataplane_handlers(config.host.dataplane_cores);
         let control = RdmaControl::new(setup, clock, commands, context);
         let (control, dataplanes) = assemble(
             InterfaceConfig::new(up.address),
             up.queues,
             std::slice::from_ref(&up.pool),
             control,
-            vec![core],
+            handlers,
         )?;
         let impairment = Arc::clone(dataplanes[0].impairment());
         impairment.set(config.host.impairment);
