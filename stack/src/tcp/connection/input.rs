@@ -124,7 +124,7 @@ impl Connection {
             seq = seq + 1;
             syn = false;
         }
-        if self.paws_rejects(now, seg) {
+        if self.paws_rejects(now, seg) && !self.disordered_ack(seq, ack, seg) {
             self.stats.paws_rejected += 1;
             if !rst {
                 // A copy of data already received, reported as Linux does.
@@ -213,6 +213,27 @@ impl Connection {
             return false;
         }
         true
+    }
+
+    /// A pure ACK that PAWS would reject only because a later segment of
+    /// the peer overtook it (RFC 7323 section 5.3 drops it; Linux's
+    /// `tcp_disordered_ack` keeps it): it is at RCV.NXT, acknowledges
+    /// SND.UNA, would not change the send window, and its timestamp is at
+    /// most one RTO behind TS.Recent. Such an ACK can carry the D-SACK
+    /// that shows a recovery spurious; it cannot be an old duplicate of
+    /// wrapped sequence space, which is what PAWS guards against.
+    fn disordered_ack(&self, seq: Seq, ack: Option<Seq>, seg: &TcpRepr<'_>) -> bool {
+        let (Some(ts), Some((recent, _))) = (seg.timestamp, self.ts_recent) else {
+            return false;
+        };
+        let slack = self.rtt.rto().micros() / self.config.timestamp_tick.micros().max(1);
+        seg.payload.is_empty()
+            && seg.control == TcpControl::None
+            && seq == self.rcv_nxt()
+            && ack == Some(self.seq_of(self.una_seqpos()))
+            && !self.snd_wl1.lt(seq)
+            && self.peer_window(seg) == self.snd_wnd
+            && u64::from(recent.wrapping_sub(ts.tsval)) <= slack
     }
 
     /// RFC 7323 section 4.3: TS.Recent follows segments that do not leave
