@@ -8,13 +8,14 @@ mod common;
 use std::process::Command;
 
 /// The TCP counters every report carries, by their JSON names.
-const TCP_FIELDS: [&str; 6] = [
+const TCP_FIELDS: [&str; 7] = [
     "retransmissions",
     "timeouts",
     "fast_recoveries",
     "spurious_recoveries",
     "dsacks_received",
     "dsacks_sent",
+    "tail_loss_probes",
 ];
 
 /// A short loopback run with `extra` arguments; its standard output.
@@ -38,7 +39,7 @@ fn loopback(extra: &[&str]) -> Vec<u8> {
 }
 
 /// The counters of `transport` in a JSON report, each checked present.
-fn counters(report: &serde_json::Value, transport: &str) -> [u64; 6] {
+fn counters(report: &serde_json::Value, transport: &str) -> [u64; 7] {
     TCP_FIELDS.map(|field| {
         report[transport]["counters"][field]
             .as_u64()
@@ -58,7 +59,7 @@ fn loss_on_the_dpdk_link_shows_as_retransmissions() {
 fn a_clean_link_retransmits_nothing() {
     let stdout = loopback(&["--json"]);
     let report: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
-    assert_eq!(counters(&report, "dpdk"), [0; 6], "{report}");
+    assert_eq!(counters(&report, "dpdk"), [0; 7], "{report}");
 }
 
 #[test]
@@ -67,7 +68,7 @@ fn the_socket_transport_reports_the_kernels_retransmissions() {
     let report: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
     // Only retransmissions come from the kernel (TCP_INFO); its loopback
     // loses nothing, and the rest has no source.
-    assert_eq!(counters(&report, "socket"), [0; 6], "{report}");
+    assert_eq!(counters(&report, "socket"), [0; 7], "{report}");
 }
 
 #[test]

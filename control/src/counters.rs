@@ -9,7 +9,8 @@
 //! exceptions, CRC errors, and Terminates (RFC 5040 section 4.8), and the
 //! loss recovery of the TCP below: retransmissions (RFC 5681, RFC 6675),
 //! retransmission timeouts (RFC 6298), fast recoveries, D-SACKs (RFC
-//! 2883) and spurious recoveries undone (RFC 3708).
+//! 2883), spurious recoveries undone (RFC 3708) and tail loss probes (RFC
+//! 8985).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -60,6 +61,8 @@ pub struct QpCounters {
     pub dsacks_received: u64,
     /// D-SACK blocks sent: some data arrived twice.
     pub dsacks_sent: u64,
+    /// TCP tail loss probes sent (RFC 8985 section 7).
+    pub tail_loss_probes: u64,
 }
 
 /// What the transport below the engine counts (the engine counts the
@@ -75,6 +78,7 @@ pub(crate) struct TransportCounters {
     pub(crate) spurious_recoveries: u64,
     pub(crate) dsacks_received: u64,
     pub(crate) dsacks_sent: u64,
+    pub(crate) tail_loss_probes: u64,
 }
 
 impl TransportCounters {
@@ -87,6 +91,7 @@ impl TransportCounters {
         self.spurious_recoveries = stats.spurious_recoveries;
         self.dsacks_received = stats.dsacks_received;
         self.dsacks_sent = stats.dsacks_sent;
+        self.tail_loss_probes = stats.tail_loss_probes;
     }
 }
 
@@ -111,6 +116,7 @@ impl QpCounters {
             spurious_recoveries: transport.spurious_recoveries,
             dsacks_received: transport.dsacks_received,
             dsacks_sent: transport.dsacks_sent,
+            tail_loss_probes: transport.tail_loss_probes,
         }
     }
 
@@ -133,6 +139,7 @@ impl QpCounters {
             self.spurious_recoveries,
             self.dsacks_received,
             self.dsacks_sent,
+            self.tail_loss_probes,
         ]
     }
 
@@ -155,6 +162,7 @@ impl QpCounters {
             spurious_recoveries: a[14],
             dsacks_received: a[15],
             dsacks_sent: a[16],
+            tail_loss_probes: a[17],
         }
     }
 }
@@ -169,7 +177,7 @@ impl std::ops::Add for QpCounters {
     }
 }
 
-const FIELDS: usize = 17;
+const FIELDS: usize = 18;
 
 /// A queue pair's counters as the dataplane publishes them.
 #[derive(Debug, Default)]

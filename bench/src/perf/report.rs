@@ -400,6 +400,7 @@ pub(super) fn counters_json(c: &QpCounters) -> Value {
         "spurious_recoveries": c.spurious_recoveries,
         "dsacks_received": c.dsacks_received,
         "dsacks_sent": c.dsacks_sent,
+        "tail_loss_probes": c.tail_loss_probes,
     })
 }
 
@@ -427,13 +428,14 @@ fn counters_text(c: &QpCounters) -> String {
 fn tcp_text(c: &QpCounters) -> String {
     format!(
         "TCP: retransmissions {} (timeouts {}), fast recoveries {} ({} spurious, undone), \
-         D-SACKs received {} sent {}\n",
+         D-SACKs received {} sent {}, tail loss probes {}\n",
         c.retransmissions,
         c.timeouts,
         c.fast_recoveries,
         c.spurious_recoveries,
         c.dsacks_received,
         c.dsacks_sent,
+        c.tail_loss_probes,
     )
 }
 

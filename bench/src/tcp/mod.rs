@@ -168,6 +168,7 @@ impl Report {
             "spurious_recoveries": self.stats.spurious_recoveries,
             "dsacks_received": self.stats.dsacks_received,
             "dsacks_sent": self.stats.dsacks_sent,
+            "tail_loss_probes": self.stats.tail_loss_probes,
             "window_probes": self.stats.window_probes,
             "sha256_sent": hex(&self.sent_sha256),
             "sha256_received": hex(&self.received_sha256),

@@ -258,6 +258,32 @@ impl Flight {
         Some(rule)
     }
 
+    /// RACK's inference (RFC 8985 section 6.2) for a tail loss probe
+    /// starting at data position `probe`: once the receiver has it
+    /// (SACKed, or `delivered` as a D-SACK showed), the segments below it
+    /// that it has not reported and that were last sent before it (at
+    /// least a probe timeout earlier) are lost, not displaced. Marks
+    /// them; returns whether any was newly marked.
+    pub fn mark_lost_below_probe(&mut self, probe: u64, delivered: bool) -> bool {
+        let Some(index) = self.segments.iter().position(|s| s.start == probe) else {
+            return false;
+        };
+        let sent = &self.segments[index];
+        if !sent.sacked && !delivered {
+            return false;
+        }
+        let probed_at = sent.sent_at;
+        let mut marked = false;
+        for below in 0..index {
+            let sent = &self.segments[below];
+            if !sent.sacked && !sent.lost && sent.sent_at < probed_at {
+                self.update(below, |sent| sent.lost = true);
+                marked = true;
+            }
+        }
+        marked
+    }
+
     /// The retransmission timer expired: everything is to be resent and
     /// SACK information is discarded (RFC 6675 section 5.1, RFC 2018
     /// section 8 allows the receiver to renege).
@@ -271,6 +297,11 @@ impl Flight {
             lost: self.segments.len(),
             sacked: 0,
         };
+    }
+
+    /// Segments in flight.
+    pub fn len(&self) -> usize {
+        self.segments.len()
     }
 
     /// Segments the receiver reported in SACK blocks.

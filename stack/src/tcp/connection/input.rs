@@ -331,14 +331,18 @@ impl Connection {
             // no new arrival, so it is no duplicate ACK.
             self.on_dup_ack();
         }
-        if let Some(block) = dsack {
-            self.on_dsack(&block);
+        if let Some(block) = &dsack {
+            self.on_dsack(block);
         }
         if self.opts.sack
             && self.flight.mark_lost_by_sack(self.reordering.threshold())
             && self.recover.is_none()
         {
             self.enter_recovery();
+        }
+        self.on_tail_probe_ack(dsack.as_ref());
+        if advance > 0 {
+            self.arm_tail_probe(now);
         }
         true
     }
@@ -495,7 +499,7 @@ impl Connection {
 
     /// Fast retransmit and the start of fast recovery, a new episode that
     /// D-SACKs may show spurious (SACK only: without it no D-SACK comes).
-    fn enter_recovery(&mut self) {
+    pub(super) fn enter_recovery(&mut self) {
         self.recover = Some(self.nxt_seqpos());
         self.rescued = false;
         self.episode = self.opts.sack.then(|| Episode::new(self.cc.clone()));
