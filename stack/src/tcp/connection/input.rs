@@ -418,8 +418,14 @@ impl Connection {
         }
         if let Some(sent_at) = acked.rtt_from {
             self.rtt.sample(now.saturating_since(sent_at));
-        } else {
-            self.sample_timestamp_echo(now, seg);
+        } else if !self.sample_timestamp_echo(now, seg) && self.rtt.srtt().is_none() {
+            // Without timestamps, after a resent SYN and with every ACK
+            // covering a resent hole, Karn's rule would never allow a
+            // sample, and the 1 s initial RTO would back off for good: a
+            // sample that may be too long starts the estimate.
+            if let Some(sent_at) = acked.rtt_bound_from {
+                self.rtt.sample(now.saturating_since(sent_at));
+            }
         }
         self.retries = 0;
         let acked_octets = acked.octets.min(u64::from(u32::MAX)) as u32;
@@ -464,18 +470,20 @@ impl Connection {
     }
 
     /// An RTT sample from the echoed timestamp (RFC 7323 section 4), which
-    /// stays valid when the acknowledged segment was resent.
-    fn sample_timestamp_echo(&mut self, now: Instant, seg: &TcpRepr<'_>) {
+    /// stays valid when the acknowledged segment was resent; returns
+    /// whether there was one.
+    fn sample_timestamp_echo(&mut self, now: Instant, seg: &TcpRepr<'_>) -> bool {
         let Some(echo) = seg
             .timestamp
             .filter(|ts| self.opts.timestamps && ts.tsecr != 0)
         else {
-            return;
+            return false;
         };
         let ticks = self.timestamp_now(now).wrapping_sub(echo.tsecr);
         self.rtt.sample(Duration(
             u64::from(ticks) * self.config.timestamp_tick.micros(),
         ));
+        true
     }
 
     /// A duplicate ACK (RFC 5681 section 3.2). With SACK the threshold is
