@@ -63,7 +63,7 @@ fn a_clean_link_retransmits_nothing() {
 }
 
 #[test]
-fn the_socket_transport_reports_the_kernels_retransmissions() {
+fn the_socket_transport_reports_its_counters() {
     let stdout = loopback(&["--transport", "socket", "--json"]);
     let report: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
     // Only retransmissions come from the kernel (TCP_INFO); its loopback

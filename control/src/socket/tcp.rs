@@ -61,3 +61,18 @@ pub fn set_abortive_close(stream: &TcpStream) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    #[test]
+    fn a_loopback_connection_reports_its_mss_and_no_retransmissions() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let stream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let _peer = listener.accept().unwrap();
+        assert!(emss(&stream) > 0);
+        assert_eq!(total_retransmissions(&stream), Some(0));
+    }
+}
