@@ -6,16 +6,23 @@
 //! They name the events RFC 5044 appendix A and RFC 5041 section 5.3 are
 //! about: FPDUs placed out of order, octets that had to wait in TCP's
 //! reassembly buffer, FPDUs split across segments by the appendix A.1
-//! exceptions, CRC errors, and Terminates (RFC 5040 section 4.8).
+//! exceptions, CRC errors, and Terminates (RFC 5040 section 4.8), and the
+//! loss recovery of the TCP below: retransmissions (RFC 5681, RFC 6675),
+//! retransmission timeouts (RFC 6298), fast recoveries, D-SACKs (RFC
+//! 2883), spurious recoveries undone (RFC 3708) and tail loss probes (RFC
+//! 8985).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use uwarp_stack::rdmap::EngineCounters;
+use uwarp_stack::tcp::Stats;
 
 /// What a queue pair's stream has carried since it connected. Fields a
 /// transport has no such event for stay 0: the kernel-socket transport
 /// sees only an in-order byte stream, so it places nothing out of order
-/// and cannot see the kernel's own reassembly.
+/// and cannot see the kernel's own reassembly; of the kernel's TCP it
+/// reports only `retransmissions` (`tcpi_total_retrans` of `TCP_INFO`,
+/// read at most once a millisecond).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct QpCounters {
     /// FPDUs sent.
@@ -42,6 +49,20 @@ pub struct QpCounters {
     pub terminates_sent: u64,
     /// Terminates received.
     pub terminates_received: u64,
+    /// TCP segments resent (timeout, fast retransmit, SACK recovery).
+    pub retransmissions: u64,
+    /// TCP retransmission timer expiries (RFC 6298 section 5).
+    pub timeouts: u64,
+    /// TCP fast recoveries entered (RFC 5681, RFC 6582, RFC 6675).
+    pub fast_recoveries: u64,
+    /// Fast recoveries D-SACKs showed spurious, undone (RFC 3708).
+    pub spurious_recoveries: u64,
+    /// D-SACK blocks received: the peer got some data twice (RFC 2883).
+    pub dsacks_received: u64,
+    /// D-SACK blocks sent: some data arrived twice.
+    pub dsacks_sent: u64,
+    /// TCP tail loss probes sent (RFC 8985 section 7).
+    pub tail_loss_probes: u64,
 }
 
 /// What the transport below the engine counts (the engine counts the
@@ -51,6 +72,27 @@ pub(crate) struct TransportCounters {
     pub(crate) segments_placed_out_of_order: u64,
     pub(crate) bytes_reassembled: u64,
     pub(crate) fpdus_split: u64,
+    pub(crate) retransmissions: u64,
+    pub(crate) timeouts: u64,
+    pub(crate) fast_recoveries: u64,
+    pub(crate) spurious_recoveries: u64,
+    pub(crate) dsacks_received: u64,
+    pub(crate) dsacks_sent: u64,
+    pub(crate) tail_loss_probes: u64,
+}
+
+impl TransportCounters {
+    /// Takes the counters uwarp's TCP connection keeps.
+    pub(crate) fn take_tcp(&mut self, stats: &Stats) {
+        self.fpdus_split = stats.records_split;
+        self.retransmissions = stats.retransmissions;
+        self.timeouts = stats.timeouts;
+        self.fast_recoveries = stats.fast_recoveries;
+        self.spurious_recoveries = stats.spurious_recoveries;
+        self.dsacks_received = stats.dsacks_received;
+        self.dsacks_sent = stats.dsacks_sent;
+        self.tail_loss_probes = stats.tail_loss_probes;
+    }
 }
 
 impl QpCounters {
@@ -68,6 +110,13 @@ impl QpCounters {
             crc_errors: engine.crc_errors,
             terminates_sent: engine.terminates_sent,
             terminates_received: engine.terminates_received,
+            retransmissions: transport.retransmissions,
+            timeouts: transport.timeouts,
+            fast_recoveries: transport.fast_recoveries,
+            spurious_recoveries: transport.spurious_recoveries,
+            dsacks_received: transport.dsacks_received,
+            dsacks_sent: transport.dsacks_sent,
+            tail_loss_probes: transport.tail_loss_probes,
         }
     }
 
@@ -84,6 +133,13 @@ impl QpCounters {
             self.crc_errors,
             self.terminates_sent,
             self.terminates_received,
+            self.retransmissions,
+            self.timeouts,
+            self.fast_recoveries,
+            self.spurious_recoveries,
+            self.dsacks_received,
+            self.dsacks_sent,
+            self.tail_loss_probes,
         ]
     }
 
@@ -100,6 +156,13 @@ impl QpCounters {
             crc_errors: a[8],
             terminates_sent: a[9],
             terminates_received: a[10],
+            retransmissions: a[11],
+            timeouts: a[12],
+            fast_recoveries: a[13],
+            spurious_recoveries: a[14],
+            dsacks_received: a[15],
+            dsacks_sent: a[16],
+            tail_loss_probes: a[17],
         }
     }
 }
@@ -114,7 +177,7 @@ impl std::ops::Add for QpCounters {
     }
 }
 
-const FIELDS: usize = 11;
+const FIELDS: usize = 18;
 
 /// A queue pair's counters as the dataplane publishes them.
 #[derive(Debug, Default)]

@@ -76,64 +76,6 @@ fn no_dsack_without_sack() {
     assert_eq!(pair.a.stats().dsacks_sent, 0);
 }
 
-/// A fast recovery caused by reordering: A sends ten segments, B gets the
-/// second after the next three, A retransmits it and cuts its window;
-/// then everything else arrives and the recovery ends. Returns the
-/// retransmission (still on its way to B) and A's window before the cut.
-struct Spurious {
-    pair: Pair,
-    retransmission: Wire,
-    cwnd_before: u32,
-}
-
-/// Delivers `wire` to B and B's answers to A; returns what A sends.
-fn through(pair: &mut Pair, wire: &Wire) -> Vec<Wire> {
-    pair.deliver(wire);
-    for ack in pair.take(false) {
-        pair.deliver(&ack);
-    }
-    pair.take(true)
-}
-
-fn spurious_recovery() -> Spurious {
-    let mut pair = Pair::connected(no_nagle(), config());
-    pair.a.send(&stream(10 * pair.a.emss()));
-    let burst = pair.take(true);
-    assert_eq!(burst.len(), 10);
-    let mut pending: Vec<Wire> = Vec::new();
-    for i in [0, 2, 3] {
-        pending.extend(through(&mut pair, &burst[i]));
-    }
-    let cwnd_before = pair.a.cwnd();
-    pending.extend(through(&mut pair, &burst[4]));
-    assert_eq!(pair.a.stats().fast_recoveries, 1);
-    assert!(pair.a.cwnd() < cwnd_before, "the window was cut");
-    let hole = burst[1].repr().seq_number;
-    let at = pending
-        .iter()
-        .position(|w| w.repr().seq_number == hole && w.payload_len() > 0)
-        .expect("the hole was resent");
-    let retransmission = pending.remove(at);
-    // The original, the rest of the burst and what followed, in order.
-    pending.splice(0..0, burst[5..].iter().cloned());
-    pending.insert(0, burst[1].clone());
-    while !pending.is_empty() {
-        let wire = pending.remove(0);
-        pending.extend(through(&mut pair, &wire));
-    }
-    // B's delayed ACK for the last segment.
-    pair.settle(Duration::from_millis(2));
-    assert_eq!(pair.a.send_queue_len(), 0, "everything acknowledged");
-    // Regression: each partial ACK of the recovery used to mark the next
-    // segment lost, SACKed or not, resending all that was in flight.
-    assert_eq!(pair.a.stats().retransmissions, 1);
-    Spurious {
-        pair,
-        retransmission,
-        cwnd_before,
-    }
-}
-
 #[test]
 fn a_spurious_fast_retransmit_is_undone_and_the_displacement_learned() {
     let Spurious {
@@ -172,6 +114,12 @@ fn a_spurious_fast_retransmit_is_undone_and_the_displacement_learned() {
 /// An ACK from B as its last one, with `blocks` as its SACK option.
 fn ack_with_blocks(pair: &Pair, blocks: [Option<(u32, u32)>; 3]) -> Vec<u8> {
     let last = pair.log.iter().rev().find(|w| !w.from_a).expect("B sent");
+    ack_like(last, blocks, 0)
+}
+
+/// A pure ACK like `last` (from B), with `blocks` as its SACK option and
+/// its timestamp `later` ticks later.
+fn ack_like(last: &Wire, blocks: [Option<(u32, u32)>; 3], later: u32) -> Vec<u8> {
     let repr = last.repr();
     let mut header = bare_header(
         B.port,
@@ -181,7 +129,10 @@ fn ack_with_blocks(pair: &Pair, blocks: [Option<(u32, u32)>; 3]) -> Vec<u8> {
         repr.ack_number.map(Seq::from),
         repr.window_len,
     );
-    header.timestamp = repr.timestamp;
+    header.timestamp = repr.timestamp.map(|mut ts| {
+        ts.tsval = ts.tsval.wrapping_add(later);
+        ts
+    });
     header.sack_ranges = blocks;
     Segment {
         src: B.addr,
@@ -257,6 +208,70 @@ fn dsack_blocks_that_match_no_retransmission_undo_nothing() {
     let again = ack_with_blocks(&pair, [Some((h, h + len)), None, None]);
     inject(&mut pair, &again);
     assert_eq!(pair.a.stats().spurious_recoveries, 1);
+}
+
+/// A spurious recovery whose D-SACK ACK B sends, then a pure ACK
+/// `later(&pair)` ticks after it, which reaches A first; returns the pair
+/// and the D-SACK ACK.
+fn overtaken_dsack(later: fn(&Pair) -> u32) -> (Pair, Wire) {
+    let Spurious {
+        mut pair,
+        retransmission,
+        ..
+    } = spurious_recovery();
+    pair.deliver(&retransmission);
+    let dsack = pair.take(false).remove(0);
+    let overtaking = ack_like(&dsack, [None; 3], later(&pair));
+    inject(&mut pair, &overtaking);
+    pair.deliver(&dsack);
+    (pair, dsack)
+}
+
+/// Regression: a D-SACK ACK overtaken by a later pure ACK of B carries an
+/// older timestamp, and PAWS dropped it, so the spurious recovery stayed
+/// in place. A pure ACK at RCV.NXT for SND.UNA within one RTO of
+/// TS.Recent is accepted (Linux's disordered ACK).
+#[test]
+fn a_reordered_dsack_ack_still_undoes_the_recovery() {
+    // B's next ACK (a window update, say) two ticks later arrives first.
+    let (pair, _) = overtaken_dsack(|_| 2);
+    let stats = pair.a.stats();
+    assert_eq!(stats.paws_rejected, 0);
+    assert_eq!((stats.dsacks_received, stats.spurious_recoveries), (1, 1));
+    assert_eq!(pair.a.reordering(), 4);
+}
+
+/// Only ACKs within one RTO of TS.Recent pass as disordered; older ones
+/// and data segments with old timestamps are still PAWS's.
+#[test]
+fn paws_still_drops_old_acks_and_data() {
+    let (mut pair, dsack) = overtaken_dsack(|pair| (pair.a.rto().micros() / 1000) as u32 + 1);
+    assert_eq!(pair.a.stats().paws_rejected, 1);
+    assert_eq!(pair.a.stats().spurious_recoveries, 0);
+    // Data with a timestamp just behind TS.Recent is no pure ACK.
+    let repr = dsack.repr();
+    let mut header = bare_header(
+        B.port,
+        A.port,
+        TcpControl::None,
+        Seq::from(repr.seq_number),
+        repr.ack_number.map(Seq::from),
+        repr.window_len,
+    );
+    header.timestamp = repr.timestamp;
+    let data = Segment {
+        src: B.addr,
+        dst: A.addr,
+        header,
+        payload: uwarp_stack::tcp::Payload {
+            first: b"old",
+            second: &[],
+        },
+    }
+    .to_bytes();
+    inject(&mut pair, &data);
+    assert_eq!(pair.a.stats().paws_rejected, 2);
+    assert!(pair.a_rx.offered.iter().all(|o| o.1 != b"old"));
 }
 
 proptest! {

@@ -91,6 +91,18 @@ fn timeout_retransmission_keeps_boundaries() {
     let mut pair = Pair::connected(no_nagle(), config());
     let starts = queue_records(&mut pair, &[1000, 400, 400, 1448, 30]);
     let first = pair.take(true);
+    // The tail loss probe first (RFC 8985 section 7.3): nothing new to
+    // send, so the last segment again, whole.
+    let probe_at = pair.a.poll_at().expect("probe armed");
+    pair.now = probe_at;
+    pair.a.on_timer(probe_at);
+    let probe = pair.take(true);
+    assert_eq!(pair.a.stats().tail_loss_probes, 1);
+    let (last, probe) = (first.last().unwrap().repr(), probe[0].repr());
+    assert!(
+        last.seq_number == probe.seq_number && last.payload == probe.payload,
+        "the probe keeps the last segment's boundaries"
+    );
     let deadline = pair.a.poll_at().expect("RTO armed");
     pair.now = deadline;
     pair.a.on_timer(deadline);

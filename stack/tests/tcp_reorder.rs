@@ -138,3 +138,47 @@ fn without_sack_nothing_is_learned_and_data_still_arrives() {
     assert_eq!(report.server.dsacks_sent, 0);
     assert_eq!(report.reordering, [3, 3]);
 }
+
+/// Short transfers of 60 000 octets on a link that displaces 5 % of the
+/// segments and loses 3 %: the last segments of a transfer are now and
+/// then lost with nothing after them to draw SACKs, after the sender
+/// learned the path reorders. Tail loss probes (RFC 8985 section 7)
+/// repair such tails without the retransmission timer; the same seeds
+/// without probes wait for it.
+#[test]
+fn tail_losses_on_a_reordering_path_are_probed_not_timed_out() {
+    let short = |seed: u64, probes: bool| {
+        let lossy = LinkConfig {
+            loss: 0.03,
+            displace: 0.05,
+            ..LinkConfig::default()
+        };
+        let mut scenario = bulk(seed, CongestionControl::NewReno, lossy);
+        scenario.client_bytes = 60_000;
+        scenario.client.tail_loss_probes = probes;
+        played(&scenario)
+    };
+    let (mut timeouts, mut probes, mut rescued) = ([0; 2], 0, 0);
+    for seed in 0..200 {
+        let without = short(seed, false);
+        let with = short(seed, true);
+        assert_eq!(without.client.tail_loss_probes, 0);
+        timeouts[0] += without.client.timeouts;
+        timeouts[1] += with.client.timeouts;
+        probes += with.client.tail_loss_probes;
+        // A run on a path seen to reorder that the probe spared a timeout.
+        if with.reordering[0] > 3
+            && with.client.tail_loss_probes > 0
+            && with.client.timeouts < without.client.timeouts
+        {
+            rescued += 1;
+        }
+    }
+    let context = format!(
+        "timeouts without and with probes {timeouts:?}, {probes} probes, \
+         {rescued} runs spared a timeout"
+    );
+    eprintln!("{context}");
+    assert!(rescued > 0, "{context}");
+    assert!(timeouts[1] < timeouts[0], "{context}");
+}

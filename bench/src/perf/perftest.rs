@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 use serde_json::{json, Value};
 use uwarp_control::perftest::{self, wire::Dest, Options, Report, Role, Test};
 
+use super::report::counters_json;
 use super::twohost::{listen, open_device, Carrier, Side};
 
 /// perftest's horizontal rule (`RESULT_LINE`).
@@ -138,7 +139,6 @@ pub fn to_json(outcome: &Outcome) -> Value {
         })
     };
     let bw = &report.printed;
-    let counters = &report.counters;
     json!({
         "mode": match report.test {
             Test::Write => "write-bw",
@@ -164,14 +164,7 @@ pub fn to_json(outcome: &Outcome) -> Value {
             "ird": report.data.negotiated.ird,
             "ord": report.data.negotiated.ord,
         },
-        "counters": {
-            "fpdus_sent": counters.fpdus_sent,
-            "fpdus_received": counters.fpdus_received,
-            "bytes_placed": counters.bytes_placed,
-            "crc_errors": counters.crc_errors,
-            "terminates_sent": counters.terminates_sent,
-            "terminates_received": counters.terminates_received,
-        },
+        "counters": counters_json(&report.counters),
     })
 }
 

@@ -126,12 +126,16 @@ pub struct Measurement {
     pub latency: Latency,
     /// Connections set up per second, when measured.
     pub setup_per_s: Option<f64>,
+    /// What the client's queue pairs of the bandwidth and latency runs
+    /// carried.
+    pub counters: QpCounters,
 }
 
 impl Measurement {
     fn to_json(self) -> Value {
         let mut out = fields(Some((self.bw_gbps, self.msg_rate)), Some(self.latency));
         out.insert("setup_per_s".into(), json!(self.setup_per_s));
+        out.insert("counters".into(), counters_json(&self.counters));
         Value::Object(out)
     }
 }
@@ -249,6 +253,9 @@ impl Report {
                 "{name}: bandwidth is {:.2} of copy+CRC\n",
                 m.bw_gbps / c.copy_crc_gbps()
             );
+        }
+        for (name, m) in &self.runs {
+            out += &format!("{name} client {}", tcp_text(&m.counters));
         }
         if let Some(ratios) = self.ratios() {
             out += "dpdk/socket:";
@@ -372,8 +379,9 @@ impl RunReport {
     }
 }
 
-/// This side's queue pair counters as JSON.
-fn counters_json(c: &QpCounters) -> Value {
+/// This side's queue pair counters as JSON, the TCP ones under the names
+/// `uwarp-perf tcp` gives them too.
+pub(super) fn counters_json(c: &QpCounters) -> Value {
     json!({
         "fpdus_sent": c.fpdus_sent,
         "fpdus_received": c.fpdus_received,
@@ -386,12 +394,19 @@ fn counters_json(c: &QpCounters) -> Value {
         "crc_errors": c.crc_errors,
         "terminates_sent": c.terminates_sent,
         "terminates_received": c.terminates_received,
+        "retransmissions": c.retransmissions,
+        "timeouts": c.timeouts,
+        "fast_recoveries": c.fast_recoveries,
+        "spurious_recoveries": c.spurious_recoveries,
+        "dsacks_received": c.dsacks_received,
+        "dsacks_sent": c.dsacks_sent,
+        "tail_loss_probes": c.tail_loss_probes,
     })
 }
 
-/// This side's queue pair counters, two lines for people.
+/// This side's queue pair counters, three lines for people.
 fn counters_text(c: &QpCounters) -> String {
-    format!(
+    let engine = format!(
         "this side: FPDUs sent {} received {}, placed {} B ({} B out of order in {} segments), \
          reassembled {} B, FPDUs split {}\n\
          CRC errors {}, Terminates sent {} received {}\n",
@@ -405,6 +420,22 @@ fn counters_text(c: &QpCounters) -> String {
         c.crc_errors,
         c.terminates_sent,
         c.terminates_received,
+    );
+    engine + "this side " + &tcp_text(c)
+}
+
+/// The TCP loss-recovery counters, one line for people.
+fn tcp_text(c: &QpCounters) -> String {
+    format!(
+        "TCP: retransmissions {} (timeouts {}), fast recoveries {} ({} spurious, undone), \
+         D-SACKs received {} sent {}, tail loss probes {}\n",
+        c.retransmissions,
+        c.timeouts,
+        c.fast_recoveries,
+        c.spurious_recoveries,
+        c.dsacks_received,
+        c.dsacks_sent,
+        c.tail_loss_probes,
     )
 }
 

@@ -18,8 +18,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use uwarp_control::{
-    CompletionQueue, ConnectParams, Device, Listener, LocalParams, QpInit, QpState, QueuePair,
-    Revision, RtrSet,
+    CompletionQueue, ConnectParams, Device, Listener, LocalParams, QpCounters, QpInit, QpState,
+    QueuePair, Revision, RtrSet,
 };
 
 use super::endpoint::STALL;
@@ -73,23 +73,26 @@ fn measure(transport: Transport, workload: &Workload) -> Result<Measurement, Str
         op: workload.op,
         metric: Metric::Bandwidth,
     };
-    let (bw_gbps, msg_rate) = session(&ends, workload, bandwidth, workload.size, workload.iters)?
+    let (phase, bandwidth_counters) =
+        session(&ends, workload, bandwidth, workload.size, workload.iters)?;
+    let (bw_gbps, msg_rate) = phase
         .bandwidth()
         .ok_or("the bandwidth run measured nothing")?;
     let latency = Mode {
         op: Op::Write,
         metric: Metric::Latency,
     };
-    let latency = session(
+    let (phase, latency_counters) = session(
         &ends,
         workload,
         latency,
         workload.latency_size.max(1),
         workload.latency_iters,
-    )?
-    .summary
-    .latency
-    .ok_or("the latency run measured nothing")?;
+    )?;
+    let latency = phase
+        .summary
+        .latency
+        .ok_or("the latency run measured nothing")?;
     let setup_per_s = if workload.setups > 0 {
         Some(setup_rate(&ends, workload)?)
     } else {
@@ -100,19 +103,21 @@ fn measure(transport: Transport, workload: &Workload) -> Result<Measurement, Str
         msg_rate,
         latency,
         setup_per_s,
+        counters: bandwidth_counters + latency_counters,
     })
 }
 
 /// One run of `mode` at `size`, `iters` messages, between the two ends:
 /// the server on a thread of its own (pinned to the second CPU when it
-/// runs cores), the client on this one.
+/// runs cores), the client on this one. Returns the measurement and the
+/// client's counters.
 fn session(
     ends: &Ends,
     workload: &Workload,
     mode: Mode,
     size: usize,
     iters: usize,
-) -> Result<Phase, String> {
+) -> Result<(Phase, QpCounters), String> {
     let mpa = Mpa {
         revision: Revision::Enhanced,
         crc: workload.crc,
@@ -155,7 +160,8 @@ fn session(
     });
     let mut client = client.map_err(|e| format!("client: {e}"))?;
     server.map_err(|e| format!("server: {e}"))?;
-    client.phases.pop().ok_or_else(|| "no measurement".into())
+    let phase = client.phases.pop().ok_or("no measurement")?;
+    Ok((phase, client.counters))
 }
 
 /// One end of a connection of the setup run.

@@ -16,6 +16,7 @@ use uwarp_stack::verbs::QpState;
 
 use super::idle::{Idle, Interest};
 use super::tcp;
+use crate::counters::TransportCounters;
 use crate::qp::QueuePair;
 use crate::qp_link::QpLink;
 
@@ -44,6 +45,9 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// after that is discarded (each queue's `overflowed` count already says
 /// it overran).
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(1);
+/// How often a connection reads the kernel's retransmission count
+/// (`TCP_INFO`, a system call) for its counters.
+const TCP_INFO_INTERVAL: Duration = Duration::from_millis(1);
 
 struct Conn {
     stream: TcpStream,
@@ -54,6 +58,8 @@ struct Conn {
     write_closed: bool,
     /// When this side closed its direction.
     closed_at: Option<Instant>,
+    /// When the kernel's retransmission count is next read.
+    tcp_info_due: Instant,
 }
 
 impl Conn {
@@ -73,6 +79,7 @@ impl Conn {
             read_closed: false,
             write_closed: false,
             closed_at: None,
+            tcp_info_due: Instant::now(),
         }
     }
 
@@ -84,6 +91,7 @@ impl Conn {
         let mut busy = self.link.take_work();
         busy |= self.receive(rx);
         busy |= self.transmit();
+        self.read_tcp_info();
         busy |= self.link.report();
         self.close_if_asked();
         self.reset_if_peer_lingers();
@@ -92,6 +100,22 @@ impl Conn {
             && self.out_at == self.out.len()
             && (give_up || !self.link.has_backlog());
         (busy, finished)
+    }
+
+    /// Takes the kernel's retransmission count into the queue pair's
+    /// counters, at most once per [`TCP_INFO_INTERVAL`].
+    fn read_tcp_info(&mut self) {
+        let now = Instant::now();
+        if now < self.tcp_info_due {
+            return;
+        }
+        self.tcp_info_due = now + TCP_INFO_INTERVAL;
+        if let Some(retransmissions) = tcp::total_retransmissions(&self.stream) {
+            self.link.set_transport_counters(TransportCounters {
+                retransmissions,
+                ..TransportCounters::default()
+            });
+        }
     }
 
     fn receive(&mut self, rx: &mut [u8]) -> bool {

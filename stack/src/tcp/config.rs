@@ -3,7 +3,8 @@
 //! Defaults suit a datacenter: a 5 ms minimum RTO instead of RFC 6298's
 //! 1 s (its section 2.4 allows a lower bound chosen by the operator), an
 //! initial window of ten segments (RFC 6928), SACK and timestamps offered
-//! (RFC 2018, RFC 7323), Nagle on (RFC 896, RFC 5044 A.2), NewReno
+//! (RFC 2018, RFC 7323), tail loss probes (RFC 8985 section 7), Nagle
+//! on (RFC 896, RFC 5044 A.2), NewReno
 //! congestion control (RFC 5681, RFC 6582; CUBIC, RFC 9438, on request)
 //! and a FIN-WAIT-2 timeout of 60 s.
 
@@ -78,6 +79,8 @@ pub struct Config {
     pub challenge_ack_limit: u32,
     /// Separate out-of-order ranges the receiver keeps at most.
     pub max_ooo_ranges: usize,
+    /// Send tail loss probes (RFC 8985 section 7) when SACK is in use.
+    pub tail_loss_probes: bool,
 }
 
 impl Default for Config {
@@ -104,6 +107,7 @@ impl Default for Config {
             congestion: CongestionControl::NewReno,
             challenge_ack_limit: 100,
             max_ooo_ranges: 64,
+            tail_loss_probes: true,
         }
     }
 }

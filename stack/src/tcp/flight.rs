@@ -61,6 +61,13 @@ pub struct Acked {
     /// segment this ACK covers was ever resent or deemed lost (Karn's
     /// rule: the ACK may answer a retransmission).
     pub rtt_from: Option<Instant>,
+    /// The send time of the newest fully acknowledged segment when it
+    /// was sent only once and not SACKed before, whatever else the ACK
+    /// covers: the ACK came at least a round trip after that one
+    /// transmission, perhaps much later (a resent hole below it held the
+    /// ACK back), so this bounds the RTT from above. For a first estimate
+    /// only, where there is none ([`Acked::rtt_from`] is the sample).
+    pub rtt_bound_from: Option<Instant>,
     /// The most segments SACKed above a hole, never resent, that this
     /// ACK filled: its original arrived displaced by that many.
     pub displaced: usize,
@@ -155,6 +162,8 @@ impl Flight {
                 acked.octets += front.seq_len();
                 ambiguous |= front.transmissions > 1 || front.lost;
                 acked.rtt_from = Some(front.sent_at);
+                let once = front.transmissions == 1 && !front.sacked;
+                acked.rtt_bound_from = once.then_some(front.sent_at);
                 self.totals.sub(Tally::of(front));
                 self.segments.pop_front();
             } else {
@@ -258,6 +267,32 @@ impl Flight {
         Some(rule)
     }
 
+    /// RACK's inference (RFC 8985 section 6.2) for a tail loss probe
+    /// starting at data position `probe`: once the receiver has it
+    /// (SACKed, or `delivered` as a D-SACK showed), the segments below it
+    /// that it has not reported and that were last sent before it (at
+    /// least a probe timeout earlier) are lost, not displaced. Marks
+    /// them; returns whether any was newly marked.
+    pub fn mark_lost_below_probe(&mut self, probe: u64, delivered: bool) -> bool {
+        let Some(index) = self.segments.iter().position(|s| s.start == probe) else {
+            return false;
+        };
+        let sent = &self.segments[index];
+        if !sent.sacked && !delivered {
+            return false;
+        }
+        let probed_at = sent.sent_at;
+        let mut marked = false;
+        for below in 0..index {
+            let sent = &self.segments[below];
+            if !sent.sacked && !sent.lost && sent.sent_at < probed_at {
+                self.update(below, |sent| sent.lost = true);
+                marked = true;
+            }
+        }
+        marked
+    }
+
     /// The retransmission timer expired: everything is to be resent and
     /// SACK information is discarded (RFC 6675 section 5.1, RFC 2018
     /// section 8 allows the receiver to renege).
@@ -271,6 +306,11 @@ impl Flight {
             lost: self.segments.len(),
             sacked: 0,
         };
+    }
+
+    /// Segments in flight.
+    pub fn len(&self) -> usize {
+        self.segments.len()
     }
 
     /// Segments the receiver reported in SACK blocks.
@@ -367,6 +407,29 @@ mod tests {
         assert_eq!(flight.get(1).map(|s| (s.start, s.end)), Some((175, 200)));
         // Rule 3 finds nothing while a segment is lost.
         assert_eq!(flight.mark_next_unsacked(true), None);
+    }
+
+    /// An ACK covering a resent hole gives no sample, but its newest
+    /// segment, sent once, bounds the RTT from above; a SACKed or resent
+    /// newest segment does not.
+    #[test]
+    fn a_resent_hole_leaves_an_upper_bound_from_the_newest_segment() {
+        let mut flight = Flight::default();
+        for i in 0..6 {
+            flight.push(sent(i * 100, i * 100 + 100));
+        }
+        flight.mark_first_lost(false);
+        flight.resent(0, Instant(1000));
+        let acked = flight.acknowledge(200);
+        assert_eq!(
+            (acked.rtt_from, acked.rtt_bound_from),
+            (None, Some(Instant(100)))
+        );
+        flight.apply_sack(300..400);
+        flight.resent(0, Instant(2000));
+        assert_eq!(flight.acknowledge(400).rtt_bound_from, None);
+        flight.resent(1, Instant(3000));
+        assert_eq!(flight.acknowledge(600).rtt_bound_from, None);
     }
 
     #[test]

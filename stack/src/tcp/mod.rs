@@ -46,6 +46,7 @@ mod send_queue;
 mod seq;
 pub mod sim;
 mod spurious;
+mod tail_probe;
 mod time;
 mod timer;
 mod wheel;

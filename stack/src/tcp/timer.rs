@@ -1,8 +1,8 @@
 //! A connection's timers: retransmission (RFC 6298 section 5), delayed ACK
 //! (RFC 9293 section 3.8.6.3), persist (zero-window probing, RFC 9293
 //! section 3.8.6.1), keep-alive (section 3.8.4), the FIN-WAIT-2 timeout
-//! (section 3.10.7.4 sets none; Linux's `tcp_fin_timeout`) and TIME-WAIT
-//! (section 3.6.1).
+//! (section 3.10.7.4 sets none; Linux's `tcp_fin_timeout`), TIME-WAIT
+//! (section 3.6.1) and the tail loss probe (RFC 8985 section 7).
 //!
 //! Each connection holds one deadline per kind and reports the earliest
 //! through `poll_at`, so a dataplane keeps each connection in a timing
@@ -25,15 +25,18 @@ pub enum TimerKind {
     TimeWait,
     /// Waiting too long in FIN-WAIT-2 for the peer's FIN.
     FinWait2,
+    /// A tail loss probe (RFC 8985 section 7).
+    TailProbe,
 }
 
-const KINDS: [TimerKind; 6] = [
+const KINDS: [TimerKind; 7] = [
     TimerKind::Retransmit,
     TimerKind::DelayedAck,
     TimerKind::Persist,
     TimerKind::KeepAlive,
     TimerKind::TimeWait,
     TimerKind::FinWait2,
+    TimerKind::TailProbe,
 ];
 
 /// One optional deadline per timer kind.
@@ -55,6 +58,11 @@ impl Timers {
     /// Arms `kind` unless it is already running.
     pub fn set_if_idle(&mut self, kind: TimerKind, at: Instant) {
         self.deadlines[Self::slot(kind)].get_or_insert(at);
+    }
+
+    /// When `kind` fires, if it is running.
+    pub fn deadline(&self, kind: TimerKind) -> Option<Instant> {
+        self.deadlines[Self::slot(kind)]
     }
 
     /// Stops `kind`.

@@ -211,3 +211,61 @@ pub fn inject(pair: &mut Pair, bytes: &[u8]) -> Vec<Wire> {
 pub fn stream(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i * 7 + i / 251) as u8).collect()
 }
+
+/// A fast recovery caused by reordering: A sends ten segments, B gets the
+/// second after the next three, A retransmits it and cuts its window;
+/// then everything else arrives and the recovery ends. Returns the
+/// retransmission (still on its way to B) and A's window before the cut.
+pub struct Spurious {
+    pub pair: Pair,
+    pub retransmission: Wire,
+    pub cwnd_before: u32,
+}
+
+/// Delivers `wire` to B and B's answers to A; returns what A sends.
+pub fn through(pair: &mut Pair, wire: &Wire) -> Vec<Wire> {
+    pair.deliver(wire);
+    for ack in pair.take(false) {
+        pair.deliver(&ack);
+    }
+    pair.take(true)
+}
+
+pub fn spurious_recovery() -> Spurious {
+    let mut pair = Pair::connected(no_nagle(), config());
+    pair.a.send(&stream(10 * pair.a.emss()));
+    let burst = pair.take(true);
+    assert_eq!(burst.len(), 10);
+    let mut pending: Vec<Wire> = Vec::new();
+    for i in [0, 2, 3] {
+        pending.extend(through(&mut pair, &burst[i]));
+    }
+    let cwnd_before = pair.a.cwnd();
+    pending.extend(through(&mut pair, &burst[4]));
+    assert_eq!(pair.a.stats().fast_recoveries, 1);
+    assert!(pair.a.cwnd() < cwnd_before, "the window was cut");
+    let hole = burst[1].repr().seq_number;
+    let at = pending
+        .iter()
+        .position(|w| w.repr().seq_number == hole && w.payload_len() > 0)
+        .expect("the hole was resent");
+    let retransmission = pending.remove(at);
+    // The original, the rest of the burst and what followed, in order.
+    pending.splice(0..0, burst[5..].iter().cloned());
+    pending.insert(0, burst[1].clone());
+    while !pending.is_empty() {
+        let wire = pending.remove(0);
+        pending.extend(through(&mut pair, &wire));
+    }
+    // B's delayed ACK for the last segment.
+    pair.settle(Duration::from_millis(2));
+    assert_eq!(pair.a.send_queue_len(), 0, "everything acknowledged");
+    // Regression: each partial ACK of the recovery used to mark the next
+    // segment lost, SACKed or not, resending all that was in flight.
+    assert_eq!(pair.a.stats().retransmissions, 1);
+    Spurious {
+        pair,
+        retransmission,
+        cwnd_before,
+    }
+}

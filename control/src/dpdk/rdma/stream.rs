@@ -607,7 +607,7 @@ impl TcpApp for RdmaStream {
             operating.link.take_work();
             operating.transmit(conn);
             operating.close_if_asked(conn);
-            self.counters.fpdus_split = conn.stats().records_split;
+            self.counters.take_tcp(conn.stats());
             operating.link.set_transport_counters(self.counters);
             operating.link.report();
             if operating.link.has_backlog() {

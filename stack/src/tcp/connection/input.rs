@@ -124,7 +124,7 @@ impl Connection {
             seq = seq + 1;
             syn = false;
         }
-        if self.paws_rejects(now, seg) {
+        if self.paws_rejects(now, seg) && !self.disordered_ack(seq, ack, seg) {
             self.stats.paws_rejected += 1;
             if !rst {
                 // A copy of data already received, reported as Linux does.
@@ -213,6 +213,27 @@ impl Connection {
             return false;
         }
         true
+    }
+
+    /// A pure ACK that PAWS would reject only because a later segment of
+    /// the peer overtook it (RFC 7323 section 5.3 drops it; Linux's
+    /// `tcp_disordered_ack` keeps it): it is at RCV.NXT, acknowledges
+    /// SND.UNA, would not change the send window, and its timestamp is at
+    /// most one RTO behind TS.Recent. Such an ACK can carry the D-SACK
+    /// that shows a recovery spurious; it cannot be an old duplicate of
+    /// wrapped sequence space, which is what PAWS guards against.
+    fn disordered_ack(&self, seq: Seq, ack: Option<Seq>, seg: &TcpRepr<'_>) -> bool {
+        let (Some(ts), Some((recent, _))) = (seg.timestamp, self.ts_recent) else {
+            return false;
+        };
+        let slack = self.rtt.rto().micros() / self.config.timestamp_tick.micros().max(1);
+        seg.payload.is_empty()
+            && seg.control == TcpControl::None
+            && seq == self.rcv_nxt()
+            && ack == Some(self.seq_of(self.una_seqpos()))
+            && !self.snd_wl1.lt(seq)
+            && self.peer_window(seg) == self.snd_wnd
+            && u64::from(recent.wrapping_sub(ts.tsval)) <= slack
     }
 
     /// RFC 7323 section 4.3: TS.Recent follows segments that do not leave
@@ -310,14 +331,18 @@ impl Connection {
             // no new arrival, so it is no duplicate ACK.
             self.on_dup_ack();
         }
-        if let Some(block) = dsack {
-            self.on_dsack(&block);
+        if let Some(block) = &dsack {
+            self.on_dsack(block);
         }
         if self.opts.sack
             && self.flight.mark_lost_by_sack(self.reordering.threshold())
             && self.recover.is_none()
         {
             self.enter_recovery();
+        }
+        self.on_tail_probe_ack(dsack.as_ref());
+        if advance > 0 {
+            self.arm_tail_probe(now);
         }
         true
     }
@@ -393,8 +418,14 @@ impl Connection {
         }
         if let Some(sent_at) = acked.rtt_from {
             self.rtt.sample(now.saturating_since(sent_at));
-        } else {
-            self.sample_timestamp_echo(now, seg);
+        } else if !self.sample_timestamp_echo(now, seg) && self.rtt.srtt().is_none() {
+            // Without timestamps, after a resent SYN and with every ACK
+            // covering a resent hole, Karn's rule would never allow a
+            // sample, and the 1 s initial RTO would back off for good: a
+            // sample that may be too long starts the estimate.
+            if let Some(sent_at) = acked.rtt_bound_from {
+                self.rtt.sample(now.saturating_since(sent_at));
+            }
         }
         self.retries = 0;
         let acked_octets = acked.octets.min(u64::from(u32::MAX)) as u32;
@@ -439,18 +470,20 @@ impl Connection {
     }
 
     /// An RTT sample from the echoed timestamp (RFC 7323 section 4), which
-    /// stays valid when the acknowledged segment was resent.
-    fn sample_timestamp_echo(&mut self, now: Instant, seg: &TcpRepr<'_>) {
+    /// stays valid when the acknowledged segment was resent; returns
+    /// whether there was one.
+    fn sample_timestamp_echo(&mut self, now: Instant, seg: &TcpRepr<'_>) -> bool {
         let Some(echo) = seg
             .timestamp
             .filter(|ts| self.opts.timestamps && ts.tsecr != 0)
         else {
-            return;
+            return false;
         };
         let ticks = self.timestamp_now(now).wrapping_sub(echo.tsecr);
         self.rtt.sample(Duration(
             u64::from(ticks) * self.config.timestamp_tick.micros(),
         ));
+        true
     }
 
     /// A duplicate ACK (RFC 5681 section 3.2). With SACK the threshold is
@@ -474,7 +507,7 @@ impl Connection {
 
     /// Fast retransmit and the start of fast recovery, a new episode that
     /// D-SACKs may show spurious (SACK only: without it no D-SACK comes).
-    fn enter_recovery(&mut self) {
+    pub(super) fn enter_recovery(&mut self) {
         self.recover = Some(self.nxt_seqpos());
         self.rescued = false;
         self.episode = self.opts.sack.then(|| Episode::new(self.cc.clone()));

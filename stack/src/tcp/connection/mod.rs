@@ -16,10 +16,12 @@
 //! 5961, RFC 7323 PAWS, RFC 5681/6582/6675 loss detection, RFC 2883
 //! D-SACK both ways and the undo of spurious recoveries), `output.rs`
 //! builds segments (RFC 5044 A.1 segmentation, Nagle, SACK options, the
-//! RFC 5681 section 4.1 restart window) and `timers.rs` handles expiries.
+//! RFC 5681 section 4.1 restart window), `probe.rs` sends tail loss
+//! probes (RFC 8985 section 7) and `timers.rs` handles expiries.
 
 mod input;
 mod output;
+mod probe;
 mod timers;
 
 use super::config::Config;
@@ -31,6 +33,7 @@ use super::rtt::RttEstimator;
 use super::send_queue::{QueueFull, SendQueue};
 use super::seq::Seq;
 use super::spurious::Episode;
+use super::tail_probe::TailProbe;
 use super::time::{Duration, Instant};
 use super::timer::Timers;
 use crate::mpa::FpduSink;
@@ -118,6 +121,9 @@ pub struct Stats {
     pub dsacks_received: u64,
     /// D-SACK blocks sent: data arrived twice.
     pub dsacks_sent: u64,
+    /// Tail loss probes sent (RFC 8985 section 7), new data or a
+    /// retransmission (then also counted in `retransmissions`).
+    pub tail_loss_probes: u64,
     /// Records split across segments (RFC 5044 A.1 exceptions).
     pub records_split: u64,
     /// Data segments that started inside a record: after a split, or when
@@ -268,6 +274,10 @@ pub struct Connection {
     episode: Option<Episode>,
     /// The duplicate threshold learned from the path's reordering.
     reordering: Reordering,
+    /// The tail loss probe whose outcome is not known yet.
+    tail_probe: Option<TailProbe>,
+    /// The probe timer fired: the next poll sends a probe.
+    send_tail_probe: bool,
     /// The RFC 6675 rescue retransmission of this recovery went out.
     rescued: bool,
     dupacks: u32,
@@ -333,6 +343,8 @@ impl Connection {
             recover: None,
             episode: None,
             reordering: Reordering::default(),
+            tail_probe: None,
+            send_tail_probe: false,
             rescued: false,
             dupacks: 0,
             retries: 0,
@@ -686,6 +698,7 @@ impl Connection {
         self.dup_acks_owed = 0;
         self.send_syn = false;
         self.send_probe = false;
+        self.send_tail_probe = false;
         self.events.extend(event);
     }
 }

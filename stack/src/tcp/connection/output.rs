@@ -2,8 +2,9 @@
 //! section 3.5, RFC 7323 sections 2-3, RFC 2018 section 2), lost segments
 //! resent on their original boundaries (RFC 5044 A.1, RFC 6675 NextSeg),
 //! new data cut at record boundaries within the congestion and peer
-//! windows (RFC 5681) and Nagle's rule (RFC 9293 section 3.7.4), pure
-//! ACKs with SACK blocks, probes and resets.
+//! windows (RFC 5681) and Nagle's rule (RFC 9293 section 3.7.4), tail
+//! loss probes (RFC 8985 section 7.3, in `probe.rs`), pure ACKs with SACK
+//! blocks, window probes and resets.
 
 use super::{Connection, State};
 use crate::tcp::flight::{NextSeg, Sent};
@@ -62,7 +63,13 @@ impl Connection {
         if let Some(planned) = self.plan_retransmission(now) {
             return Some(planned);
         }
-        if let Some(planned) = self.plan_new_data(now) {
+        if self.send_tail_probe {
+            self.send_tail_probe = false;
+            if let Some(planned) = self.plan_tail_probe(now) {
+                return Some(planned);
+            }
+        }
+        if let Some(planned) = self.plan_new_data(now, false) {
             return Some(planned);
         }
         if self.sack_recovery_has_room() {
@@ -184,7 +191,12 @@ impl Connection {
     }
 
     /// A data or FIN segment header for `sent`.
-    fn data_header(&mut self, now: Instant, sent: &Sent, last: bool) -> TcpRepr<'static> {
+    pub(super) fn data_header(
+        &mut self,
+        now: Instant,
+        sent: &Sent,
+        last: bool,
+    ) -> TcpRepr<'static> {
         let control = if sent.fin {
             TcpControl::Fin
         } else if last {
@@ -213,15 +225,19 @@ impl Connection {
 
     /// Whether new data may go out in this state.
     fn sends_new_data(&self) -> bool {
-        !self.fin_sent
-            && matches!(
-                self.state,
-                State::Established
-                    | State::CloseWait
-                    | State::FinWait1
-                    | State::Closing
-                    | State::LastAck
-            )
+        !self.fin_sent && self.sends_data()
+    }
+
+    /// Whether the state is one in which data (new or resent) goes out.
+    pub(super) fn sends_data(&self) -> bool {
+        matches!(
+            self.state,
+            State::Established
+                | State::CloseWait
+                | State::FinWait1
+                | State::Closing
+                | State::LastAck
+        )
     }
 
     /// The oldest segment deemed lost, resent on its original boundaries
@@ -259,8 +275,14 @@ impl Connection {
     }
 
     /// New data from SND.NXT: whole records packed up to the EMSS within
-    /// the peer's and the congestion window, then the FIN.
-    fn plan_new_data(&mut self, now: Instant) -> Option<(TcpRepr<'static>, Range<u64>)> {
+    /// the peer's and the congestion window, then the FIN. A tail loss
+    /// `probe` is one segment whatever the congestion window and Nagle
+    /// say (RFC 8985 section 7.3); other new data arms the probe timer.
+    pub(super) fn plan_new_data(
+        &mut self,
+        now: Instant,
+        probe: bool,
+    ) -> Option<(TcpRepr<'static>, Range<u64>)> {
         if !self.sends_new_data() {
             return None;
         }
@@ -277,7 +299,11 @@ impl Connection {
             }
             let emss = self.emss() as u64;
             let window_room = (self.send.head() + self.snd_wnd).saturating_sub(self.snd_nxt);
-            let cwnd_room = u64::from(self.cc.cwnd()).saturating_sub(self.flight.pipe());
+            let cwnd_room = if probe {
+                emss
+            } else {
+                u64::from(self.cc.cwnd()).saturating_sub(self.flight.pipe())
+            };
             if cwnd_room < emss {
                 self.cwnd_full_until = self.snd_nxt;
             }
@@ -294,7 +320,7 @@ impl Connection {
                 return None;
             };
             let all = self.snd_nxt + cut.len == end;
-            if self.nagle && cut.len < emss && all && !fin && !self.flight.is_empty() {
+            if !probe && self.nagle && cut.len < emss && all && !fin && !self.flight.is_empty() {
                 return None;
             }
             self.stats.records_split += u64::from(cut.splits_record);
@@ -317,6 +343,9 @@ impl Connection {
         self.timers
             .set_if_idle(TimerKind::Retransmit, now + self.rtt.rto());
         let header = self.data_header(now, &sent, sent.end == end);
+        if !probe {
+            self.arm_tail_probe(now);
+        }
         Some((header, sent.start..sent.end))
     }
 

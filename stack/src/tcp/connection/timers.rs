@@ -2,8 +2,8 @@
 //! loss window and RFC 9293 section 3.8.3's give-up threshold), delayed
 //! ACK, persist (zero-window probes and the RFC 5044 A.1 window exception),
 //! keep-alive (RFC 9293 section 3.8.4), the FIN-WAIT-2 timeout (beyond RFC
-//! 9293 section 3.10.7.4, like Linux's `tcp_fin_timeout`) and the end of
-//! TIME-WAIT.
+//! 9293 section 3.10.7.4, like Linux's `tcp_fin_timeout`), the end of
+//! TIME-WAIT and the tail loss probe (RFC 8985 section 7, `probe.rs`).
 
 use super::{Connection, Event, State};
 use crate::tcp::time::{Duration, Instant};
@@ -21,6 +21,7 @@ impl Connection {
                 TimerKind::KeepAlive => self.on_keep_alive_timeout(now),
                 TimerKind::FinWait2 => self.on_fin_wait2_timeout(now),
                 TimerKind::TimeWait => self.terminate(None),
+                TimerKind::TailProbe => self.on_tail_probe_timeout(),
             }
         }
     }
@@ -49,6 +50,7 @@ impl Connection {
                 // that held back a fast retransmit the default would have
                 // made is dropped.
                 self.episode = None;
+                self.tail_probe = None;
                 if self.recover.is_none() {
                     self.reordering.timed_out(self.flight.sacked());
                 }

@@ -1,0 +1,88 @@
+//! The TCP loss-recovery counters of a queue pair (`QpCounters`) in
+//! `uwarp-perf loopback`'s reports: the impairment stage dropping frames
+//! on the DPDK link makes uwarp's TCP retransmit, and the JSON and the
+//! table say so; a clean link retransmits nothing.
+
+mod common;
+
+use std::process::Command;
+
+/// The TCP counters every report carries, by their JSON names.
+const TCP_FIELDS: [&str; 7] = [
+    "retransmissions",
+    "timeouts",
+    "fast_recoveries",
+    "spurious_recoveries",
+    "dsacks_received",
+    "dsacks_sent",
+    "tail_loss_probes",
+];
+
+/// A short loopback run with `extra` arguments; its standard output.
+fn loopback(extra: &[&str]) -> Vec<u8> {
+    // One run at a time: each busy-polls two cores, and a run starved of
+    // a CPU for longer than the 5 ms minimum RTO retransmits on a clean
+    // link.
+    let _serial = common::serial();
+    let out = Command::new(env!("CARGO_BIN_EXE_uwarp-perf"))
+        .args(["loopback", "-s", "4096", "-n", "300"])
+        .args(["--latency-iters", "50", "--setups", "0"])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// The counters of `transport` in a JSON report, each checked present.
+fn counters(report: &serde_json::Value, transport: &str) -> [u64; 7] {
+    TCP_FIELDS.map(|field| {
+        report[transport]["counters"][field]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{transport} {field}: {report}"))
+    })
+}
+
+#[test]
+fn loss_on_the_dpdk_link_shows_as_retransmissions() {
+    let stdout = loopback(&["--impair-rx", "loss=0.02,seed=5", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
+    let [retransmissions, ..] = counters(&report, "dpdk");
+    assert!(retransmissions > 0, "{report}");
+}
+
+#[test]
+fn a_clean_link_retransmits_nothing() {
+    let stdout = loopback(&["--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
+    assert_eq!(counters(&report, "dpdk"), [0; 7], "{report}");
+}
+
+#[test]
+fn the_socket_transport_reports_its_counters() {
+    let stdout = loopback(&["--transport", "socket", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
+    // Only retransmissions come from the kernel (TCP_INFO); its loopback
+    // loses nothing, and the rest has no source.
+    assert_eq!(counters(&report, "socket"), [0; 7], "{report}");
+}
+
+#[test]
+fn the_table_prints_the_tcp_counters() {
+    let stdout = loopback(&["--impair-rx", "loss=0.02,seed=5"]);
+    let text = String::from_utf8(stdout).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("dpdk client TCP: retransmissions "))
+        .unwrap_or_else(|| panic!("{text}"));
+    let count: u64 = line["dpdk client TCP: retransmissions ".len()..]
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(count > 0, "{text}");
+}
