@@ -121,25 +121,37 @@ impl Mbuf {
         self.head().ol_flags
     }
 
-    /// Asks the CPU to bring the first two cache lines of the data room
-    /// (where a frame's headers go) into its cache, so a frame built in
-    /// this mbuf soon after does not wait for memory. A hint only; no-op
-    /// off x86-64.
-    pub fn prefetch_data(&self) {
+    /// Asks the CPU to bring the first `len` octets of the data room into
+    /// its cache, so a frame read soon after does not wait for memory (on
+    /// a memory link the peer's core wrote it). A hint only.
+    pub fn prefetch(&self, len: usize) {
         #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let head = self.head();
-            let start = head
-                .buf_addr
-                .cast::<i8>()
-                .wrapping_add(usize::from(head.data_off));
+        self.prefetch_lines::<{ std::arch::x86_64::_MM_HINT_T0 }>(len);
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = len;
+    }
+
+    /// Like [`Mbuf::prefetch`], for a frame about to be written here: the
+    /// lines come in exclusive, so the writes need no further round trip.
+    pub fn prefetch_for_write(&self, len: usize) {
+        #[cfg(target_arch = "x86_64")]
+        self.prefetch_lines::<{ std::arch::x86_64::_MM_HINT_ET0 }>(len);
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = len;
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    fn prefetch_lines<const HINT: i32>(&self, len: usize) {
+        let head = self.head();
+        let start = head
+            .buf_addr
+            .cast::<i8>()
+            .wrapping_add(usize::from(head.data_off));
+        let len = len.min(usize::from(head.buf_len.saturating_sub(head.data_off)));
+        for offset in (0..len).step_by(64) {
             // SAFETY: prefetching is a hint that never faults, whatever the
-            // address; `start` is inside this mbuf's data room anyway.
-            unsafe {
-                _mm_prefetch::<_MM_HINT_T0>(start);
-                _mm_prefetch::<_MM_HINT_T0>(start.wrapping_add(64));
-            }
+            // address; these are inside this mbuf's data room anyway.
+            unsafe { std::arch::x86_64::_mm_prefetch::<HINT>(start.wrapping_add(offset)) };
         }
     }
 

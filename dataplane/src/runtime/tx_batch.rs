@@ -182,13 +182,13 @@ impl TxBatch {
 
     /// An empty mbuf: the next spare, refilled a burst at a time (one at a
     /// time when the pool has less than a burst left).
-    fn take_mbuf(&mut self) -> Option<Mbuf> {
+    fn take_mbuf(&mut self, len: u16) -> Option<Mbuf> {
         if self.spare.is_empty() && Mbuf::alloc_bulk(&self.pool, BURST, &mut self.spare).is_err() {
             return Mbuf::alloc(&self.pool).ok();
         }
         let mbuf = self.spare.pop();
         if let Some(next) = self.spare.last() {
-            next.prefetch_data();
+            next.prefetch_for_write(usize::from(len));
         }
         mbuf
     }
@@ -198,7 +198,7 @@ impl TxBatch {
     /// not fit one.
     fn build_and_push(&mut self, len: usize, fill: &mut dyn FnMut(&mut Mbuf, u16) -> bool) -> bool {
         let built = u16::try_from(len).ok().and_then(|len| {
-            let mut mbuf = self.take_mbuf()?;
+            let mut mbuf = self.take_mbuf(len)?;
             fill(&mut mbuf, len).then_some(mbuf)
         });
         match built {
