@@ -838,9 +838,19 @@ fn tcp(args: &TcpArgs) -> Result<(), String> {
         linger: std::time::Duration::from_millis(args.linger_ms),
     };
     let outcome = tcp::run(&run)?;
+    // Host-wide: TCP frames whose checksums the device filled (0 on
+    // devices without the offload).
+    let offloaded: u64 = outcome
+        .host
+        .transmit
+        .iter()
+        .map(|t| t.checksums_offloaded)
+        .sum();
     for report in &outcome.reports {
         if args.json {
-            println!("{}", report.to_json());
+            let mut json = report.to_json();
+            json["host_checksums_offloaded"] = offloaded.into();
+            println!("{json}");
         } else {
             print!("{}", report.to_text());
         }

@@ -1,7 +1,8 @@
 //! The TCP loss-recovery counters of a queue pair (`QpCounters`) in
 //! `uwarp-perf loopback`'s reports: the impairment stage dropping frames
 //! on the DPDK link makes uwarp's TCP retransmit, and the JSON and the
-//! table say so; a clean link retransmits nothing.
+//! table say so; a clean link retransmits nothing. The server's counters
+//! show where reordered data went.
 
 mod common;
 
@@ -56,6 +57,25 @@ fn loss_on_the_dpdk_link_shows_as_retransmissions() {
 }
 
 #[test]
+fn reordered_segments_are_placed_out_of_order_and_never_reassembled() {
+    let stdout = loopback(&["--crc", "--impair-rx", "reorder=0.05,seed=3", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
+    let server = &report["dpdk"]["server_counters"];
+    let field = |name: &str| {
+        server[name]
+            .as_u64()
+            .unwrap_or_else(|| panic!("server {name}: {report}"))
+    };
+    // Every message of the bandwidth run reached the server's memory.
+    assert!(field("bytes_placed") >= 300 * 4096, "{report}");
+    assert!(field("segments_placed_out_of_order") > 0, "{report}");
+    assert!(field("bytes_placed_out_of_order") > 0, "{report}");
+    // Each segment holds whole FPDUs, so none had to wait for a hole.
+    assert_eq!(field("bytes_reassembled"), 0, "{report}");
+    assert_eq!(field("crc_errors"), 0, "{report}");
+}
+
+#[test]
 fn a_clean_link_retransmits_nothing() {
     let stdout = loopback(&["--json"]);
     let report: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
@@ -85,4 +105,9 @@ fn the_table_prints_the_tcp_counters() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("{line}"));
     assert!(count > 0, "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("dpdk server placement: ") && l.contains("CRC errors 0")),
+        "{text}"
+    );
 }

@@ -284,6 +284,13 @@ fn uwarp_client_moves_a_gigabyte_each_way_through_a_kernel_echo() {
         report["retransmissions"].as_u64().unwrap() > 0,
         "the impairment dropped frames, so uwarp retransmitted: {report}"
     );
+    // net_tap offloads TCP checksums: the kernel took every one of those
+    // frames, retransmissions and impairment duplicates included, with
+    // the checksums the device completed.
+    assert!(
+        report["host_checksums_offloaded"].as_u64().unwrap() > 0,
+        "{report}"
+    );
 }
 
 #[test]

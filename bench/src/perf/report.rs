@@ -129,6 +129,10 @@ pub struct Measurement {
     /// What the client's queue pairs of the bandwidth and latency runs
     /// carried.
     pub counters: QpCounters,
+    /// What the server's carried: where a Write or Send run's data was
+    /// received, so where out-of-order placement and the reassembly
+    /// buffer show.
+    pub server_counters: QpCounters,
 }
 
 impl Measurement {
@@ -136,6 +140,10 @@ impl Measurement {
         let mut out = fields(Some((self.bw_gbps, self.msg_rate)), Some(self.latency));
         out.insert("setup_per_s".into(), json!(self.setup_per_s));
         out.insert("counters".into(), counters_json(&self.counters));
+        out.insert(
+            "server_counters".into(),
+            counters_json(&self.server_counters),
+        );
         Value::Object(out)
     }
 }
@@ -256,6 +264,7 @@ impl Report {
         }
         for (name, m) in &self.runs {
             out += &format!("{name} client {}", tcp_text(&m.counters));
+            out += &format!("{name} server {}", placement_text(&m.server_counters));
         }
         if let Some(ratios) = self.ratios() {
             out += "dpdk/socket:";
@@ -422,6 +431,19 @@ fn counters_text(c: &QpCounters) -> String {
         c.terminates_received,
     );
     engine + "this side " + &tcp_text(c)
+}
+
+/// Where received data went, one line for people.
+fn placement_text(c: &QpCounters) -> String {
+    format!(
+        "placement: {} B placed, {} B of them out of order in {} segments, {} B through \
+         the reassembly buffer, CRC errors {}\n",
+        c.bytes_placed,
+        c.bytes_placed_out_of_order,
+        c.segments_placed_out_of_order,
+        c.bytes_reassembled,
+        c.crc_errors,
+    )
 }
 
 /// The TCP loss-recovery counters, one line for people.

@@ -73,7 +73,7 @@ fn measure(transport: Transport, workload: &Workload) -> Result<Measurement, Str
         op: workload.op,
         metric: Metric::Bandwidth,
     };
-    let (phase, bandwidth_counters) =
+    let (phase, bandwidth_counters, bandwidth_server) =
         session(&ends, workload, bandwidth, workload.size, workload.iters)?;
     let (bw_gbps, msg_rate) = phase
         .bandwidth()
@@ -82,7 +82,7 @@ fn measure(transport: Transport, workload: &Workload) -> Result<Measurement, Str
         op: Op::Write,
         metric: Metric::Latency,
     };
-    let (phase, latency_counters) = session(
+    let (phase, latency_counters, latency_server) = session(
         &ends,
         workload,
         latency,
@@ -104,20 +104,21 @@ fn measure(transport: Transport, workload: &Workload) -> Result<Measurement, Str
         latency,
         setup_per_s,
         counters: bandwidth_counters + latency_counters,
+        server_counters: bandwidth_server + latency_server,
     })
 }
 
 /// One run of `mode` at `size`, `iters` messages, between the two ends:
 /// the server on a thread of its own (pinned to the second CPU when it
 /// runs cores), the client on this one. Returns the measurement and the
-/// client's counters.
+/// client's and the server's counters.
 fn session(
     ends: &Ends,
     workload: &Workload,
     mode: Mode,
     size: usize,
     iters: usize,
-) -> Result<(Phase, QpCounters), String> {
+) -> Result<(Phase, QpCounters, QpCounters), String> {
     let mpa = Mpa {
         revision: Revision::Enhanced,
         crc: workload.crc,
@@ -159,9 +160,9 @@ fn session(
         (client, server)
     });
     let mut client = client.map_err(|e| format!("client: {e}"))?;
-    server.map_err(|e| format!("server: {e}"))?;
+    let server = server.map_err(|e| format!("server: {e}"))?;
     let phase = client.phases.pop().ok_or("no measurement")?;
-    Ok((phase, client.counters))
+    Ok((phase, client.counters, server.counters))
 }
 
 /// One end of a connection of the setup run.
