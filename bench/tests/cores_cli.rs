@@ -3,7 +3,11 @@
 //! moves its data, and a device or transport that cannot take the cores
 //! is refused with an error that says why.
 
+mod common;
+
 use std::process::{Command, Output};
+
+use common::{perf_stdout, QUICK_LOOPBACK};
 
 fn perf(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_uwarp-perf"))
@@ -22,28 +26,9 @@ fn refused(args: &[&str]) -> String {
 #[test]
 fn loopback_runs_every_operation_on_two_cores_per_end() {
     for op in ["write", "read", "send"] {
-        let out = perf(&[
-            "loopback",
-            "--cores",
-            "2",
-            "--op",
-            op,
-            "-s",
-            "4096",
-            "-n",
-            "300",
-            "--latency-iters",
-            "50",
-            "--setups",
-            "5",
-            "--json",
-        ]);
-        assert!(
-            out.status.success(),
-            "{op}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mut args = vec!["loopback", "--cores", "2", "--op", op, "--json"];
+        args.extend(QUICK_LOOPBACK);
+        let report: serde_json::Value = serde_json::from_slice(&perf_stdout(&args)).unwrap();
         for field in ["bw_gbps", "lat_p50_us", "setup_per_s"] {
             let value = report["dpdk"][field].as_f64().unwrap_or(0.0);
             assert!(value > 0.0, "{op}: {field} = {value}");

@@ -3,30 +3,17 @@
 //! the process) and the socket transport, and report every field of the
 //! JSON both share.
 
+mod common;
+
 use std::process::Command;
 
+use common::{perf_stdout, QUICK_LOOPBACK};
+
 fn run(args: &[&str]) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_uwarp-perf"))
-        .args(args)
-        .args([
-            "-s",
-            "4096",
-            "-n",
-            "300",
-            "--latency-iters",
-            "50",
-            "--setups",
-            "5",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    let mut args = args.to_vec();
+    args.extend(QUICK_LOOPBACK);
+    args.push("--json");
+    serde_json::from_slice(&perf_stdout(&args)).unwrap()
 }
 
 const FIELDS: [&str; 8] = [

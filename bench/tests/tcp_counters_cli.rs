@@ -1,12 +1,13 @@
 //! The TCP loss-recovery counters of a queue pair (`QpCounters`) in
 //! `uwarp-perf loopback`'s reports: the impairment stage dropping frames
 //! on the DPDK link makes uwarp's TCP retransmit, and the JSON and the
-//! table say so; a clean link retransmits nothing. The server's counters
-//! show where reordered data went.
+//! table say so; on a clean link whatever a timer resent early arrived
+//! twice and was reported so. The server's counters show where
+//! reordered data went.
 
 mod common;
 
-use std::process::Command;
+use common::QUICK_LOOPBACK;
 
 /// The TCP counters every report carries, by their JSON names.
 const TCP_FIELDS: [&str; 7] = [
@@ -25,18 +26,10 @@ fn loopback(extra: &[&str]) -> Vec<u8> {
     // a CPU for longer than the 5 ms minimum RTO retransmits on a clean
     // link.
     let _serial = common::serial();
-    let out = Command::new(env!("CARGO_BIN_EXE_uwarp-perf"))
-        .args(["loopback", "-s", "4096", "-n", "300"])
-        .args(["--latency-iters", "50", "--setups", "0"])
-        .args(extra)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+    let mut args = vec!["loopback"];
+    args.extend(QUICK_LOOPBACK);
+    args.extend(extra);
+    common::perf_stdout(&args)
 }
 
 /// The counters of `transport` in a JSON report, each checked present.
@@ -76,10 +69,18 @@ fn reordered_segments_are_placed_out_of_order_and_never_reassembled() {
 }
 
 #[test]
-fn a_clean_link_retransmits_nothing() {
+fn a_clean_link_loses_nothing() {
     let stdout = loopback(&["--json"]);
     let report: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
-    assert_eq!(counters(&report, "dpdk"), [0; 7], "{report}");
+    let [retransmissions, ..] = counters(&report, "dpdk");
+    let server = |name: &str| report["dpdk"]["server_counters"][name].as_u64().unwrap();
+    // Nothing is lost or reordered. A timer can still fire early when a
+    // thread of the run is descheduled (a tail loss probe, or an RTO on
+    // a starved CPU, which resends the whole flight): each copy it sent
+    // then reached the server twice, and the server said so by D-SACK.
+    assert!(retransmissions <= server("dsacks_sent"), "{report}");
+    assert_eq!(server("segments_placed_out_of_order"), 0, "{report}");
+    assert_eq!(server("bytes_reassembled"), 0, "{report}");
 }
 
 #[test]

@@ -25,6 +25,34 @@ pub const MODES: [&str; 6] = [
     "send-lat",
 ];
 
+/// A loopback run short enough for a test: 4 KiB messages, 300 of
+/// them, 50 round trips and 5 connection setups.
+pub const QUICK_LOOPBACK: [&str; 8] = [
+    "-s",
+    "4096",
+    "-n",
+    "300",
+    "--latency-iters",
+    "50",
+    "--setups",
+    "5",
+];
+
+/// Runs `uwarp-perf` with `args` to its end; its standard output, once
+/// it has exited successfully (its standard error is the failure).
+pub fn perf_stdout(args: &[&str]) -> Vec<u8> {
+    let out = Command::new(env!("CARGO_BIN_EXE_uwarp-perf"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
 /// Messages of each run: small, so the runs take about a second.
 pub const ITERS: u64 = 2000;
 
