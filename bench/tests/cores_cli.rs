@@ -5,23 +5,7 @@
 
 mod common;
 
-use std::process::{Command, Output};
-
-use common::{perf_stdout, QUICK_LOOPBACK};
-
-fn perf(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_uwarp-perf"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-/// The error line of a run that must fail.
-fn refused(args: &[&str]) -> String {
-    let out = perf(args);
-    assert!(!out.status.success(), "{args:?} ran");
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
+use common::{perf_refused as refused, perf_stdout, QUICK_LOOPBACK};
 
 #[test]
 fn loopback_runs_every_operation_on_two_cores_per_end() {

@@ -5,9 +5,7 @@
 
 mod common;
 
-use std::process::Command;
-
-use common::{perf_stdout, QUICK_LOOPBACK};
+use common::{perf_refused, perf_stdout, QUICK_LOOPBACK};
 
 fn run(args: &[&str]) -> serde_json::Value {
     let mut args = args.to_vec();
@@ -96,12 +94,8 @@ fn compare_reports_both_transports_and_their_ratios() {
 
 #[test]
 fn calibrate_reports_its_rates() {
-    let out = Command::new(env!("CARGO_BIN_EXE_uwarp-perf"))
-        .args(["calibrate", "--json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let stdout = perf_stdout(&["calibrate", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
     for field in ["memcpy_gbps", "crc32c_gbps", "copy_crc_gbps"] {
         assert!(report["calibrate"][field].as_f64().unwrap() > 0.0);
     }
@@ -118,12 +112,7 @@ fn bad_arguments_are_refused_with_a_message() {
             "need the dpdk transport",
         ),
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_uwarp-perf"))
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(!out.status.success(), "{args:?}");
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = perf_refused(args);
         assert!(stderr.contains(message), "{args:?}: {stderr}");
     }
 }

@@ -19,6 +19,12 @@ use dpdk_sys::rte_mbuf;
 use crate::error::{Error, Result};
 use crate::mempool::Mempool;
 
+/// The transmit flags that ask the device for a frame's IPv4 header and
+/// TCP checksums.
+const TX_CHECKSUM_FLAGS: u64 = dpdk_sys::RTE_MBUF_F_TX_IPV4
+    | dpdk_sys::RTE_MBUF_F_TX_IP_CKSUM
+    | dpdk_sys::RTE_MBUF_F_TX_TCP_CKSUM;
+
 /// An owned mbuf (the head of a chain of one or more segments).
 ///
 /// The layout is that of a `*mut rte_mbuf`, so a `[Mbuf]` can be passed to
@@ -164,11 +170,9 @@ impl Mbuf {
     ///
     /// [`TxQueue::offloads_tcp_checksums`]: crate::queue::TxQueue::offloads_tcp_checksums
     pub fn offload_tcp_checksums(&mut self, l2_len: u8, l3_len: u16) {
-        use dpdk_sys as d;
         // SAFETY: self owns a valid mbuf; &mut self makes this the only view.
         let head = unsafe { self.0.as_mut() };
-        head.ol_flags |=
-            d::RTE_MBUF_F_TX_IPV4 | d::RTE_MBUF_F_TX_IP_CKSUM | d::RTE_MBUF_F_TX_TCP_CKSUM;
+        head.ol_flags |= TX_CHECKSUM_FLAGS;
         // The `tx_offload` word packs l2_len in bits 0-6 and l3_len in
         // bits 7-15.
         head.__bindgen_anon_3.tx_offload =
@@ -178,15 +182,13 @@ impl Mbuf {
     /// Gives this mbuf the transmit offload requests of `other` (a copy of
     /// a frame must ask the device for the same checksums).
     pub fn copy_offloads_from(&mut self, other: &Mbuf) {
-        let tx_flags = dpdk_sys::RTE_MBUF_F_TX_IPV4
-            | dpdk_sys::RTE_MBUF_F_TX_IP_CKSUM
-            | dpdk_sys::RTE_MBUF_F_TX_TCP_CKSUM;
         let source = other.head();
         // SAFETY: reading the whole `tx_offload` word of a valid mbuf.
         let word = unsafe { source.__bindgen_anon_3.tx_offload };
         // SAFETY: self owns a valid mbuf; &mut self makes this the only view.
         let head = unsafe { self.0.as_mut() };
-        head.ol_flags = (head.ol_flags & !tx_flags) | (source.ol_flags & tx_flags);
+        head.ol_flags =
+            (head.ol_flags & !TX_CHECKSUM_FLAGS) | (source.ol_flags & TX_CHECKSUM_FLAGS);
         head.__bindgen_anon_3.tx_offload = word;
     }
 

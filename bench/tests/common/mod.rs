@@ -7,7 +7,7 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::mpsc;
 use std::sync::{Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -38,13 +38,25 @@ pub const QUICK_LOOPBACK: [&str; 8] = [
     "5",
 ];
 
+/// Runs `uwarp-perf` with `args` to its end.
+pub fn perf_output(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_uwarp-perf"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// The standard error of a `uwarp-perf` run that must fail.
+pub fn perf_refused(args: &[&str]) -> String {
+    let out = perf_output(args);
+    assert!(!out.status.success(), "{args:?} ran");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// Runs `uwarp-perf` with `args` to its end; its standard output, once
 /// it has exited successfully (its standard error is the failure).
 pub fn perf_stdout(args: &[&str]) -> Vec<u8> {
-    let out = Command::new(env!("CARGO_BIN_EXE_uwarp-perf"))
-        .args(args)
-        .output()
-        .unwrap();
+    let out = perf_output(args);
     assert!(
         out.status.success(),
         "{args:?}: {}",

@@ -44,9 +44,10 @@ pub struct TxBatch {
     queue: TxQueue,
     pool: Arc<Mempool>,
     /// Mbufs taken from the pool a burst at a time, the next one's data
-    /// room prefetched: one pool access per burst instead of one per
-    /// frame, and a frame's first write finds its cache lines ready (on a
-    /// memory link the peer frees our mbufs, so they come back cold).
+    /// room prefetched for writing, as long as the frame just built: one
+    /// pool access per burst instead of one per frame, and a frame's
+    /// writes find their cache lines ready (on a memory link the peer
+    /// frees our mbufs, so they come back cold).
     spare: Vec<Mbuf>,
     /// Whether the device fills the checksums of TCP frames.
     offload_checksums: bool,
