@@ -21,7 +21,7 @@ use uwarp_stack::tcp::{parse_verified, Instant};
 
 use super::app::TcpApp;
 use super::clock::Clock;
-use super::deadlines::Deadlines;
+use super::deadlines::{Deadlines, Due};
 use super::doorbell::Rung;
 use super::flow::{FlowCounters, Status, TcpFlow};
 
@@ -52,7 +52,7 @@ pub struct TcpCore<A> {
     /// forwarding their segments here.
     announce: Arc<ClosedFlows>,
     deadlines: Deadlines,
-    due: Vec<FourTuple>,
+    due: Vec<Due>,
     closed: Vec<FourTuple>,
     /// Flows whose doorbells rang.
     rung: Arc<Rung>,
@@ -141,9 +141,12 @@ impl<A: TcpApp> FlowHandler for TcpCore<A> {
         let now = self.clock.at(now);
         let mut due = std::mem::take(&mut self.due);
         self.deadlines.expire(now, &mut due);
-        for tuple in due.drain(..) {
+        for entry in due.drain(..) {
+            let tuple = entry.tuple;
             if let Some(flow) = flows.get_mut(&tuple) {
-                flow.scheduled = None;
+                if !entry.claim(&mut flow.scheduled) {
+                    continue;
+                }
                 if flow.on_timer(now) {
                     self.after_input(now, tuple, flow, tx);
                 } else {

@@ -39,7 +39,7 @@ use uwarp_stack::tcp::{
 use super::app::{End, TcpApp};
 use super::clock::Clock;
 use super::core::{ClosedFlows, TcpCore};
-use super::deadlines::Deadlines;
+use super::deadlines::{Deadlines, Due};
 use super::flow::{FlowCounters, Status, TcpFlow};
 use super::route::Route;
 use crate::error::Error;
@@ -177,7 +177,7 @@ pub struct TcpSetup<A> {
     listeners: HashMap<u16, Listening<A>>,
     handshakes: HashMap<FourTuple, Handshake<A>>,
     deadlines: Deadlines,
-    due: Vec<FourTuple>,
+    due: Vec<Due>,
     resolving: Vec<Resolving<A>>,
     /// Every flow handed over and not yet announced closed, with its core:
     /// its segments that reach this core are forwarded there, and its
@@ -644,11 +644,13 @@ impl<A: TcpApp> ControlHandler for TcpSetup<A> {
         let now = self.clock.at(wall);
         let mut due = std::mem::take(&mut self.due);
         self.deadlines.expire(now, &mut due);
-        for tuple in due.drain(..) {
-            if let Some(handshake) = self.handshakes.get_mut(&tuple) {
-                handshake.flow.scheduled = None;
+        for entry in due.drain(..) {
+            let Some(handshake) = self.handshakes.get_mut(&entry.tuple) else {
+                continue;
+            };
+            if entry.claim(&mut handshake.flow.scheduled) {
                 handshake.flow.on_timer(now);
-                self.advance(now, tuple, ctx);
+                self.advance(now, entry.tuple, ctx);
             }
         }
         self.due = due;

@@ -58,7 +58,7 @@ impl<K: Copy> Slot<K> {
     }
 
     /// Moves the entries due at `now` into `out`; returns how many.
-    fn expire(&mut self, now: Instant, out: &mut Vec<K>) -> usize {
+    fn expire(&mut self, now: Instant, out: &mut Vec<(K, Instant)>) -> usize {
         if self.earliest.is_none_or(|earliest| earliest > now) {
             return 0;
         }
@@ -67,7 +67,7 @@ impl<K: Copy> Slot<K> {
         self.entries.retain(|&(key, at)| {
             let due = at <= now;
             if due {
-                out.push(key);
+                out.push((key, at));
             } else {
                 earliest = Some(earliest.map_or(at, |e| e.min(at)));
             }
@@ -117,9 +117,11 @@ impl<K: Copy> TimerWheel<K> {
         self.len += 1;
     }
 
-    /// Moves every key whose deadline is at or before `now` into `out`
-    /// (appended, in no particular order).
-    pub fn expire(&mut self, now: Instant, out: &mut Vec<K>) {
+    /// Moves every entry whose deadline is at or before `now` into `out`
+    /// (appended, in no particular order), each key with the deadline it
+    /// was scheduled at: a caller that reschedules lazily tells its live
+    /// entry from the ones it left behind by that deadline.
+    pub fn expire(&mut self, now: Instant, out: &mut Vec<(K, Instant)>) {
         if now.micros() < self.cursor_end {
             self.len -= self.slots[self.cursor_slot].expire(now, out);
             return;
@@ -163,8 +165,9 @@ mod tests {
     fn expired(wheel: &mut TimerWheel<u32>, now: u64) -> Vec<u32> {
         let mut out = Vec::new();
         wheel.expire(Instant(now), &mut out);
-        out.sort_unstable();
-        out
+        let mut keys: Vec<u32> = out.into_iter().map(|(key, _)| key).collect();
+        keys.sort_unstable();
+        keys
     }
 
     #[test]
@@ -274,12 +277,12 @@ mod tests {
                         now += by;
                         out.clear();
                         w.expire(Instant(now), &mut out);
-                        out.sort_unstable();
+                        out.sort_unstable_by_key(|&(key, _)| key);
                         let mut due = Vec::new();
                         while model.peek().is_some_and(|Reverse((at, _))| at.micros() <= now) {
-                            due.extend(model.pop().map(|Reverse((_, key))| key));
+                            due.extend(model.pop().map(|Reverse((at, key))| (key, at)));
                         }
-                        due.sort_unstable();
+                        due.sort_unstable_by_key(|&(key, _)| key);
                         prop_assert_eq!(&out, &due);
                     }
                 }
