@@ -262,16 +262,31 @@ impl Endpoint<'_> {
             .map_err(|e| e.to_string())
     }
 
-    /// The next event, waiting up to [`STALL`].
+    /// The next event. The run has stalled when [`STALL`] passes with no
+    /// completion and no FPDU sent or received on any queue pair: a
+    /// server waiting out a long run of one-sided Writes or Reads sees no
+    /// completion until the client's End, only FPDUs moving.
     pub fn next(&mut self) -> Result<Event, String> {
-        let cq = &self.resources.cq;
-        let wc = cq.poll_blocking(STALL).ok_or_else(|| {
-            format!(
-                "nothing happened for {} s: the run stalled",
-                STALL.as_secs()
-            )
-        })?;
-        self.event(wc)
+        let mut carried = self.fpdus_carried();
+        loop {
+            if let Some(wc) = self.resources.cq.poll_blocking(STALL) {
+                return self.event(wc);
+            }
+            let now = self.fpdus_carried();
+            if now == carried {
+                return Err(format!(
+                    "nothing happened for {} s: the run stalled",
+                    STALL.as_secs()
+                ));
+            }
+            carried = now;
+        }
+    }
+
+    /// FPDUs sent and received on every queue pair so far.
+    fn fpdus_carried(&self) -> u64 {
+        let counters = self.counters();
+        counters.fpdus_sent + counters.fpdus_received
     }
 
     /// The next event if there is one now (running the cores once, for a
