@@ -127,14 +127,32 @@ impl Mbuf {
         self.head().ol_flags
     }
 
-    /// Asks the CPU to bring the first `len` octets of the data room into
-    /// its cache, so a frame read soon after does not wait for memory (on
-    /// a memory link the peer's core wrote it). A hint only.
+    /// Asks the CPU to bring the first `len` octets of the frame (at most
+    /// its first segment's data) into its cache, so a frame read soon
+    /// after does not wait for memory (on a memory link the peer's core
+    /// wrote it). A hint only.
     pub fn prefetch(&self, len: usize) {
         #[cfg(target_arch = "x86_64")]
-        self.prefetch_lines::<{ std::arch::x86_64::_MM_HINT_T0 }>(len);
+        self.prefetch_lines::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+            len.min(usize::from(self.data_len())),
+        );
         #[cfg(not(target_arch = "x86_64"))]
         let _ = len;
+    }
+
+    /// Asks the CPU to bring this mbuf's header (the first cache line of
+    /// `rte_mbuf`, where the data's address and lengths are) into its
+    /// cache without reading it, so a [`Mbuf::prefetch`] of its data a
+    /// few frames later does not wait for it. A hint only.
+    pub fn prefetch_header(&self) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: prefetching is a hint that never faults; the address is
+        // this mbuf's own.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                self.as_ptr().cast::<i8>(),
+            )
+        };
     }
 
     /// Like [`Mbuf::prefetch`], for a frame about to be written here: the

@@ -32,9 +32,13 @@ const SHUTDOWN_RX_BURSTS: usize = 64;
 /// prefetched (as DPDK's l3fwd example does).
 const PREFETCH_AHEAD: usize = 3;
 
-/// Octets prefetched of each received frame: its Ethernet, IPv4 and TCP
-/// headers and the first DDP/RDMAP header behind them.
-const PREFETCH_LEN: usize = 128;
+/// How many frames ahead the mbuf headers are prefetched: reading a
+/// frame's address for [`PREFETCH_AHEAD`] then finds its header cached.
+const PREFETCH_HEADER_AHEAD: usize = 2 * PREFETCH_AHEAD;
+
+/// Octets prefetched of each received frame at most: a whole standard
+/// Ethernet frame, which the TCP checksum reads first.
+const PREFETCH_LEN: usize = 1536;
 
 /// The protocol a dataplane core runs for the flows it owns (TCP and
 /// iWARP in the product; tests and benchmarks plug in their own).
@@ -161,16 +165,24 @@ impl<H: FlowHandler> DataplaneCore<H> {
         work += self.burst.len();
         self.impair_rx(now);
         let mut burst = std::mem::take(&mut self.burst);
-        // The headers of the frames a few places ahead are fetched while
-        // this one is handled (the peer's core wrote them on a memory
-        // link; the NIC's DMA did on a real one).
+        // The frames a few places ahead are fetched while this one is
+        // handled (the peer's core wrote them on a memory link; the NIC's
+        // DMA did on a real one): their mbuf headers first, their data
+        // once the header is there.
+        for mbuf in burst.iter().take(PREFETCH_HEADER_AHEAD) {
+            mbuf.prefetch_header();
+        }
         for mbuf in burst.iter().take(PREFETCH_AHEAD) {
             mbuf.prefetch(PREFETCH_LEN);
         }
         let mut frames = burst.drain(..);
         while let Some(mbuf) = frames.next() {
-            if let Some(ahead) = frames.as_slice().get(PREFETCH_AHEAD - 1) {
-                ahead.prefetch(PREFETCH_LEN);
+            let ahead = frames.as_slice();
+            if let Some(next) = ahead.get(PREFETCH_HEADER_AHEAD - 1) {
+                next.prefetch_header();
+            }
+            if let Some(next) = ahead.get(PREFETCH_AHEAD - 1) {
+                next.prefetch(PREFETCH_LEN);
             }
             self.counters.rx_frames += 1;
             self.dispatch(now, mbuf);
