@@ -116,6 +116,19 @@ impl Device {
         })
     }
 
+    /// Whether this is an end of a [`ring_pair`] (or a [`ring_loopback`]):
+    /// its frames pass as mbuf pointers between ports of this process and
+    /// never leave memory.
+    pub fn is_memory_link(&self) -> bool {
+        matches!(
+            self.release,
+            Release::Uninit {
+                _rings: Some(_),
+                ..
+            }
+        )
+    }
+
     /// What the device can do: queue counts, offloads, RSS.
     pub fn capabilities(&self) -> Result<crate::port::Capabilities> {
         crate::port::capabilities(self.port_id)

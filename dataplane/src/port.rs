@@ -45,6 +45,14 @@ pub struct PortConfig {
     pub tx_offloads: u64,
     /// Receive frames for every destination MAC address.
     pub promiscuous: bool,
+    /// On a memory link ([`Device::is_memory_link`]), act as a device
+    /// with IPv4 and TCP checksum offload, as virtio and the kernel's
+    /// loopback do: TCP frames go out with the partial checksums of the
+    /// offload contract and their offload flags, and a frame that arrives
+    /// still carrying those flags (sent by a port of this process with
+    /// this set) counts as verified, since it never left memory. Both
+    /// ends need it. Ignored on other devices; off by default.
+    pub memory_link_offloads: bool,
 }
 
 impl Default for PortConfig {
@@ -62,6 +70,7 @@ impl Default for PortConfig {
                 | dpdk_sys::RTE_ETH_TX_OFFLOAD_TCP_CKSUM
                 | dpdk_sys::RTE_ETH_TX_OFFLOAD_TCP_TSO,
             promiscuous: false,
+            memory_link_offloads: false,
         }
     }
 }
@@ -145,6 +154,8 @@ pub(crate) struct PortShared {
     /// The transmit offloads enabled (`RTE_ETH_TX_OFFLOAD_*`), which
     /// its transmit queues may ask of the device per mbuf.
     pub(crate) tx_offloads: u64,
+    /// [`PortConfig::memory_link_offloads`], on a memory link.
+    pub(crate) memory_link_offloads: bool,
     _rx_pools: Vec<Arc<Mempool>>,
 }
 
@@ -304,8 +315,10 @@ impl Port {
             }
         }
 
+        let memory_link_offloads = config.memory_link_offloads && device.is_memory_link();
         let shared = Arc::new(PortShared {
             port_id,
+            memory_link_offloads,
             device,
             started: AtomicBool::new(false),
             tx_offloads,

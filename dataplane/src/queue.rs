@@ -32,6 +32,15 @@ impl RxQueue {
         self.queue
     }
 
+    /// Whether a frame that arrives with the transmit checksum offload
+    /// flags still set came from a port of this process over a memory link
+    /// and counts as verified ([`PortConfig::memory_link_offloads`]).
+    ///
+    /// [`PortConfig::memory_link_offloads`]: crate::PortConfig::memory_link_offloads
+    pub fn trusts_offloaded_frames(&self) -> bool {
+        self.port.memory_link_offloads
+    }
+
     /// Receives up to `max` packets, appended to `out`; returns how many.
     pub fn rx_burst(&mut self, out: &mut Vec<Mbuf>, max: u16) -> usize {
         out.reserve(usize::from(max));
@@ -73,10 +82,13 @@ impl TxQueue {
 
     /// Whether the port computes the IPv4 header and TCP checksums of
     /// frames sent with [`Mbuf::offload_tcp_checksums`] (both offloads
-    /// reported by the device and enabled).
+    /// reported by the device and enabled), or a memory link stands in for
+    /// such a device ([`PortConfig::memory_link_offloads`]).
+    ///
+    /// [`PortConfig::memory_link_offloads`]: crate::PortConfig::memory_link_offloads
     pub fn offloads_tcp_checksums(&self) -> bool {
         let both = dpdk_sys::RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | dpdk_sys::RTE_ETH_TX_OFFLOAD_TCP_CKSUM;
-        self.port.tx_offloads & both == both
+        self.port.tx_offloads & both == both || self.port.memory_link_offloads
     }
 
     /// Transmits the packets of `pkts` from the front; returns how many the

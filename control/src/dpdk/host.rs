@@ -14,7 +14,7 @@ use uwarp_dataplane::runtime::{
     assemble, check_cores, port_config, DataplaneCounters, ImpairCounters, ImpairSwitch,
     Impairment, Placement, Runtime, TxCounters,
 };
-use uwarp_dataplane::{Device, Eal, Mempool, MempoolConfig, Port, Queues};
+use uwarp_dataplane::{Device, Eal, Mempool, MempoolConfig, Port, PortConfig, Queues};
 use uwarp_stack::tcp::{Config, Endpoint};
 
 use super::app::TcpApp;
@@ -52,6 +52,13 @@ pub struct HostConfig {
     /// The port's impairment stage at start (off by default; see
     /// [`TcpHost::impairment`] to change it while running).
     pub impairment: Impairment,
+    /// On a net_ring pair of this process, take the checksum offload a
+    /// memory link can stand in for (see
+    /// [`PortConfig::memory_link_offloads`]); both ends need it. Off by
+    /// default.
+    ///
+    /// [`PortConfig::memory_link_offloads`]: uwarp_dataplane::PortConfig::memory_link_offloads
+    pub memory_link_offloads: bool,
 }
 
 impl HostConfig {
@@ -70,6 +77,7 @@ impl HostConfig {
             mempool: MempoolConfig::default(),
             link_wait: Duration::from_secs(10),
             impairment: Impairment::default(),
+            memory_link_offloads: false,
         }
     }
 }
@@ -229,7 +237,10 @@ impl PortUp {
         let pool = Arc::new(Mempool::new(eal, &name, &config.mempool, None)?);
         let capabilities = device.capabilities()?;
         check_cores(&capabilities, config.dataplane_cores)?;
-        let port_settings = port_config(&capabilities, config.dataplane_cores);
+        let port_settings = PortConfig {
+            memory_link_offloads: config.memory_link_offloads,
+            ..port_config(&capabilities, config.dataplane_cores)
+        };
         let mut port = Port::configure(eal, device, &port_settings, std::slice::from_ref(&pool))?;
         port.start_until_link_up(config.link_wait, config.link_wait)?;
         let queues = port

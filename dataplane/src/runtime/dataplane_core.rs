@@ -223,7 +223,7 @@ impl<H: FlowHandler> DataplaneCore<H> {
                 Command::RemoveFlow(tuple) => {
                     self.flows.remove(&tuple);
                 }
-                Command::Packet(mbuf) => match classify_mbuf(&mbuf, &self.address) {
+                Command::Packet(mbuf) => match self.classify(&mbuf) {
                     Classified::Tcp(meta) => {
                         if let Err(_stale) = self.deliver(now, meta, mbuf) {
                             self.counters.stale_packets += 1;
@@ -236,8 +236,15 @@ impl<H: FlowHandler> DataplaneCore<H> {
         n
     }
 
+    /// Where a frame goes, with the checksum verdict of the device (or
+    /// of the memory link) it came from.
+    fn classify(&self, mbuf: &Mbuf) -> Classified {
+        let (ip, tcp) = rx_checksums(mbuf, self.rx.trusts_offloaded_frames());
+        classify(mbuf.data(), &self.address, ip, tcp)
+    }
+
     fn dispatch(&mut self, now: Instant, mbuf: Mbuf) {
-        match classify_mbuf(&mbuf, &self.address) {
+        match self.classify(&mbuf) {
             Classified::Tcp(meta) => {
                 if let Err(unowned) = self.deliver(now, meta, mbuf) {
                     self.pass_to_control(unowned);
@@ -311,18 +318,19 @@ impl<H: FlowHandler> DataplaneCore<H> {
     }
 }
 
-fn classify_mbuf(mbuf: &Mbuf, address: &InterfaceAddress) -> Classified {
-    let (ip, tcp) = rx_checksums(mbuf);
-    classify(mbuf.data(), address, ip, tcp)
-}
-
 /// What the device says about a received frame's IPv4 and TCP checksums
 /// (`RTE_MBUF_F_RX_*_CKSUM_*`); `Unknown` makes `net::classify` check them
 /// in software. `NONE` means the device verified the data's integrity
-/// though the field is not filled in, so it counts as good.
-fn rx_checksums(mbuf: &Mbuf) -> (RxChecksum, RxChecksum) {
+/// though the field is not filled in, so it counts as good. On a memory
+/// link that `trusts_offloaded` frames, a frame still carrying the
+/// sender's request for TCP checksum offload was sent by a port of this
+/// process and never left memory: it counts as good the same way.
+fn rx_checksums(mbuf: &Mbuf, trusts_offloaded: bool) -> (RxChecksum, RxChecksum) {
     use dpdk_sys as d;
     let flags = mbuf.ol_flags();
+    if trusts_offloaded && flags & d::RTE_MBUF_F_TX_TCP_CKSUM != 0 {
+        return (RxChecksum::Good, RxChecksum::Good);
+    }
     let ip = [
         d::RTE_MBUF_F_RX_IP_CKSUM_MASK,
         d::RTE_MBUF_F_RX_IP_CKSUM_GOOD,
