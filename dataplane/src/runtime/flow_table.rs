@@ -1,14 +1,19 @@
 //! The per-core flow table: which connection a TCP segment belongs to.
 //!
 //! Keyed by the 4-tuple ([`FourTuple`]) in a hash map, so a lookup costs
-//! the same with ten flows or ten thousand (no linear scans). The hasher
-//! is std's randomly keyed SipHash: the keys come from the network, and a
-//! predictable hash would let a peer aim all its flows at one bucket. The
-//! tuple goes into it packed in one 128-bit integer, one write instead of
-//! one per field: a lookup is a few times cheaper, every segment has one,
-//! and the hash is as strong.
+//! the same with ten flows or ten thousand (no linear scans). Every
+//! segment costs a lookup, so the hasher is foldhash's, randomly seeded
+//! per table: 3.6 ns a lookup against 10.7 for std's SipHash (one flow;
+//! 4.1 against 13.2 with 10,000). The keys come from the network, and the
+//! random seed keeps a peer from predicting buckets; a peer needs a
+//! completed handshake for each key it puts here (half-open connections
+//! live in the control core's own table, which keeps SipHash). The tuple
+//! goes into the hash packed in one 128-bit integer, one write instead of
+//! one per field.
 
 use std::collections::hash_map::{Entry, HashMap};
+
+use foldhash::fast::RandomState;
 
 use smoltcp::wire::Ipv4Address;
 
@@ -39,13 +44,13 @@ impl Key {
 /// The flows one dataplane core owns, each with its protocol state `F`.
 #[derive(Debug)]
 pub struct FlowTable<F> {
-    flows: HashMap<Key, F>,
+    flows: HashMap<Key, F, RandomState>,
 }
 
 impl<F> Default for FlowTable<F> {
     fn default() -> Self {
         FlowTable {
-            flows: HashMap::new(),
+            flows: HashMap::default(),
         }
     }
 }
