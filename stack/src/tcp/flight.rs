@@ -182,7 +182,10 @@ impl Flight {
     }
 
     /// Marks segments wholly inside a SACK block; returns whether any was
-    /// newly marked.
+    /// newly marked. A segment carrying data and the FIN counts as inside
+    /// when its data is: blocks report data (RFC 2018 section 3), and
+    /// receivers such as ours end them before the FIN, which travelled in
+    /// the same segment. A FIN alone is never inside one.
     pub fn apply_sack(&mut self, block: Range<u64>) -> bool {
         let mut marked = false;
         let first = self
@@ -193,7 +196,12 @@ impl Flight {
             if sent.start >= block.end {
                 break;
             }
-            if !sent.sacked && sent.start >= block.start && sent.seq_end() <= block.end {
+            let end = if sent.end > sent.start {
+                sent.end
+            } else {
+                sent.seq_end()
+            };
+            if !sent.sacked && sent.start >= block.start && end <= block.end {
                 self.update(index, |sent| {
                     sent.sacked = true;
                     sent.lost = false;
@@ -453,6 +461,27 @@ mod tests {
         // In order: no displacement.
         let acked = flight.acknowledge(800);
         assert_eq!((acked.displaced, acked.displaced_if_spurious), (0, 0));
+    }
+
+    #[test]
+    fn a_block_ending_before_the_fin_covers_the_segment_carrying_it() {
+        let mut flight = Flight::default();
+        flight.push(sent(0, 100));
+        flight.push(Sent {
+            fin: true,
+            ..sent(100, 200)
+        });
+        assert!(flight.apply_sack(100..200));
+        assert_eq!(flight.sacked(), 1);
+        assert_eq!(flight.pipe(), 100);
+        // A bare FIN needs a block holding its sequence number.
+        let mut flight = Flight::default();
+        flight.push(Sent {
+            fin: true,
+            ..sent(100, 100)
+        });
+        assert!(!flight.apply_sack(50..100));
+        assert!(flight.apply_sack(50..101));
     }
 
     #[test]
