@@ -4,13 +4,16 @@
 //! comes back) instead of the whole flight being resent; a real loss
 //! after the timeout is still repaired, and every octet arrives. Where
 //! F-RTO cannot tell, because the first ACK acknowledges everything sent
-//! before the timeout, the timestamp echo does (RFC 3522).
+//! before the timeout, the timestamp echo does (RFC 3522). On the
+//! simulator, bulk transfers over a link that stalls now and then (a
+//! descheduled host) resend one segment per timeout instead of hundreds.
 
 mod tcp_common;
 
 use std::collections::VecDeque;
 use tcp_common::*;
-use uwarp_stack::tcp::{Config, Duration, Seq, Stats};
+use uwarp_stack::tcp::sim::{LinkConfig, Stall};
+use uwarp_stack::tcp::{Config, CongestionControl, Duration, Seq, Stats};
 
 /// Segments A's initial window holds.
 const FLIGHT: usize = 10;
@@ -123,7 +126,7 @@ fn a_longer_spike_times_out_twice_and_is_still_undone() {
     let stats = pair.a.stats();
     assert_eq!(
         (stats.timeouts, stats.spurious_timeouts),
-        (2, 1),
+        (2, 2),
         "{stats:?}"
     );
     assert_eq!(stats.retransmissions, 2, "{stats:?}");
@@ -223,4 +226,59 @@ fn without_frto_the_timeout_resends_the_flight() {
     assert!(stats.retransmissions > 1, "{stats:?}");
     assert_eq!(pair.b.stats().dsacks_sent, stats.retransmissions);
     assert_eq!(pair.b.received_len(), 40 * pair.a.emss());
+}
+
+/// A link stalling for `length` ms every `every` ms.
+fn stalling(every: u64, length: u64) -> LinkConfig {
+    LinkConfig {
+        stall: Some(Stall {
+            every: Duration::from_millis(every),
+            length: Duration::from_millis(length),
+        }),
+        ..LinkConfig::default()
+    }
+}
+
+/// Bulk transfers over a link that stalls for longer than the RTO (8 ms,
+/// one timeout each time; 25 ms, two), nothing lost. With F-RTO each
+/// timeout costs one retransmission and is found spurious, and no fast
+/// recovery follows; without it each timeout resends the flight, every
+/// copy arriving twice.
+#[test]
+fn stalls_cost_one_retransmission_per_timeout_with_frto() {
+    for congestion in [CongestionControl::NewReno, CongestionControl::Cubic] {
+        for (every, length) in [(40, 8), (30, 25)] {
+            for seed in 0..2 {
+                let scenario = bulk(seed, congestion, stalling(every, length));
+                let with = played(&scenario);
+                let mut scenario = scenario;
+                scenario.client.frto = false;
+                let without = played(&scenario);
+                let (client, server) = (with.client, with.server);
+                let context = format!(
+                    "{congestion:?} {length} ms every {every} ms, seed {seed}: with F-RTO \
+                     {} retransmissions ({} timeouts, {} spurious) in {} ms, without {} \
+                     ({} timeouts) in {} ms",
+                    client.retransmissions,
+                    client.timeouts,
+                    client.spurious_timeouts,
+                    with.elapsed.micros() / 1000,
+                    without.client.retransmissions,
+                    without.client.timeouts,
+                    without.elapsed.micros() / 1000,
+                );
+                eprintln!("{context}");
+                assert!(client.timeouts > 0, "{context}");
+                assert_eq!(client.spurious_timeouts, client.timeouts, "{context}");
+                assert_eq!(client.retransmissions, client.timeouts, "{context}");
+                assert_eq!(client.fast_recoveries, 0, "{context}");
+                assert_eq!(server.dsacks_sent, client.retransmissions, "{context}");
+                assert_eq!(without.client.spurious_timeouts, 0, "{context}");
+                assert!(
+                    client.retransmissions * 10 < without.client.retransmissions,
+                    "{context}"
+                );
+            }
+        }
+    }
 }

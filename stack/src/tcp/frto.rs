@@ -94,6 +94,8 @@ pub struct Frto {
     /// Our timestamp when the first retransmission went out, with
     /// timestamps in use (RetransmitTS of RFC 3522).
     retransmit_ts: Option<u32>,
+    /// Timeouts since the first, that one included.
+    timeouts: u64,
     step: Step,
 }
 
@@ -105,6 +107,7 @@ impl Frto {
             prior,
             recover,
             retransmit_ts,
+            timeouts: 1,
             step: Step::Resent,
         }
     }
@@ -113,6 +116,7 @@ impl Frto {
     /// `recover`, keeping the state before the first timeout and the first
     /// retransmission's timestamp.
     pub fn restart(&mut self, recover: u64) {
+        self.timeouts += 1;
         self.recover = recover;
         self.step = Step::Resent;
     }
@@ -130,6 +134,11 @@ impl Frto {
     /// Our timestamp when the first retransmission went out.
     pub fn retransmit_ts(&self) -> Option<u32> {
         self.retransmit_ts
+    }
+
+    /// The timeouts the verdict is on: the first and those before it.
+    pub fn timeouts(&self) -> u64 {
+        self.timeouts
     }
 
     /// In step 3: the next ACK's reports of original segments decide.
@@ -261,6 +270,7 @@ mod tests {
         frto.on_ack(&advancing_to(2000));
         frto.restart(12_000);
         assert!(!frto.deciding());
+        assert_eq!(frto.timeouts(), 2);
         assert_eq!(frto.recover(), 12_000);
         assert_eq!(frto.retransmit_ts(), Some(7));
         assert_eq!(frto.prior().cwnd(), 10_000);

@@ -112,7 +112,7 @@ impl Connection {
     fn undo_timeout(&mut self) {
         if let Some(frto) = self.frto.take() {
             self.cc.undo(frto.prior(), self.flight_size());
-            self.stats.spurious_timeouts += 1;
+            self.stats.spurious_timeouts += frto.timeouts();
         }
     }
 

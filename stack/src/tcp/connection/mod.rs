@@ -115,9 +115,10 @@ pub struct Stats {
     pub retransmissions: u64,
     /// Retransmission timer expiries.
     pub timeouts: u64,
-    /// Retransmission timeouts found spurious and undone, by F-RTO (RFC
-    /// 5682) or by the timestamp echo (RFC 3522): what was sent before
-    /// the timeout had arrived without the retransmission.
+    /// Retransmission timer expiries found spurious and undone, by F-RTO
+    /// (RFC 5682) or by the timestamp echo (RFC 3522): what was sent
+    /// before the timeout had arrived without the retransmission. A stall
+    /// longer than two RTOs makes two, both spurious.
     pub spurious_timeouts: u64,
     /// Fast recovery episodes entered.
     pub fast_recoveries: u64,

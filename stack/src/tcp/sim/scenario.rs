@@ -73,6 +73,7 @@ impl Scenario {
             merge: if rng.chance(0.15) { 0.1 } else { 0.0 },
             displace: 0.0,
             bandwidth: 0,
+            stall: None,
         };
         let starved = rng.chance(0.15);
         let mut configs = [Config::default(), Config::default()];
