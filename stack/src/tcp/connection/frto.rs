@@ -1,7 +1,8 @@
 //! F-RTO on a connection (RFC 5682; see [`crate::tcp::frto`]): what a
 //! retransmission timeout marks for resending (step 1), what each ACK
 //! says until the verdict (steps 2 and 3), the new segments of step 2b,
-//! and the undo of a spurious timeout (RFC 4015's response, section 4).
+//! and the undo of a spurious timeout (section 4, with RFC 4015's
+//! response).
 
 use super::Connection;
 use crate::tcp::congestion::Congestion;

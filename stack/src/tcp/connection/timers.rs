@@ -1,7 +1,7 @@
 //! Timer expiries: retransmission (RFC 6298 section 5 with RFC 5681's
 //! loss window, RFC 9293 section 3.8.3's give-up threshold and F-RTO's
-//! first step, RFC 5682, in `frto.rs`), delayed
-//! ACK, persist (zero-window probes and the RFC 5044 A.1 window exception),
+//! first step, RFC 5682, in `frto.rs`), delayed ACK, persist (zero-window
+//! probes and the RFC 5044 A.1 window exception),
 //! keep-alive (RFC 9293 section 3.8.4), the FIN-WAIT-2 timeout (beyond RFC
 //! 9293 section 3.10.7.4, like Linux's `tcp_fin_timeout`), the end of
 //! TIME-WAIT and the tail loss probe (RFC 8985 section 7, `probe.rs`).
