@@ -118,7 +118,7 @@ pub struct Stats {
     /// Retransmission timer expiries found spurious and undone, by F-RTO
     /// (RFC 5682) or by the timestamp echo (RFC 3522): what was sent
     /// before the timeout had arrived without the retransmission. A stall
-    /// longer than two RTOs makes two, both spurious.
+    /// that outlasts the backed-off RTO too counts twice.
     pub spurious_timeouts: u64,
     /// Fast recovery episodes entered.
     pub fast_recoveries: u64,
