@@ -8,9 +8,9 @@
 //! reassembly buffer, FPDUs split across segments by the appendix A.1
 //! exceptions, CRC errors, and Terminates (RFC 5040 section 4.8), and the
 //! loss recovery of the TCP below: retransmissions (RFC 5681, RFC 6675),
-//! retransmission timeouts (RFC 6298), fast recoveries, D-SACKs (RFC
-//! 2883), spurious recoveries undone (RFC 3708) and tail loss probes (RFC
-//! 8985).
+//! retransmission timeouts (RFC 6298) and those found spurious (RFC
+//! 5682), fast recoveries, D-SACKs (RFC 2883), spurious recoveries undone
+//! (RFC 3708) and tail loss probes (RFC 8985).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -53,6 +53,9 @@ pub struct QpCounters {
     pub retransmissions: u64,
     /// TCP retransmission timer expiries (RFC 6298 section 5).
     pub timeouts: u64,
+    /// Of those, the ones found spurious and undone (F-RTO, RFC 5682):
+    /// nothing was lost, the path or the peer was late.
+    pub spurious_timeouts: u64,
     /// TCP fast recoveries entered (RFC 5681, RFC 6582, RFC 6675).
     pub fast_recoveries: u64,
     /// Fast recoveries D-SACKs showed spurious, undone (RFC 3708).
@@ -74,6 +77,7 @@ pub(crate) struct TransportCounters {
     pub(crate) fpdus_split: u64,
     pub(crate) retransmissions: u64,
     pub(crate) timeouts: u64,
+    pub(crate) spurious_timeouts: u64,
     pub(crate) fast_recoveries: u64,
     pub(crate) spurious_recoveries: u64,
     pub(crate) dsacks_received: u64,
@@ -87,6 +91,7 @@ impl TransportCounters {
         self.fpdus_split = stats.records_split;
         self.retransmissions = stats.retransmissions;
         self.timeouts = stats.timeouts;
+        self.spurious_timeouts = stats.spurious_timeouts;
         self.fast_recoveries = stats.fast_recoveries;
         self.spurious_recoveries = stats.spurious_recoveries;
         self.dsacks_received = stats.dsacks_received;
@@ -112,6 +117,7 @@ impl QpCounters {
             terminates_received: engine.terminates_received,
             retransmissions: transport.retransmissions,
             timeouts: transport.timeouts,
+            spurious_timeouts: transport.spurious_timeouts,
             fast_recoveries: transport.fast_recoveries,
             spurious_recoveries: transport.spurious_recoveries,
             dsacks_received: transport.dsacks_received,
@@ -135,6 +141,7 @@ impl QpCounters {
             self.terminates_received,
             self.retransmissions,
             self.timeouts,
+            self.spurious_timeouts,
             self.fast_recoveries,
             self.spurious_recoveries,
             self.dsacks_received,
@@ -158,11 +165,12 @@ impl QpCounters {
             terminates_received: a[10],
             retransmissions: a[11],
             timeouts: a[12],
-            fast_recoveries: a[13],
-            spurious_recoveries: a[14],
-            dsacks_received: a[15],
-            dsacks_sent: a[16],
-            tail_loss_probes: a[17],
+            spurious_timeouts: a[13],
+            fast_recoveries: a[14],
+            spurious_recoveries: a[15],
+            dsacks_received: a[16],
+            dsacks_sent: a[17],
+            tail_loss_probes: a[18],
         }
     }
 }
@@ -177,7 +185,7 @@ impl std::ops::Add for QpCounters {
     }
 }
 
-const FIELDS: usize = 18;
+const FIELDS: usize = 19;
 
 /// A queue pair's counters as the dataplane publishes them.
 #[derive(Debug, Default)]

@@ -6,6 +6,7 @@
 
 mod tcp_common;
 
+use smoltcp::wire::TcpControl;
 use tcp_common::*;
 use uwarp_stack::tcp::{Config, CongestionControl, Duration, Event, KeepAlive, Seq, State};
 
@@ -149,6 +150,37 @@ fn tail_loss_gets_the_rescue_retransmission() {
         vec![burst[2].repr().seq_number, burst[9].repr().seq_number],
         "the hole (RFC 6675 rule 1), then the tail (rule 4)"
     );
+}
+
+/// Regression (issue 6): a SACK block reports data, and ours ends before
+/// the FIN, so a segment carrying data and the FIN was never marked
+/// SACKed: the rescue retransmission (RFC 6675 rule 4) took it for an
+/// unreported tail and resent it although it had arrived.
+#[test]
+fn a_sacked_segment_carrying_the_fin_is_not_resent() {
+    let mut pair = Pair::connected(no_nagle(), config());
+    pair.a.send(&stream(10 * pair.a.emss()));
+    pair.a.close();
+    let burst = pair.take(true);
+    assert_eq!(burst.len(), 10);
+    assert_eq!(burst[9].repr().control, TcpControl::Fin);
+    for (i, wire) in burst.iter().enumerate() {
+        if i != 2 {
+            pair.deliver(wire);
+        }
+    }
+    for ack in pair.take(false) {
+        pair.deliver(&ack);
+    }
+    let resent = pair.take(true);
+    assert_eq!(resent.len(), 1, "the hole only");
+    assert_eq!(resent[0].repr().seq_number, burst[2].repr().seq_number);
+    pair.deliver(&resent[0]);
+    pair.settle(Duration::from_millis(100));
+    assert_eq!(pair.b.received_len(), 14480);
+    assert!(pair.b.peer_closed());
+    assert_eq!(pair.a.stats().retransmissions, 1);
+    assert_eq!(pair.b.stats().dsacks_sent, 0, "nothing arrived twice");
 }
 
 #[test]

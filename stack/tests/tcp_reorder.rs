@@ -10,11 +10,11 @@
 //! Everything runs in virtual time: what is asserted is counted, not
 //! timed on this machine.
 
-use uwarp_stack::tcp::sim::{run, LinkConfig, Report, Scenario};
-use uwarp_stack::tcp::{Config, CongestionControl, Duration};
+mod tcp_common;
 
-/// Octets the client sends in each run.
-const BULK: u64 = 20_000_000;
+use tcp_common::{bulk, played};
+use uwarp_stack::tcp::sim::LinkConfig;
+use uwarp_stack::tcp::CongestionControl;
 
 /// Spurious fast retransmits a connection may make over the displacing
 /// link before it no longer takes reordering for loss. Each one teaches
@@ -22,45 +22,11 @@ const BULK: u64 = 20_000_000;
 /// segments overlap (a few percent of them), so a handful at most.
 const MAX_SPURIOUS: u64 = 6;
 
-/// A bulk transfer of [`BULK`] octets from the client over a 1 Gbit/s
-/// link with 20 us of delay each way and `impair` applied on top.
-fn bulk(seed: u64, congestion: CongestionControl, impair: LinkConfig) -> Scenario {
-    let mut scenario = Scenario::random(seed);
-    scenario.link = LinkConfig {
-        delay: Duration::from_micros(20),
-        bandwidth: 1_000_000_000,
-        ..impair
-    };
-    // TIME-WAIT outlasts a few retransmissions of the last FIN.
-    let config = Config {
-        congestion,
-        time_wait: Duration::from_millis(100),
-        ..Config::default()
-    };
-    scenario.client = config.clone();
-    scenario.server = config;
-    scenario.client_bytes = BULK;
-    scenario.server_bytes = 0;
-    scenario.records = true;
-    scenario.read_rate = None;
-    scenario.consume = 1.0;
-    scenario.mss_drop = None;
-    scenario.simultaneous_open = false;
-    scenario.fixed_window = None;
-    scenario.injections = 0;
-    scenario.poll_each_segment = true;
-    scenario
-}
-
 fn displaced() -> LinkConfig {
     LinkConfig {
         displace: 0.01,
         ..LinkConfig::default()
     }
-}
-
-fn played(scenario: &Scenario) -> Report {
-    run(scenario).unwrap_or_else(|e| panic!("seed {}: {}", scenario.seed, e.0))
 }
 
 const ALGORITHMS: [CongestionControl; 2] = [CongestionControl::NewReno, CongestionControl::Cubic];

@@ -44,6 +44,7 @@ fn run_part(first: u64, part: u64, adjust: fn(&mut Scenario)) {
     };
     let mut failures = Vec::new();
     let (mut segments, mut retransmissions, mut splits, mut misaligned) = (0, 0, 0, 0);
+    let (mut timeouts, mut spurious_timeouts) = (0, 0);
     let (mut injected, mut challenges) = (0, 0);
     for &seed in &seeds {
         let mut scenario = Scenario::random(seed);
@@ -52,6 +53,9 @@ fn run_part(first: u64, part: u64, adjust: fn(&mut Scenario)) {
             Ok(report) => {
                 segments += report.segments;
                 retransmissions += report.client.retransmissions + report.server.retransmissions;
+                timeouts += report.client.timeouts + report.server.timeouts;
+                spurious_timeouts +=
+                    report.client.spurious_timeouts + report.server.spurious_timeouts;
                 splits += report.client.records_split + report.server.records_split;
                 misaligned += report.misaligned;
                 injected += report.injected;
@@ -62,8 +66,9 @@ fn run_part(first: u64, part: u64, adjust: fn(&mut Scenario)) {
     }
     eprintln!(
         "{} scenarios: {segments} segments, {retransmissions} retransmissions, \
-         {splits} records split, {misaligned} misaligned, {injected} blind segments \
-         injected, {challenges} challenge ACKs",
+         {timeouts} timeouts ({spurious_timeouts} spurious), {splits} records split, \
+         {misaligned} misaligned, {injected} blind segments injected, {challenges} \
+         challenge ACKs",
         seeds.len()
     );
     for failure in failures.iter().take(10) {

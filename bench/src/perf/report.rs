@@ -405,6 +405,7 @@ pub(super) fn counters_json(c: &QpCounters) -> Value {
         "terminates_received": c.terminates_received,
         "retransmissions": c.retransmissions,
         "timeouts": c.timeouts,
+        "spurious_timeouts": c.spurious_timeouts,
         "fast_recoveries": c.fast_recoveries,
         "spurious_recoveries": c.spurious_recoveries,
         "dsacks_received": c.dsacks_received,
@@ -449,10 +450,11 @@ fn placement_text(c: &QpCounters) -> String {
 /// The TCP loss-recovery counters, one line for people.
 fn tcp_text(c: &QpCounters) -> String {
     format!(
-        "TCP: retransmissions {} (timeouts {}), fast recoveries {} ({} spurious, undone), \
-         D-SACKs received {} sent {}, tail loss probes {}\n",
+        "TCP: retransmissions {} (timeouts {} ({} spurious)), fast recoveries {} \
+         ({} spurious, undone), D-SACKs received {} sent {}, tail loss probes {}\n",
         c.retransmissions,
         c.timeouts,
+        c.spurious_timeouts,
         c.fast_recoveries,
         c.spurious_recoveries,
         c.dsacks_received,

@@ -164,6 +164,7 @@ impl Report {
             "segments_received": self.stats.segments_received,
             "retransmissions": self.stats.retransmissions,
             "timeouts": self.stats.timeouts,
+            "spurious_timeouts": self.stats.spurious_timeouts,
             "fast_recoveries": self.stats.fast_recoveries,
             "spurious_recoveries": self.stats.spurious_recoveries,
             "dsacks_received": self.stats.dsacks_received,

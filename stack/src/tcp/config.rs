@@ -3,7 +3,8 @@
 //! Defaults suit a datacenter: a 5 ms minimum RTO instead of RFC 6298's
 //! 1 s (its section 2.4 allows a lower bound chosen by the operator), an
 //! initial window of ten segments (RFC 6928), SACK and timestamps offered
-//! (RFC 2018, RFC 7323), tail loss probes (RFC 8985 section 7), Nagle
+//! (RFC 2018, RFC 7323), tail loss probes (RFC 8985 section 7), F-RTO
+//! (RFC 5682), Nagle
 //! on (RFC 896, RFC 5044 A.2), NewReno
 //! congestion control (RFC 5681, RFC 6582; CUBIC, RFC 9438, on request)
 //! and a FIN-WAIT-2 timeout of 60 s.
@@ -81,6 +82,11 @@ pub struct Config {
     pub max_ooo_ranges: usize,
     /// Send tail loss probes (RFC 8985 section 7) when SACK is in use.
     pub tail_loss_probes: bool,
+    /// After a retransmission timeout, resend only the first segment and
+    /// find out with F-RTO (RFC 5682; see the `frto` module) whether the
+    /// timeout was spurious, undoing it if so; off, every timeout resends
+    /// the whole flight.
+    pub frto: bool,
 }
 
 impl Default for Config {
@@ -108,6 +114,7 @@ impl Default for Config {
             challenge_ack_limit: 100,
             max_ooo_ranges: 64,
             tail_loss_probes: true,
+            frto: true,
         }
     }
 }

@@ -217,8 +217,9 @@ impl Congestion {
         self.cwnd = self.smss;
     }
 
-    /// The recovery that reduced the window from `prior` was spurious
-    /// (see [`super::spurious`]): the response of RFC 4015 section 3.
+    /// The recovery or timeout that reduced the window from `prior` was
+    /// spurious (see [`super::spurious`] and [`super::frto`]): the
+    /// response of RFC 4015 section 3.
     /// The threshold returns to pipe_prev, the larger of the window and
     /// the threshold before the reduction, and the window to what is in
     /// flight (`flight`) plus an initial window, never above the old one

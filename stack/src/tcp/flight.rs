@@ -182,7 +182,10 @@ impl Flight {
     }
 
     /// Marks segments wholly inside a SACK block; returns whether any was
-    /// newly marked.
+    /// newly marked. A segment carrying data and the FIN counts as inside
+    /// when its data is: blocks report data (RFC 2018 section 3), and
+    /// receivers such as ours end them before the FIN, which travelled in
+    /// the same segment. A FIN alone is never inside one.
     pub fn apply_sack(&mut self, block: Range<u64>) -> bool {
         let mut marked = false;
         let first = self
@@ -193,7 +196,12 @@ impl Flight {
             if sent.start >= block.end {
                 break;
             }
-            if !sent.sacked && sent.start >= block.start && sent.seq_end() <= block.end {
+            let end = if sent.end > sent.start {
+                sent.end
+            } else {
+                sent.seq_end()
+            };
+            if !sent.sacked && sent.start >= block.start && end <= block.end {
                 self.update(index, |sent| {
                     sent.sacked = true;
                     sent.lost = false;
@@ -308,6 +316,34 @@ impl Flight {
         };
     }
 
+    /// After a timeout F-RTO did not find spurious (RFC 5682 step 3a):
+    /// every segment starting below `end`, the data sent before
+    /// the timeout, is to be resent unless SACKed. SACK marks stay: they
+    /// came after the timeout, which is when a receiver that reneges is
+    /// forgotten (see [`Flight::mark_all_lost`]).
+    pub fn mark_lost_below(&mut self, end: u64) {
+        for index in 0..self.segments.len() {
+            let sent = &self.segments[index];
+            if sent.start >= end {
+                break;
+            }
+            if !sent.sacked && !sent.lost {
+                self.update(index, |sent| sent.lost = true);
+            }
+        }
+    }
+
+    /// Segments starting below `end` that were sent once and are not
+    /// SACKed: the originals whose acknowledgment shows a timeout spurious
+    /// (RFC 5682 section 3.1 step 3b).
+    pub fn unreported_originals(&self, end: u64) -> usize {
+        self.segments
+            .iter()
+            .take_while(|sent| sent.start < end)
+            .filter(|sent| sent.transmissions == 1 && !sent.sacked)
+            .count()
+    }
+
     /// Segments in flight.
     pub fn len(&self) -> usize {
         self.segments.len()
@@ -385,12 +421,18 @@ mod tests {
         }
     }
 
-    #[test]
-    fn ack_sack_loss_and_pipe() {
+    /// `count` segments of 100 octets, sent once.
+    fn flight_of(count: u64) -> Flight {
         let mut flight = Flight::default();
-        for i in 0..6 {
+        for i in 0..count {
             flight.push(sent(i * 100, i * 100 + 100));
         }
+        flight
+    }
+
+    #[test]
+    fn ack_sack_loss_and_pipe() {
+        let mut flight = flight_of(6);
         assert_eq!(flight.pipe(), 600);
         assert!(flight.apply_sack(200..500));
         assert!(!flight.mark_lost_by_sack(4), "three SACKed above");
@@ -414,10 +456,7 @@ mod tests {
     /// newest segment does not.
     #[test]
     fn a_resent_hole_leaves_an_upper_bound_from_the_newest_segment() {
-        let mut flight = Flight::default();
-        for i in 0..6 {
-            flight.push(sent(i * 100, i * 100 + 100));
-        }
+        let mut flight = flight_of(6);
         flight.mark_first_lost(false);
         flight.resent(0, Instant(1000));
         let acked = flight.acknowledge(200);
@@ -434,10 +473,7 @@ mod tests {
 
     #[test]
     fn filled_holes_report_their_displacement() {
-        let mut flight = Flight::default();
-        for i in 0..8 {
-            flight.push(sent(i * 100, i * 100 + 100));
-        }
+        let mut flight = flight_of(8);
         // Segments 1-3 and 5 arrived before 0 and 4.
         flight.apply_sack(100..400);
         flight.apply_sack(500..600);
@@ -456,11 +492,44 @@ mod tests {
     }
 
     #[test]
-    fn rules_three_and_four_pick_unsacked_segments() {
+    fn after_a_real_timeout_what_was_sent_before_it_is_lost() {
+        let mut flight = flight_of(6);
+        flight.mark_first_lost(true);
+        flight.resent(0, Instant(1000));
+        assert_eq!(flight.unreported_originals(400), 3);
+        flight.apply_sack(200..300);
+        assert_eq!(flight.unreported_originals(400), 2);
+        flight.mark_lost_below(400);
+        // The SACKed segment and those sent after the timeout are not.
+        let lost: Vec<bool> = (0..6).map(|i| flight.get(i).unwrap().lost).collect();
+        assert_eq!(lost, [true, true, false, true, false, false]);
+        assert_eq!(flight.pipe(), 200);
+    }
+
+    #[test]
+    fn a_block_ending_before_the_fin_covers_the_segment_carrying_it() {
         let mut flight = Flight::default();
-        for i in 0..5 {
-            flight.push(sent(i * 100, i * 100 + 100));
-        }
+        flight.push(sent(0, 100));
+        flight.push(Sent {
+            fin: true,
+            ..sent(100, 200)
+        });
+        assert!(flight.apply_sack(100..200));
+        assert_eq!(flight.sacked(), 1);
+        assert_eq!(flight.pipe(), 100);
+        // A bare FIN needs a block holding its sequence number.
+        let mut flight = Flight::default();
+        flight.push(Sent {
+            fin: true,
+            ..sent(100, 100)
+        });
+        assert!(!flight.apply_sack(50..100));
+        assert!(flight.apply_sack(50..101));
+    }
+
+    #[test]
+    fn rules_three_and_four_pick_unsacked_segments() {
+        let mut flight = flight_of(5);
         flight.apply_sack(100..200);
         assert_eq!(flight.mark_next_unsacked(false), Some(NextSeg::BelowSack));
         assert_eq!(flight.first_lost(), Some(0));

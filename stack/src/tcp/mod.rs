@@ -5,7 +5,8 @@
 //! 6675, RFC 5681/6582 or RFC 9438 (CUBIC, chosen per connection with
 //! [`CongestionControl`]), RFC 6298 and RFC 6928, D-SACK (RFC 2883) with
 //! the undo of spurious fast recoveries (RFC 3708, RFC 4015) and a
-//! duplicate threshold learned from the path's reordering, and the
+//! duplicate threshold learned from the path's reordering, F-RTO (RFC
+//! 5682) undoing spurious retransmission timeouts, and the
 //! MPA-aware behaviour of RFC 5044 Appendix A: the send queue holds
 //! records (FPDUs) and cuts segments only at their boundaries (A.1),
 //! retransmissions keep the original segments, and every acceptable
@@ -33,6 +34,7 @@ mod config;
 mod congestion;
 mod connection;
 mod flight;
+mod frto;
 mod isn;
 mod listener;
 mod ranges;

@@ -1,14 +1,16 @@
 //! Shared helpers of the `tcp_*` engine tests: two connections wired back
-//! to back, a recording consumer and segment builders.
+//! to back, a recording consumer and segment builders, and bulk transfers
+//! on the simulator.
 //!
 //! Each test file uses a different subset of these helpers.
 
 #![allow(dead_code)]
 
 use smoltcp::wire::{Ipv4Address, TcpControl, TcpRepr};
+use uwarp_stack::tcp::sim::{run, LinkConfig, Report, Scenario};
 use uwarp_stack::tcp::{
-    bare_header, parse, Config, Connection, Duration, Endpoint, Event, Instant, IsnGenerator,
-    ListenOutcome, Listener, Payload, Segment, Seq,
+    bare_header, parse, Config, CongestionControl, Connection, Duration, Endpoint, Event, Instant,
+    IsnGenerator, ListenOutcome, Listener, Payload, Segment, Seq,
 };
 
 pub const A: Endpoint = Endpoint::new(Ipv4Address::new(10, 0, 0, 1), 1000);
@@ -268,4 +270,42 @@ pub fn spurious_recovery() -> Spurious {
         retransmission,
         cwnd_before,
     }
+}
+
+/// Octets the client sends in each run.
+pub const BULK: u64 = 20_000_000;
+
+/// A bulk transfer of [`BULK`] octets from the client over a 1 Gbit/s
+/// link with 20 us of delay each way and `impair` applied on top.
+pub fn bulk(seed: u64, congestion: CongestionControl, impair: LinkConfig) -> Scenario {
+    let mut scenario = Scenario::random(seed);
+    scenario.link = LinkConfig {
+        delay: Duration::from_micros(20),
+        bandwidth: 1_000_000_000,
+        ..impair
+    };
+    // TIME-WAIT outlasts a few retransmissions of the last FIN.
+    let config = Config {
+        congestion,
+        time_wait: Duration::from_millis(100),
+        ..Config::default()
+    };
+    scenario.client = config.clone();
+    scenario.server = config;
+    scenario.client_bytes = BULK;
+    scenario.server_bytes = 0;
+    scenario.records = true;
+    scenario.read_rate = None;
+    scenario.consume = 1.0;
+    scenario.mss_drop = None;
+    scenario.simultaneous_open = false;
+    scenario.fixed_window = None;
+    scenario.injections = 0;
+    scenario.poll_each_segment = true;
+    scenario
+}
+
+/// Plays `scenario` on the simulator; panics with its seed on failure.
+pub fn played(scenario: &Scenario) -> Report {
+    run(scenario).unwrap_or_else(|e| panic!("seed {}: {}", scenario.seed, e.0))
 }

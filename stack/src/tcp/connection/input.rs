@@ -3,8 +3,9 @@
 //! and RFC 7323 (PAWS, TS.Recent), ACK processing with RFC 5681 duplicate
 //! ACKs, RFC 6582 NewReno recovery and RFC 6675 SACK loss marking with a
 //! learned duplicate threshold, D-SACKs sent for duplicates and read to
-//! undo spurious recoveries (RFC 2883, RFC 3708, RFC 4015), and the
-//! hand-off of text to the consumer.
+//! undo spurious recoveries (RFC 2883, RFC 3708, RFC 4015), F-RTO's
+//! verdicts on timeouts (RFC 5682, in `frto.rs`), and the hand-off of
+//! text to the consumer.
 
 use super::{Connection, Event, Negotiated, State};
 use crate::tcp::congestion::Congestion;
@@ -313,6 +314,7 @@ impl Connection {
         // The cumulative ACK first: a hole it fills counts as displaced
         // only by segments SACKed in earlier ACKs.
         let ack_pos = una + advance as u64;
+        let originals = self.frto_originals();
         if advance > 0 {
             self.on_new_ack(now, ack_pos, seg);
         }
@@ -320,21 +322,24 @@ impl Connection {
         if self.opts.sack {
             self.apply_sack(seg, dsack.is_some());
         }
-        if advance == 0
+        // RFC 6675 section 2: an ACK reporting a duplicate tells of no new
+        // arrival, so it is no duplicate ACK.
+        let duplicate = advance == 0
             && !self.flight.is_empty()
             && seg.payload.is_empty()
             && seg.control.len() == 0
             && !window_changed
-            && dsack.is_none()
-        {
-            // RFC 6675 section 2: an ACK reporting a duplicate tells of
-            // no new arrival, so it is no duplicate ACK.
+            && dsack.is_none();
+        if duplicate {
             self.on_dup_ack();
         }
         if let Some(block) = &dsack {
             self.on_dsack(block);
         }
+        self.on_frto_ack(seg, advance > 0, duplicate, originals);
+        // While F-RTO judges a timeout, only the timeout resends.
         if self.opts.sack
+            && self.frto.is_none()
             && self.flight.mark_lost_by_sack(self.reordering.threshold())
             && self.recover.is_none()
         {
@@ -500,7 +505,7 @@ impl Connection {
             if !self.opts.sack {
                 self.cc.inflate();
             }
-        } else if self.dupacks as usize >= threshold {
+        } else if self.dupacks as usize >= threshold && self.frto.is_none() {
             self.enter_recovery();
         }
     }

@@ -17,8 +17,10 @@
 //! D-SACK both ways and the undo of spurious recoveries), `output.rs`
 //! builds segments (RFC 5044 A.1 segmentation, Nagle, SACK options, the
 //! RFC 5681 section 4.1 restart window), `probe.rs` sends tail loss
-//! probes (RFC 8985 section 7) and `timers.rs` handles expiries.
+//! probes (RFC 8985 section 7), `frto.rs` finds spurious retransmission
+//! timeouts (RFC 5682) and `timers.rs` handles expiries.
 
+mod frto;
 mod input;
 mod output;
 mod probe;
@@ -27,6 +29,7 @@ mod timers;
 use super::config::Config;
 use super::congestion::Congestion;
 use super::flight::Flight;
+use super::frto::Frto;
 use super::recv::{Consumer, Receiver, WindowPolicy};
 use super::reordering::Reordering;
 use super::rtt::RttEstimator;
@@ -112,6 +115,11 @@ pub struct Stats {
     pub retransmissions: u64,
     /// Retransmission timer expiries.
     pub timeouts: u64,
+    /// Retransmission timer expiries found spurious and undone, by F-RTO
+    /// (RFC 5682) or by the timestamp echo (RFC 3522): what was sent
+    /// before the timeout had arrived without the retransmission. A stall
+    /// that outlasts the backed-off RTO too counts twice.
+    pub spurious_timeouts: u64,
     /// Fast recovery episodes entered.
     pub fast_recoveries: u64,
     /// Fast recoveries found spurious by D-SACK and undone: every
@@ -274,6 +282,8 @@ pub struct Connection {
     episode: Option<Episode>,
     /// The duplicate threshold learned from the path's reordering.
     reordering: Reordering,
+    /// The retransmission timeout F-RTO has no verdict on yet.
+    frto: Option<Frto>,
     /// The tail loss probe whose outcome is not known yet.
     tail_probe: Option<TailProbe>,
     /// The probe timer fired: the next poll sends a probe.
@@ -343,6 +353,7 @@ impl Connection {
             recover: None,
             episode: None,
             reordering: Reordering::default(),
+            frto: None,
             tail_probe: None,
             send_tail_probe: false,
             rescued: false,

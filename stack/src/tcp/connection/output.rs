@@ -63,6 +63,9 @@ impl Connection {
         if let Some(planned) = self.plan_retransmission(now) {
             return Some(planned);
         }
+        if let Some(planned) = self.plan_frto_new_data(now) {
+            return Some(planned);
+        }
         if self.send_tail_probe {
             self.send_tail_probe = false;
             if let Some(planned) = self.plan_tail_probe(now) {
@@ -242,7 +245,10 @@ impl Connection {
 
     /// The oldest segment deemed lost, resent on its original boundaries
     /// unless the EMSS shrank below it.
-    fn plan_retransmission(&mut self, now: Instant) -> Option<(TcpRepr<'static>, Range<u64>)> {
+    pub(super) fn plan_retransmission(
+        &mut self,
+        now: Instant,
+    ) -> Option<(TcpRepr<'static>, Range<u64>)> {
         if matches!(self.state, State::TimeWait | State::SynReceived) {
             return None;
         }
@@ -275,13 +281,15 @@ impl Connection {
     }
 
     /// New data from SND.NXT: whole records packed up to the EMSS within
-    /// the peer's and the congestion window, then the FIN. A tail loss
-    /// `probe` is one segment whatever the congestion window and Nagle
-    /// say (RFC 8985 section 7.3); other new data arms the probe timer.
+    /// the peer's and the congestion window, then the FIN. A `forced`
+    /// segment, a tail loss probe (RFC 8985 section 7.3) or a new segment
+    /// of F-RTO's step 2b (RFC 5682), is one segment whatever the
+    /// congestion window and Nagle say; other new data arms the probe
+    /// timer.
     pub(super) fn plan_new_data(
         &mut self,
         now: Instant,
-        probe: bool,
+        forced: bool,
     ) -> Option<(TcpRepr<'static>, Range<u64>)> {
         if !self.sends_new_data() {
             return None;
@@ -299,7 +307,7 @@ impl Connection {
             }
             let emss = self.emss() as u64;
             let window_room = (self.send.head() + self.snd_wnd).saturating_sub(self.snd_nxt);
-            let cwnd_room = if probe {
+            let cwnd_room = if forced {
                 emss
             } else {
                 u64::from(self.cc.cwnd()).saturating_sub(self.flight.pipe())
@@ -320,7 +328,7 @@ impl Connection {
                 return None;
             };
             let all = self.snd_nxt + cut.len == end;
-            if !probe && self.nagle && cut.len < emss && all && !fin && !self.flight.is_empty() {
+            if !forced && self.nagle && cut.len < emss && all && !fin && !self.flight.is_empty() {
                 return None;
             }
             self.stats.records_split += u64::from(cut.splits_record);
@@ -343,7 +351,7 @@ impl Connection {
         self.timers
             .set_if_idle(TimerKind::Retransmit, now + self.rtt.rto());
         let header = self.data_header(now, &sent, sent.end == end);
-        if !probe {
+        if !forced {
             self.arm_tail_probe(now);
         }
         Some((header, sent.start..sent.end))

@@ -1,6 +1,7 @@
 //! Timer expiries: retransmission (RFC 6298 section 5 with RFC 5681's
-//! loss window and RFC 9293 section 3.8.3's give-up threshold), delayed
-//! ACK, persist (zero-window probes and the RFC 5044 A.1 window exception),
+//! loss window, RFC 9293 section 3.8.3's give-up threshold and F-RTO's
+//! first step, RFC 5682, in `frto.rs`), delayed ACK, persist (zero-window
+//! probes and the RFC 5044 A.1 window exception),
 //! keep-alive (RFC 9293 section 3.8.4), the FIN-WAIT-2 timeout (beyond RFC
 //! 9293 section 3.10.7.4, like Linux's `tcp_fin_timeout`), the end of
 //! TIME-WAIT and the tail loss probe (RFC 8985 section 7, `probe.rs`).
@@ -45,16 +46,19 @@ impl Connection {
                     return;
                 }
                 self.stats.timeouts += 1;
+                let prior = self.cc.clone();
                 self.cc.on_timeout(self.flight_size());
-                // No undo after a timeout. Outside recovery, a threshold
-                // that held back a fast retransmit the default would have
-                // made is dropped.
+                // No undo of a fast recovery after a timeout (F-RTO may
+                // undo the timeout). Outside recovery, a threshold that
+                // held back a fast retransmit the default would have made
+                // is dropped.
                 self.episode = None;
                 self.tail_probe = None;
-                if self.recover.is_none() {
+                let fast_recovery = self.recover.is_some();
+                if !fast_recovery {
                     self.reordering.timed_out(self.flight.sacked());
                 }
-                self.flight.mark_all_lost();
+                self.mark_timed_out(now, prior, fast_recovery);
                 self.recover = None;
                 self.dupacks = 0;
                 self.rtt.back_off();

@@ -1,7 +1,7 @@
 //! One direction of the simulated link: delay, jitter, loss, duplication,
 //! reordering (by time, or by position like the dataplane's impairment
-//! stage), and a middlebox that splits and merges data segments (RFC 5044
-//! A.4: MPA receivers must cope with re-segmentation).
+//! stage), stalls, and a middlebox that splits and merges data segments
+//! (RFC 5044 A.4: MPA receivers must cope with re-segmentation).
 
 use super::rng::SimRng;
 use crate::tcp::segment::{parse, Payload, Segment};
@@ -35,6 +35,34 @@ pub struct LinkConfig {
     /// Probability a data segment is merged into the previous one still
     /// queued, when they are contiguous.
     pub merge: f64,
+    /// Regular stalls, as when the polling thread of a host is
+    /// descheduled: nothing lost, everything late. `None`: no stalls.
+    pub stall: Option<Stall>,
+}
+
+/// The link delivers nothing for `length` at the start of every period of
+/// `every` (from time zero); what would have arrived meanwhile arrives at
+/// the end of the stall, in order. It draws nothing from the seed, so a
+/// scenario keeps its random choices with or without stalls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stall {
+    /// The period.
+    pub every: Duration,
+    /// How long each stall lasts.
+    pub length: Duration,
+}
+
+impl Stall {
+    /// When a segment due at `at` arrives.
+    fn release(&self, at: Instant) -> Instant {
+        let Some(phase) = at.micros().checked_rem(self.every.micros()) else {
+            return at;
+        };
+        match self.length.micros().checked_sub(phase) {
+            Some(wait) if wait > 0 => at + Duration(wait),
+            _ => at,
+        }
+    }
 }
 
 /// A displaced segment is released after 1 to this many later segments.
@@ -129,7 +157,7 @@ impl Link {
         if rng.chance(self.config.reorder) {
             at = at + Duration(self.config.delay.0 * rng.between(1, 4) + 1);
         }
-        at
+        self.config.stall.map_or(at, |stall| stall.release(at))
     }
 
     fn enqueue(&mut self, now: Instant, bytes: Vec<u8>, rng: &mut SimRng) {
@@ -327,6 +355,32 @@ mod tests {
         assert_eq!(link.next_at(), Some(Instant(10) + DISPLACE_HOLD));
         assert!(link.take_due(Instant(10)).is_empty());
         assert_eq!(link.take_due(Instant(10) + DISPLACE_HOLD).len(), 1);
+    }
+
+    #[test]
+    fn a_stall_holds_what_would_arrive_until_its_end() {
+        let stall = Stall {
+            every: Duration(100),
+            length: Duration(30),
+        };
+        let release = |at: u64| stall.release(Instant(at)).micros();
+        assert_eq!(
+            [0, 29, 30, 99, 100, 150, 229].map(release),
+            [30, 30, 30, 99, 130, 150, 230]
+        );
+        let never = Stall {
+            every: Duration::ZERO,
+            ..stall
+        };
+        assert_eq!(never.release(Instant(5)), Instant(5));
+        // Segments sent during the stall arrive at its end, in order.
+        let mut link = link(LinkConfig {
+            stall: Some(stall),
+            ..LinkConfig::default()
+        });
+        send_numbered(&mut link, &mut SimRng::new(1), 3, 10);
+        assert_eq!(link.next_at(), Some(Instant(30)));
+        assert_eq!(numbers(&link.take_due(Instant(30))), [0, 1, 2]);
     }
 
     #[test]

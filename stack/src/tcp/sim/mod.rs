@@ -1,12 +1,12 @@
 //! A deterministic simulator: two engines over an in-memory link with
 //! seeded loss, duplication, delay, jitter, reordering (by time, or by
-//! position as the dataplane's impairment stage does it), a bandwidth
-//! limit, a re-segmenting middlebox (splitting and merging segments),
-//! sides that answer every segment at once or a batch at a time,
-//! receivers that read slowly from a small buffer to starve the window,
-//! consumers that place part of the data out of order, simultaneous
-//! opens, shrinking MSS, and an off-path attacker injecting resets, SYNs,
-//! FINs and data (RFC 5961).
+//! position as the dataplane's impairment stage does it), stalls (a
+//! descheduled host), a bandwidth limit, a re-segmenting middlebox
+//! (splitting and merging segments), sides that answer every segment at
+//! once or a batch at a time, receivers that read slowly from a small
+//! buffer to starve the window, consumers that place part of the data out
+//! of order, simultaneous opens, shrinking MSS, and an off-path attacker
+//! injecting resets, SYNs, FINs and data (RFC 5961).
 //!
 //! Every segment goes through [`crate::tcp::Segment::emit`] and
 //! [`crate::tcp::parse`], so the wire format and checksums are exercised
@@ -24,7 +24,7 @@ mod scenario;
 mod world;
 
 pub use app::pattern;
-pub use link::{LinkConfig, DISPLACE_HOLD, DISPLACE_MAX};
+pub use link::{LinkConfig, Stall, DISPLACE_HOLD, DISPLACE_MAX};
 pub use recorder::Recorder;
 pub use rng::SimRng;
 pub use scenario::Scenario;

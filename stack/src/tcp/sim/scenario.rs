@@ -1,6 +1,6 @@
 //! What a simulated run depends on, drawn from a seed.
 
-use super::link::LinkConfig;
+use super::link::{LinkConfig, Stall};
 use super::rng::SimRng;
 use crate::tcp::config::Config;
 use crate::tcp::time::Duration;
@@ -73,6 +73,7 @@ impl Scenario {
             merge: if rng.chance(0.15) { 0.1 } else { 0.0 },
             displace: 0.0,
             bandwidth: 0,
+            stall: None,
         };
         let starved = rng.chance(0.15);
         let mut configs = [Config::default(), Config::default()];
@@ -127,6 +128,14 @@ impl Scenario {
             scenario.link.displace = rng.between(1, 50) as f64 / 1000.0;
         }
         scenario.poll_each_segment = rng.chance(0.3);
+        // Stalls longer than the 5 ms minimum RTO: timeouts with nothing
+        // lost, for F-RTO (RFC 5682) to find spurious.
+        if rng.chance(0.1) {
+            scenario.link.stall = Some(Stall {
+                every: Duration::from_millis(rng.between(20, 200)),
+                length: Duration::from_millis(rng.between(6, 20)),
+            });
+        }
         // A fixed window larger than the buffer suits a consumer that
         // places most data; a slow reader behind it would only drop data.
         if starved {
