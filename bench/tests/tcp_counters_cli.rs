@@ -10,9 +10,10 @@ mod common;
 use common::QUICK_LOOPBACK;
 
 /// The TCP counters every report carries, by their JSON names.
-const TCP_FIELDS: [&str; 7] = [
+const TCP_FIELDS: [&str; 8] = [
     "retransmissions",
     "timeouts",
+    "spurious_timeouts",
     "fast_recoveries",
     "spurious_recoveries",
     "dsacks_received",
@@ -33,7 +34,7 @@ fn loopback(extra: &[&str]) -> Vec<u8> {
 }
 
 /// The counters of `transport` in a JSON report, each checked present.
-fn counters(report: &serde_json::Value, transport: &str) -> [u64; 7] {
+fn counters(report: &serde_json::Value, transport: &str) -> [u64; 8] {
     TCP_FIELDS.map(|field| {
         report[transport]["counters"][field]
             .as_u64()
@@ -72,8 +73,9 @@ fn reordered_segments_are_placed_out_of_order_and_never_reassembled() {
 fn a_clean_link_loses_nothing() {
     let stdout = loopback(&["--json"]);
     let report: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
-    let [retransmissions, ..] = counters(&report, "dpdk");
+    let [retransmissions, timeouts, spurious_timeouts, ..] = counters(&report, "dpdk");
     let server = |name: &str| report["dpdk"]["server_counters"][name].as_u64().unwrap();
+    assert!(spurious_timeouts <= timeouts, "{report}");
     // Nothing is lost or reordered. A timer can still fire early when a
     // thread of the run is descheduled (a tail loss probe, or an RTO on
     // a starved CPU, which resends the whole flight): each copy it sent
@@ -89,7 +91,7 @@ fn the_socket_transport_reports_its_counters() {
     let report: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
     // Only retransmissions come from the kernel (TCP_INFO); its loopback
     // loses nothing, and the rest has no source.
-    assert_eq!(counters(&report, "socket"), [0; 7], "{report}");
+    assert_eq!(counters(&report, "socket"), [0; 8], "{report}");
 }
 
 #[test]
