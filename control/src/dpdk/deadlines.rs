@@ -25,15 +25,12 @@ const SLOTS: usize = 4096;
 #[derive(Debug)]
 pub(crate) struct Deadlines {
     wheel: TimerWheel<FourTuple>,
-    /// What the wheel expired, before it becomes [`Due`] entries.
-    expired: Vec<(FourTuple, Instant)>,
 }
 
 impl Default for Deadlines {
     fn default() -> Self {
         Deadlines {
             wheel: TimerWheel::new(TICK, SLOTS),
-            expired: Vec::new(),
         }
     }
 }
@@ -58,8 +55,8 @@ impl Deadlines {
     /// Moves the entries due at `now` into `out`; a caller acts on an entry
     /// only when [`Due::claim`] says it is the flow's live one.
     pub(crate) fn expire(&mut self, now: Instant, out: &mut Vec<Due>) {
-        self.wheel.expire(now, &mut self.expired);
-        out.extend(self.expired.drain(..).map(|(tuple, at)| Due { tuple, at }));
+        self.wheel
+            .expire(now, |tuple, at| out.push(Due { tuple, at }));
     }
 }
 

@@ -57,24 +57,25 @@ impl<K: Copy> Slot<K> {
         self.earliest = Some(self.earliest.map_or(at, |earliest| earliest.min(at)));
     }
 
-    /// Moves the entries due at `now` into `out`; returns how many.
-    fn expire(&mut self, now: Instant, out: &mut Vec<(K, Instant)>) -> usize {
+    /// Hands the entries due at `now` to `due`; returns how many.
+    fn expire(&mut self, now: Instant, due: &mut impl FnMut(K, Instant)) -> usize {
         if self.earliest.is_none_or(|earliest| earliest > now) {
             return 0;
         }
-        let before = out.len();
+        let mut expired = 0;
         let mut earliest = None::<Instant>;
         self.entries.retain(|&(key, at)| {
-            let due = at <= now;
-            if due {
-                out.push((key, at));
+            let is_due = at <= now;
+            if is_due {
+                due(key, at);
+                expired += 1;
             } else {
                 earliest = Some(earliest.map_or(at, |e| e.min(at)));
             }
-            !due
+            !is_due
         });
         self.earliest = earliest;
-        out.len() - before
+        expired
     }
 }
 
@@ -117,13 +118,13 @@ impl<K: Copy> TimerWheel<K> {
         self.len += 1;
     }
 
-    /// Moves every entry whose deadline is at or before `now` into `out`
-    /// (appended, in no particular order), each key with the deadline it
+    /// Removes every entry whose deadline is at or before `now` and hands
+    /// it to `due` (in no particular order), each key with the deadline it
     /// was scheduled at: a caller that reschedules lazily tells its live
     /// entry from the ones it left behind by that deadline.
-    pub fn expire(&mut self, now: Instant, out: &mut Vec<(K, Instant)>) {
+    pub fn expire(&mut self, now: Instant, mut due: impl FnMut(K, Instant)) {
         if now.micros() < self.cursor_end {
-            self.len -= self.slots[self.cursor_slot].expire(now, out);
+            self.len -= self.slots[self.cursor_slot].expire(now, &mut due);
             return;
         }
         let last = (now.micros() / self.tick).max(self.cursor);
@@ -131,7 +132,7 @@ impl<K: Copy> TimerWheel<K> {
         let visits = visits.min(self.slots.len() as u64);
         for tick in last + 1 - visits..=last {
             let slot = self.slot(tick);
-            self.len -= self.slots[slot].expire(now, out);
+            self.len -= self.slots[slot].expire(now, &mut due);
         }
         // The tick of `now` may hold later deadlines: visit it again.
         self.cursor = last;
@@ -163,9 +164,8 @@ mod tests {
     }
 
     fn expired(wheel: &mut TimerWheel<u32>, now: u64) -> Vec<u32> {
-        let mut out = Vec::new();
-        wheel.expire(Instant(now), &mut out);
-        let mut keys: Vec<u32> = out.into_iter().map(|(key, _)| key).collect();
+        let mut keys = Vec::new();
+        wheel.expire(Instant(now), |key, _| keys.push(key));
         keys.sort_unstable();
         keys
     }
@@ -227,7 +227,7 @@ mod tests {
                 w.schedule(key, Instant(round * 8_000 + u64::from(key) * 37));
             }
             out.clear();
-            w.expire(Instant(round * 8_000 + 7_999), &mut out);
+            w.expire(Instant(round * 8_000 + 7_999), |key, _| out.push(key));
             assert_eq!(out.len(), 64);
             let capacities: Vec<usize> =
                 w.slots.iter().map(|slot| slot.entries.capacity()).collect();
@@ -276,7 +276,7 @@ mod tests {
                     Op::Expire(by) => {
                         now += by;
                         out.clear();
-                        w.expire(Instant(now), &mut out);
+                        w.expire(Instant(now), |key, at| out.push((key, at)));
                         out.sort_unstable_by_key(|&(key, _)| key);
                         let mut due = Vec::new();
                         while model.peek().is_some_and(|Reverse((at, _))| at.micros() <= now) {
