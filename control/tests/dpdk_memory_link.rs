@@ -13,12 +13,11 @@ mod dpdk_common;
 use std::net::SocketAddrV4;
 use std::time::{Duration, Instant};
 
-use dpdk_common::{eal, lock, Apps, Log, TestApp};
+use dpdk_common::{eal, listen_logging, lock, Apps, Log, TestApp};
 use smoltcp::wire::{EthernetAddress, Ipv4Address};
 use uwarp_control::dpdk::{HostReport, TcpHost};
 use uwarp_control::HostConfig;
 use uwarp_dataplane::ring_pair;
-use uwarp_stack::tcp::Endpoint;
 
 /// Octets the client sends.
 const OCTETS: usize = 1 << 20;
@@ -48,17 +47,7 @@ fn connected(
     let server =
         TcpHost::start(eal(), b, host_config(subnet, 2, server_offloads)).expect("server host");
     let apps = Apps::default();
-    let accepted = std::sync::Arc::clone(&apps);
-    server
-        .listen(PORT, move |remote: Endpoint| {
-            let log = Log::default();
-            accepted
-                .lock()
-                .expect("apps")
-                .insert((remote.addr, remote.port), std::sync::Arc::clone(&log));
-            TestApp::new(log)
-        })
-        .expect("listening");
+    listen_logging(&server, PORT, &apps);
     let log = Log::default();
     lock(&log).outbox = payload;
     let remote = SocketAddrV4::new(server.address().ip, PORT);

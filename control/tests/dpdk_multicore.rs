@@ -20,13 +20,12 @@ use std::net::SocketAddrV4;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use dpdk_common::{eal, lock, Apps, Log, TestApp};
+use dpdk_common::{eal, listen_logging, lock, Apps, Log, TestApp};
 use smoltcp::wire::{EthernetAddress, Ipv4Address};
 use uwarp_control::dpdk::{HostReport, TcpHost};
 use uwarp_control::rping::{self, Options};
 use uwarp_control::{CoreThreads, Device, DeviceConfig, DpdkConfig, HostConfig};
 use uwarp_dataplane::Device as Port;
-use uwarp_stack::tcp::Endpoint;
 
 /// Dataplane cores per host, and queue pairs per af_packet device.
 const CORES: u16 = 2;
@@ -109,19 +108,6 @@ fn payload(id: usize) -> Vec<u8> {
     (0..OCTETS).map(|i| (i * 7 + id * 31) as u8).collect()
 }
 
-/// Listens on [`PORT`]: each accepted connection logs into `apps`.
-fn listen(host: &TcpHost<TestApp>, apps: &Apps) {
-    let apps = std::sync::Arc::clone(apps);
-    host.listen(PORT, move |remote: Endpoint| {
-        let log = Log::default();
-        apps.lock()
-            .expect("apps")
-            .insert((remote.addr, remote.port), std::sync::Arc::clone(&log));
-        TestApp::new(log)
-    })
-    .expect("listening");
-}
-
 /// Every core of `report` took some flows over.
 fn check_spread(name: &str, report: &HostReport) {
     let owned: Vec<u64> = report.cores.iter().map(|c| c.flows_added).collect();
@@ -152,8 +138,8 @@ fn tcp_hosts_with_two_cores_each_spread_connections_from_both_sides() {
         let a = TcpHost::start(eal(), a_port, host_config(1)).expect("host A");
         let b = TcpHost::start(eal(), b_port, host_config(2)).expect("host B");
         let (a_apps, b_apps) = (Apps::default(), Apps::default());
-        listen(&a, &a_apps);
-        listen(&b, &b_apps);
+        listen_logging(&a, PORT, &a_apps);
+        listen_logging(&b, PORT, &b_apps);
         let next_id = AtomicUsize::new(0);
         let open = |from: &TcpHost<TestApp>, to: &TcpHost<TestApp>| {
             for _ in 0..CONNECTIONS_EACH_WAY {

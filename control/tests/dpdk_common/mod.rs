@@ -233,6 +233,25 @@ impl TcpApp for TestApp {
 /// The logs of every connection a listener accepted, by peer endpoint.
 pub type Apps = Arc<Mutex<HashMap<(Ipv4Address, u16), Log>>>;
 
+/// A new log for the connection accepted from `remote`, kept in `apps`.
+pub fn accepted_log(apps: &Apps, remote: Endpoint) -> Log {
+    let log = Log::default();
+    apps.lock()
+        .expect("apps")
+        .insert((remote.addr, remote.port), Arc::clone(&log));
+    log
+}
+
+/// Listens on `port` of `host`: each connection it accepts runs a
+/// [`TestApp`] logging into `apps`.
+pub fn listen_logging(host: &TcpHost<TestApp>, port: u16, apps: &Apps) {
+    let apps = Arc::clone(apps);
+    host.listen(port, move |remote: Endpoint| {
+        TestApp::new(accepted_log(&apps, remote))
+    })
+    .expect("listening");
+}
+
 /// What the cores counted, at shutdown.
 #[derive(Debug, Clone)]
 pub struct Report {
@@ -371,11 +390,8 @@ impl Rig {
         let answer = self
             .requests
             .listen(port, move |remote: Endpoint| {
-                let log = Log::default();
+                let log = accepted_log(&apps, remote);
                 lock(&log).outbox = greeting.lock().expect("greeting").clone();
-                apps.lock()
-                    .expect("apps")
-                    .insert((remote.addr, remote.port), Arc::clone(&log));
                 TestApp { log }
             })
             .expect("listen request");
