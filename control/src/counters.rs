@@ -17,55 +17,88 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use uwarp_stack::rdmap::EngineCounters;
 use uwarp_stack::tcp::Stats;
 
-/// What a queue pair's stream has carried since it connected. Fields a
-/// transport has no such event for stay 0: the kernel-socket transport
-/// sees only an in-order byte stream, so it places nothing out of order
-/// and cannot see the kernel's own reassembly; of the kernel's TCP it
-/// reports only `retransmissions` (`tcpi_total_retrans` of `TCP_INFO`,
-/// read at most once a millisecond).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct QpCounters {
-    /// FPDUs sent.
-    pub fpdus_sent: u64,
-    /// FPDUs received.
-    pub fpdus_received: u64,
-    /// Payload octets placed into registered memory.
-    pub bytes_placed: u64,
-    /// TCP segments placed out of order, straight into registered memory.
-    pub segments_placed_out_of_order: u64,
-    /// FPDUs in those segments.
-    pub fpdus_placed_out_of_order: u64,
-    /// Payload octets in those FPDUs.
-    pub bytes_placed_out_of_order: u64,
-    /// Stream octets that waited in TCP's reassembly buffer (out of
-    /// order and not placed, or not aligned with an FPDU).
-    pub bytes_reassembled: u64,
-    /// FPDUs this end split across TCP segments (RFC 5044 appendix A.1:
-    /// the MSS shrank, or the peer's window stayed below one FPDU).
-    pub fpdus_split: u64,
-    /// FPDUs whose CRC did not check (each ends the stream).
-    pub crc_errors: u64,
-    /// Terminates sent.
-    pub terminates_sent: u64,
-    /// Terminates received.
-    pub terminates_received: u64,
-    /// TCP segments resent (timeout, fast retransmit, SACK recovery).
-    pub retransmissions: u64,
-    /// TCP retransmission timer expiries (RFC 6298 section 5).
-    pub timeouts: u64,
-    /// Of those, the ones found spurious and undone (F-RTO, RFC 5682):
-    /// nothing was lost, the path or the peer was late.
-    pub spurious_timeouts: u64,
-    /// TCP fast recoveries entered (RFC 5681, RFC 6582, RFC 6675).
-    pub fast_recoveries: u64,
-    /// Fast recoveries D-SACKs showed spurious, undone (RFC 3708).
-    pub spurious_recoveries: u64,
-    /// D-SACK blocks received: the peer got some data twice (RFC 2883).
-    pub dsacks_received: u64,
-    /// D-SACK blocks sent: some data arrived twice.
-    pub dsacks_sent: u64,
-    /// TCP tail loss probes sent (RFC 8985 section 7).
-    pub tail_loss_probes: u64,
+/// Declares `QpCounters` (every field a `u64`) with `FIELDS`, its number
+/// of fields, and its conversions to and from an array in field order,
+/// which publishing through atomics and adding field by field use.
+macro_rules! qp_counters {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $($(#[$doc:meta])* pub $field:ident,)*
+        }
+    ) => {
+        $(#[$meta])*
+        pub struct $name {
+            $($(#[$doc])* pub $field: u64,)*
+        }
+
+        /// The number of counters.
+        const FIELDS: usize = [$(stringify!($field)),*].len();
+
+        impl $name {
+            fn to_array(self) -> [u64; FIELDS] {
+                [$(self.$field),*]
+            }
+
+            fn from_array(array: [u64; FIELDS]) -> Self {
+                let [$($field),*] = array;
+                Self { $($field),* }
+            }
+        }
+    };
+}
+
+qp_counters! {
+    /// What a queue pair's stream has carried since it connected. Fields a
+    /// transport has no such event for stay 0: the kernel-socket transport
+    /// sees only an in-order byte stream, so it places nothing out of order
+    /// and cannot see the kernel's own reassembly; of the kernel's TCP it
+    /// reports only `retransmissions` (`tcpi_total_retrans` of `TCP_INFO`,
+    /// read at most once a millisecond).
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    pub struct QpCounters {
+        /// FPDUs sent.
+        pub fpdus_sent,
+        /// FPDUs received.
+        pub fpdus_received,
+        /// Payload octets placed into registered memory.
+        pub bytes_placed,
+        /// TCP segments placed out of order, straight into registered memory.
+        pub segments_placed_out_of_order,
+        /// FPDUs in those segments.
+        pub fpdus_placed_out_of_order,
+        /// Payload octets in those FPDUs.
+        pub bytes_placed_out_of_order,
+        /// Stream octets that waited in TCP's reassembly buffer (out of
+        /// order and not placed, or not aligned with an FPDU).
+        pub bytes_reassembled,
+        /// FPDUs this end split across TCP segments (RFC 5044 appendix A.1:
+        /// the MSS shrank, or the peer's window stayed below one FPDU).
+        pub fpdus_split,
+        /// FPDUs whose CRC did not check (each ends the stream).
+        pub crc_errors,
+        /// Terminates sent.
+        pub terminates_sent,
+        /// Terminates received.
+        pub terminates_received,
+        /// TCP segments resent (timeout, fast retransmit, SACK recovery).
+        pub retransmissions,
+        /// TCP retransmission timer expiries (RFC 6298 section 5).
+        pub timeouts,
+        /// Of those, the ones found spurious and undone (F-RTO, RFC 5682):
+        /// nothing was lost, the path or the peer was late.
+        pub spurious_timeouts,
+        /// TCP fast recoveries entered (RFC 5681, RFC 6582, RFC 6675).
+        pub fast_recoveries,
+        /// Fast recoveries D-SACKs showed spurious, undone (RFC 3708).
+        pub spurious_recoveries,
+        /// D-SACK blocks received: the peer got some data twice (RFC 2883).
+        pub dsacks_received,
+        /// D-SACK blocks sent: some data arrived twice.
+        pub dsacks_sent,
+        /// TCP tail loss probes sent (RFC 8985 section 7).
+        pub tail_loss_probes,
+    }
 }
 
 /// What the transport below the engine counts (the engine counts the
@@ -125,54 +158,6 @@ impl QpCounters {
             tail_loss_probes: transport.tail_loss_probes,
         }
     }
-
-    fn to_array(self) -> [u64; FIELDS] {
-        [
-            self.fpdus_sent,
-            self.fpdus_received,
-            self.bytes_placed,
-            self.segments_placed_out_of_order,
-            self.fpdus_placed_out_of_order,
-            self.bytes_placed_out_of_order,
-            self.bytes_reassembled,
-            self.fpdus_split,
-            self.crc_errors,
-            self.terminates_sent,
-            self.terminates_received,
-            self.retransmissions,
-            self.timeouts,
-            self.spurious_timeouts,
-            self.fast_recoveries,
-            self.spurious_recoveries,
-            self.dsacks_received,
-            self.dsacks_sent,
-            self.tail_loss_probes,
-        ]
-    }
-
-    fn from_array(a: [u64; FIELDS]) -> Self {
-        Self {
-            fpdus_sent: a[0],
-            fpdus_received: a[1],
-            bytes_placed: a[2],
-            segments_placed_out_of_order: a[3],
-            fpdus_placed_out_of_order: a[4],
-            bytes_placed_out_of_order: a[5],
-            bytes_reassembled: a[6],
-            fpdus_split: a[7],
-            crc_errors: a[8],
-            terminates_sent: a[9],
-            terminates_received: a[10],
-            retransmissions: a[11],
-            timeouts: a[12],
-            spurious_timeouts: a[13],
-            fast_recoveries: a[14],
-            spurious_recoveries: a[15],
-            dsacks_received: a[16],
-            dsacks_sent: a[17],
-            tail_loss_probes: a[18],
-        }
-    }
 }
 
 impl std::ops::Add for QpCounters {
@@ -184,8 +169,6 @@ impl std::ops::Add for QpCounters {
         Self::from_array(std::array::from_fn(|i| a[i] + b[i]))
     }
 }
-
-const FIELDS: usize = 19;
 
 /// A queue pair's counters as the dataplane publishes them.
 #[derive(Debug, Default)]
