@@ -44,6 +44,7 @@ mod reordering;
 mod rtt;
 mod sack;
 mod segment;
+mod send_memory;
 mod send_queue;
 mod seq;
 pub mod sim;
@@ -62,6 +63,7 @@ pub use recv::{ByteStream, Consumer, Disposition, WindowPolicy};
 pub use segment::{
     bare_header, parse, parse_verified, reset_reply, BufferTooSmall, ParseError, Payload, Segment,
 };
+pub use send_memory::SendMemory;
 pub use seq::Seq;
 pub use time::{Duration, Instant};
 pub use wheel::TimerWheel;

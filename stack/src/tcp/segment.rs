@@ -149,12 +149,37 @@ impl Segment<'_> {
         self.write(buf, Checksum::PseudoHeaderOnly)
     }
 
+    /// Writes only the TCP header into the front of `buf`, for a device
+    /// that completes the checksum and sends the payload from where it
+    /// lies (the send queue's memory): the checksum field gets the sum of
+    /// the IPv4 pseudo-header for the whole segment, as
+    /// [`Segment::emit_for_checksum_offload`] writes it. Returns the
+    /// header's length.
+    pub fn emit_header_for_checksum_offload(
+        &self,
+        buf: &mut [u8],
+    ) -> Result<usize, BufferTooSmall> {
+        let header_len = self.header.header_len();
+        let out = buf
+            .get_mut(..header_len)
+            .ok_or(BufferTooSmall { needed: header_len })?;
+        self.write_header(out, Checksum::PseudoHeaderOnly);
+        Ok(header_len)
+    }
+
     fn write(&self, buf: &mut [u8], checksum: Checksum) -> Result<usize, BufferTooSmall> {
         let len = self.len();
         let out = buf.get_mut(..len).ok_or(BufferTooSmall { needed: len })?;
         let header_len = self.header.header_len();
         self.payload.copy_to(&mut out[header_len..]);
-        let mut packet = TcpPacket::new_unchecked(&mut *out);
+        self.write_header(out, checksum);
+        Ok(len)
+    }
+
+    /// Emits the header into `out` (the header, followed by the payload
+    /// when the checksum is `Full`) and fills the checksum field.
+    fn write_header(&self, out: &mut [u8], checksum: Checksum) {
+        let mut packet = TcpPacket::new_unchecked(out);
         let (src, dst) = (IpAddress::Ipv4(self.src), IpAddress::Ipv4(self.dst));
         self.header
             .emit(&mut packet, &src, &dst, &ChecksumCapabilities::ignored());
@@ -164,10 +189,9 @@ impl Segment<'_> {
                 &self.src,
                 &self.dst,
                 IpProtocol::Tcp,
-                len as u32,
+                self.len() as u32,
             )),
         }
-        Ok(len)
     }
 
     /// The segment as a vector of octets (tests and slow paths).
@@ -292,6 +316,21 @@ mod tests {
         assert_eq!(
             segment.emit_for_checksum_offload(&mut [0; 20]),
             Err(BufferTooSmall { needed: full.len() })
+        );
+        // The header alone, the payload sent from elsewhere: the same
+        // octets as the front of the offloaded segment.
+        let header_len = segment.header.header_len();
+        let mut alone = vec![0; header_len];
+        assert_eq!(
+            segment.emit_header_for_checksum_offload(&mut alone),
+            Ok(header_len)
+        );
+        let mut whole = vec![0; segment.len()];
+        segment.emit_for_checksum_offload(&mut whole).unwrap();
+        assert_eq!(alone, whole[..header_len]);
+        assert_eq!(
+            segment.emit_header_for_checksum_offload(&mut [0; 8]),
+            Err(BufferTooSmall { needed: header_len })
         );
     }
 }

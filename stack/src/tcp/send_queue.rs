@@ -8,8 +8,15 @@
 //! phase, plain TCP use) can be cut anywhere.
 
 use super::segment::Payload;
+use super::send_memory::SendMemory;
+use core::cell::Cell;
 use core::ops::Range;
 use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// How many chunks a lookup walks forward from the cursor before it
+/// searches instead.
+const CURSOR_STEPS: usize = 4;
 
 /// A run of queued octets ending at `end`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,12 +51,20 @@ pub enum SplitPermit {
 /// Queued octets from the oldest unacknowledged one to the last queued.
 #[derive(Debug)]
 pub struct SendQueue {
-    ring: Box<[u8]>,
+    /// The ring's octets, shared with transmit paths that send from them
+    /// in place.
+    memory: Arc<SendMemory>,
     head: u64,
     tail: u64,
     chunks: VecDeque<Chunk>,
     /// Where the oldest chunk began, possibly before `head`.
     front_start: u64,
+    /// Chunks dropped from the front so far.
+    released_chunks: u64,
+    /// Where the last lookup found its chunk, counted in chunks ever
+    /// queued: segments are cut at rising positions, so the next lookup
+    /// starts here and moves a chunk or two instead of searching.
+    cursor: Cell<u64>,
     /// The record reserved and not yet committed.
     reserved: Option<Reserved>,
     /// Where a reserved record that would wrap around the ring's end is
@@ -70,14 +85,35 @@ impl SendQueue {
     /// An empty queue of `capacity` octets, starting at position 0.
     pub fn new(capacity: usize) -> Self {
         SendQueue {
-            ring: vec![0; capacity.max(1)].into_boxed_slice(),
+            memory: SendMemory::new(capacity),
             head: 0,
             tail: 0,
             chunks: VecDeque::new(),
             front_start: 0,
+            released_chunks: 0,
+            cursor: Cell::new(0),
             reserved: None,
             wrap_scratch: Vec::new(),
         }
+    }
+
+    /// The ring's memory, for a transmit path that references segments'
+    /// payloads in place (see [`SendMemory`]).
+    pub fn memory(&self) -> &Arc<SendMemory> {
+        &self.memory
+    }
+
+    fn ring(&self) -> &[u8] {
+        // SAFETY: this queue is the memory's only writer, and writing
+        // takes `&mut self`, so no write happens while this slice lives.
+        unsafe { self.memory.bytes() }
+    }
+
+    fn ring_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `ring`; `&mut self` makes this the only slice of
+        // the queue's, and the queue writes only free octets (never
+        // queued, or acknowledged).
+        unsafe { self.memory.bytes_mut() }
     }
 
     /// Position of the oldest queued octet.
@@ -92,16 +128,17 @@ impl SendQueue {
 
     /// Room for more octets.
     pub fn free(&self) -> usize {
-        self.ring.len() - (self.tail - self.head) as usize
+        self.memory.len() - (self.tail - self.head) as usize
     }
 
     fn write(&mut self, data: &[u8]) {
-        let cap = self.ring.len();
+        let cap = self.memory.len();
         let mut at = (self.tail % cap as u64) as usize;
+        let ring = self.ring_mut();
         for piece in data.chunks(cap) {
             let first = piece.len().min(cap - at);
-            self.ring[at..at + first].copy_from_slice(&piece[..first]);
-            self.ring[..piece.len() - first].copy_from_slice(&piece[first..]);
+            ring[at..at + first].copy_from_slice(&piece[..first]);
+            ring[..piece.len() - first].copy_from_slice(&piece[first..]);
             at = (at + piece.len()) % cap;
         }
         self.tail += data.len() as u64;
@@ -124,11 +161,11 @@ impl SendQueue {
             self.reserved = None;
             return Err(QueueFull);
         }
-        let cap = self.ring.len();
+        let cap = self.memory.len();
         let at = (self.tail % cap as u64) as usize;
         if at + len <= cap {
             self.reserved = Some(Reserved::InRing(len));
-            Ok(&mut self.ring[at..at + len])
+            Ok(&mut self.ring_mut()[at..at + len])
         } else {
             self.reserved = Some(Reserved::Wrapped(len));
             self.wrap_scratch.resize(len, 0);
@@ -178,25 +215,47 @@ impl SendQueue {
         while let Some(front) = self.chunks.front().filter(|c| c.end <= self.head) {
             self.front_start = front.end;
             self.chunks.pop_front();
+            self.released_chunks += 1;
         }
+    }
+
+    /// The index of the first chunk ending after `pos` (the chunk holding
+    /// it), or the number of chunks when none does.
+    fn chunk_at(&self, pos: u64) -> usize {
+        let ends_by = |i: usize| self.chunks.get(i).is_some_and(|c| c.end <= pos);
+        let hint = self.cursor.get().saturating_sub(self.released_chunks) as usize;
+        let start = hint.min(self.chunks.len());
+        let mut i = start;
+        // A few steps forward from the cursor; behind it (a
+        // retransmission) or far ahead, a binary search.
+        let walkable = start == 0 || ends_by(start - 1);
+        while walkable && i < start + CURSOR_STEPS && ends_by(i) {
+            i += 1;
+        }
+        if !walkable || ends_by(i) {
+            i = self.chunks.partition_point(|c| c.end <= pos);
+        }
+        self.cursor.set(self.released_chunks + i as u64);
+        i
     }
 
     /// The queued octets in `range`, which must lie in the queue.
     pub fn payload(&self, range: Range<u64>) -> Payload<'_> {
-        let cap = self.ring.len();
+        let ring = self.ring();
+        let cap = ring.len();
         let start = range.start.clamp(self.head, self.tail);
         let len = (range.end.clamp(start, self.tail) - start) as usize;
         let at = (start % cap as u64) as usize;
         let first = len.min(cap - at);
         Payload {
-            first: &self.ring[at..at + first],
-            second: &self.ring[..len - first],
+            first: &ring[at..at + first],
+            second: &ring[..len - first],
         }
     }
 
     /// Whether a segment may start at `pos` without splitting a record.
     pub fn is_boundary(&self, pos: u64) -> bool {
-        let i = self.chunks.partition_point(|c| c.end <= pos);
+        let i = self.chunk_at(pos);
         match self.chunks.get(i) {
             Some(chunk) if chunk.record => {
                 let start = i
@@ -217,7 +276,7 @@ impl SendQueue {
             return None;
         }
         let mut len = 0;
-        let first = self.chunks.partition_point(|c| c.end <= start);
+        let first = self.chunk_at(start);
         for chunk in self.chunks.iter().skip(first) {
             let avail = chunk.end - (start + len);
             if avail <= room - len {
@@ -333,6 +392,57 @@ mod tests {
         // A failed reservation leaves nothing to commit.
         q.commit_record();
         assert_eq!(q.end(), 20);
+    }
+
+    #[test]
+    fn payloads_point_into_the_shared_memory_which_outlives_the_queue() {
+        let mut q = SendQueue::new(32);
+        q.push_record(&[5; 20]).unwrap();
+        let memory = Arc::clone(q.memory());
+        let payload = q.payload(4..12);
+        let base = memory.as_ptr() as usize;
+        let at = payload.first.as_ptr() as usize;
+        assert_eq!((at - base, payload.first.len()), (4, 8));
+        drop(q);
+        // The memory is still there for a frame that points into it.
+        // SAFETY: the queue, the only writer, is gone.
+        assert_eq!(unsafe { memory.bytes() }[..20], [5; 20]);
+        assert_eq!(memory.len(), 32);
+    }
+
+    #[test]
+    fn the_cursor_finds_what_a_search_finds() {
+        let mut q = SendQueue::new(4096);
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        for _ in 0..5000 {
+            match next(4) {
+                0 => {
+                    let len = 1 + next(300) as usize;
+                    let _ = q.push_record(&vec![1; len]);
+                }
+                1 => {
+                    let len = 1 + next(100) as usize;
+                    q.push_bytes(&vec![2; len]);
+                }
+                2 => q.release(q.head() + next(400)),
+                _ => {
+                    // Mostly rising positions, sometimes back (a resend).
+                    let span = q.end() - q.head() + 1;
+                    let pos = q.head() + next(span);
+                    let searched = q.chunks.partition_point(|c| c.end <= pos);
+                    assert_eq!(q.chunk_at(pos), searched, "at {pos}");
+                    let ahead = (pos + next(200)).min(q.end());
+                    let searched = q.chunks.partition_point(|c| c.end <= ahead);
+                    assert_eq!(q.chunk_at(ahead), searched, "at {ahead}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -33,6 +33,7 @@ use super::frto::Frto;
 use super::recv::{Consumer, Receiver, WindowPolicy};
 use super::reordering::Reordering;
 use super::rtt::RttEstimator;
+use super::send_memory::SendMemory;
 use super::send_queue::{QueueFull, SendQueue};
 use super::seq::Seq;
 use super::spurious::Episode;
@@ -517,6 +518,14 @@ impl Connection {
         } else {
             0
         }
+    }
+
+    /// The send queue's memory, which the payloads of segments from
+    /// [`poll_transmit`](Self::poll_transmit) point into: a transmit path
+    /// that sends them in place keeps a clone for as long as its frames
+    /// may be read.
+    pub fn send_memory(&self) -> &Arc<SendMemory> {
+        self.send.memory()
     }
 
     /// Octets queued and not yet acknowledged.
