@@ -1,24 +1,33 @@
 //! External-buffer mbufs: an [`Mbuf`] whose bytes live in caller memory, for
 //! transmitting without a copy (DPDK's `rte_pktmbuf_attach_extbuf`).
 //!
-//! The caller hands over an owner of the bytes (`Vec<u8>`, `Box<[u8]>`,
-//! `Arc<[u8]>`, or a guard of registered memory that implements
-//! `AsRef<[u8]>`). It is boxed next to the `rte_mbuf_ext_shared_info` DPDK
-//! needs, and DPDK's free callback drops that box when the last mbuf
-//! referring to the buffer is freed, on whichever thread frees it: after the
-//! device has sent the packet, or when the `Mbuf` is dropped unsent. The
-//! bytes therefore stay alive and unmoved for as long as any device or mbuf
-//! can read them, with no `unsafe` on the caller's side.
+//! An [`ExternalRegion`] boxes the owner of some memory (a `Vec<u8>`, an
+//! `Arc` of a send queue's ring) next to the `rte_mbuf_ext_shared_info`
+//! DPDK needs, whose reference count counts the region handle and every
+//! mbuf attached to a slice of it. Whoever drops the last reference frees
+//! the box, and with it the owner: DPDK's free callback on whichever
+//! thread frees the last mbuf (after the device sent it, or when it is
+//! dropped unsent), or the handle's `Drop`. The bytes therefore stay alive
+//! and unmoved for as long as any device or mbuf can read them.
+//! [`Mbuf::from_external`] is the one-mbuf case, with no `unsafe` on the
+//! caller's side.
 
 use std::ffi::c_void;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU16, Ordering};
 
 use crate::eal::Eal;
 use crate::error::{Error, Result};
 use crate::mbuf::Mbuf;
 use crate::mempool::Mempool;
 
+/// References a region may hand out at once, below the 16-bit count's
+/// limit (the handle holds one more).
+const MAX_ATTACHED: u16 = u16::MAX - 1;
+
 /// The buffer's owner and the DPDK record of it, in one allocation whose
-/// address does not change.
+/// address does not change. `shinfo` comes first, so a pointer to the
+/// holder is a pointer to it.
 #[repr(C)]
 struct ExtHolder<B> {
     shinfo: dpdk_sys::rte_mbuf_ext_shared_info,
@@ -29,17 +38,174 @@ struct ExtHolder<B> {
 ///
 /// # Safety
 /// `opaque` must be the `Box<ExtHolder<B>>` leaked by
-/// [`Mbuf::from_external`], passed exactly once (DPDK calls this when the
-/// shared info's reference count reaches 0).
+/// [`ExternalRegion::new`], passed exactly once (when the shared info's
+/// reference count reaches 0).
 unsafe extern "C" fn free_holder<B>(_addr: *mut c_void, opaque: *mut c_void) {
     // SAFETY: see the function's contract. A panic in B's Drop cannot
     // unwind through this extern "C" function; Rust aborts instead.
     drop(unsafe { Box::from_raw(opaque.cast::<ExtHolder<B>>()) });
 }
 
+/// `owner` boxed with a shared info whose count (1) is the caller's, and
+/// whose callback frees the box.
+fn hold<B: Send + 'static>(owner: B) -> NonNull<ExtHolder<B>> {
+    let holder = Box::into_raw(Box::new(ExtHolder {
+        shinfo: dpdk_sys::rte_mbuf_ext_shared_info {
+            free_cb: Some(free_holder::<B>),
+            fcb_opaque: std::ptr::null_mut(),
+            refcnt: 1,
+        },
+        owner,
+    }));
+    // SAFETY: holder is a live, leaked box, exclusively ours.
+    unsafe { (*holder).shinfo.fcb_opaque = holder.cast::<c_void>() };
+    // SAFETY: Box::into_raw never gives null.
+    unsafe { NonNull::new_unchecked(holder) }
+}
+
+/// Memory that mbufs can carry slices of without copying, alive until the
+/// handle and every such mbuf are gone.
+#[derive(Debug)]
+pub struct ExternalRegion {
+    shinfo: NonNull<dpdk_sys::rte_mbuf_ext_shared_info>,
+    base: *const u8,
+    len: usize,
+}
+
+// SAFETY: the handle's only state is the holder, whose owner is Send, and
+// its reference count, which is atomic (DPDK's builtins and ours).
+unsafe impl Send for ExternalRegion {}
+// SAFETY: `&ExternalRegion` only reads base/len and adds references
+// atomically.
+unsafe impl Sync for ExternalRegion {}
+
+impl ExternalRegion {
+    /// A region over the `len` bytes at `base`, kept alive by `owner`.
+    ///
+    /// # Safety
+    /// The bytes must stay allocated and at the same address for as long
+    /// as `owner` lives, and must not be written while a frame attached to
+    /// them can still be read, except where the reader tolerates it (a
+    /// send queue rewrites only acknowledged octets).
+    pub unsafe fn new<B: Send + 'static>(owner: B, base: *const u8, len: usize) -> Self {
+        ExternalRegion {
+            shinfo: hold(owner).cast(),
+            base,
+            len,
+        }
+    }
+
+    /// A region over the bytes of `owner`, which it keeps.
+    pub fn from_owner<B>(owner: B) -> Self
+    where
+        B: AsRef<[u8]> + Send + 'static,
+    {
+        let holder = hold(owner);
+        // The address is read once the owner sits in the holder, where it
+        // stays: an owner that stores its bytes inline (an array) moved.
+        // SAFETY: the holder is live, and its owner never moves again.
+        let bytes = unsafe { holder.as_ref().owner.as_ref() };
+        ExternalRegion {
+            base: bytes.as_ptr(),
+            len: bytes.len(),
+            shinfo: holder.cast(),
+        }
+    }
+
+    /// The reference count DPDK and this handle share.
+    fn refcnt(&self) -> &AtomicU16 {
+        // SAFETY: the shared info lives as long as any reference, and this
+        // handle holds one; DPDK updates the field with atomic builtins
+        // only, which AtomicU16 matches.
+        unsafe { AtomicU16::from_ptr(&raw mut (*self.shinfo.as_ptr()).refcnt) }
+    }
+
+    /// Whether `bytes` lies inside the region.
+    pub fn contains(&self, bytes: &[u8]) -> bool {
+        let (start, base) = (bytes.as_ptr() as usize, self.base as usize);
+        start >= base && start - base + bytes.len() <= self.len
+    }
+
+    /// Makes `m`, an empty exclusive mbuf fresh from a pool (whose data
+    /// room may be small), carry `bytes`, a slice of the region of 1 to
+    /// 65535 octets, as its single segment, read-only and not copied.
+    ///
+    /// The device reads the bytes at their virtual address: a device that
+    /// copies in software, or a memory link, needs nothing more; a NIC
+    /// needs the EAL in IOVA-as-VA mode ([`Eal::iova_is_va`]) and the
+    /// memory DMA-mapped for it.
+    pub fn attach(&self, m: Mbuf, bytes: &[u8]) -> Result<Mbuf> {
+        if !self.contains(bytes) {
+            return Err(Error::InvalidArgument(
+                "the bytes lie outside the external region".into(),
+            ));
+        }
+        if !m.is_contiguous() || m.data_len() != 0 || !m.is_exclusive() {
+            return Err(Error::InvalidArgument(
+                "an external segment needs an empty exclusive mbuf".into(),
+            ));
+        }
+        let len = u16::try_from(bytes.len())
+            .ok()
+            .filter(|&len| len > 0)
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "external segment of {} bytes (1 to 65535)",
+                    bytes.len()
+                ))
+            })?;
+        // Only the handle's owner adds references, so the count cannot
+        // pass the limit between this check and the increment.
+        if self.refcnt().load(Ordering::Relaxed) > MAX_ATTACHED {
+            return Err(Error::Unsupported(
+                "an external region in more than 65534 mbufs at once".into(),
+            ));
+        }
+        self.refcnt().fetch_add(1, Ordering::AcqRel);
+        let addr = bytes.as_ptr();
+        // SAFETY: m is an empty exclusive mbuf, exclusively ours (`Mbuf` owns
+        // its chain);
+        // the reference just added is the one it holds, given back by DPDK
+        // when it frees the segment. The bytes are only read.
+        unsafe {
+            let raw = m.as_ptr();
+            dpdk_sys::shim_rte_pktmbuf_attach_extbuf(
+                raw,
+                addr.cast_mut().cast::<c_void>(),
+                addr as u64,
+                len,
+                self.shinfo.as_ptr(),
+            );
+            // attach_extbuf leaves data_len 0 at offset 0: cover the bytes.
+            let p = dpdk_sys::shim_rte_pktmbuf_append(raw, len);
+            debug_assert!(
+                !p.is_null(),
+                "the fresh external segment has room for itself"
+            );
+        }
+        Ok(m)
+    }
+}
+
+impl Drop for ExternalRegion {
+    fn drop(&mut self) {
+        if self.refcnt().fetch_sub(1, Ordering::AcqRel) == 1 {
+            // SAFETY: that was the last reference: no mbuf points into the
+            // region, so the holder goes, through the callback DPDK would
+            // have called.
+            unsafe {
+                let shinfo = self.shinfo.as_ptr();
+                if let Some(free) = (*shinfo).free_cb {
+                    free(self.base.cast_mut().cast(), (*shinfo).fcb_opaque);
+                }
+            }
+        }
+    }
+}
+
 impl Mbuf {
-    /// An mbuf whose single segment is the bytes of `owner` (at most 65535
-    /// of them, DPDK's segment limit), read-only, without copying.
+    /// An mbuf whose single segment is the bytes of `owner` (1 to 65535 of
+    /// them, DPDK's segment limit), read-only, without copying.
     ///
     /// The mbuf header comes from `pool` (a pool with a small data room is
     /// enough). The device reads the bytes by DMA at their virtual address,
@@ -57,47 +223,10 @@ impl Mbuf {
                 "external buffers need the EAL in IOVA-as-VA mode".into(),
             ));
         }
-        let holder = Box::new(ExtHolder {
-            shinfo: dpdk_sys::rte_mbuf_ext_shared_info {
-                free_cb: Some(free_holder::<B>),
-                fcb_opaque: std::ptr::null_mut(),
-                refcnt: 1,
-            },
-            owner,
-        });
-        // The bytes' address is taken after the owner moved into the box:
-        // an owner that stores its bytes inline (an array) moved with it.
-        let bytes = holder.owner.as_ref();
-        let (addr, len) = (bytes.as_ptr(), bytes.len());
-        let len16 = u16::try_from(len).map_err(|_| {
-            Error::InvalidArgument(format!("external buffer of {len} bytes (at most 65535)"))
-        })?;
-        if len16 == 0 {
-            return Err(Error::InvalidArgument("empty external buffer".into()));
-        }
-        let m = Mbuf::alloc(pool)?;
-        let holder = Box::into_raw(holder);
-        // SAFETY: holder is a live, leaked box; m is a fresh direct mbuf
-        // with refcnt 1, exclusively ours. From here the box is owned by
-        // the shared info and freed by free_holder when m (or the device)
-        // frees the segment. The buffer is only read by DPDK and devices.
-        unsafe {
-            (*holder).shinfo.fcb_opaque = holder.cast::<c_void>();
-            let raw = m.as_ptr();
-            dpdk_sys::shim_rte_pktmbuf_attach_extbuf(
-                raw,
-                addr.cast_mut().cast::<c_void>(),
-                addr as u64,
-                len16,
-                &raw mut (*holder).shinfo,
-            );
-            // attach_extbuf leaves data_len 0 at offset 0: cover the buffer.
-            let p = dpdk_sys::shim_rte_pktmbuf_append(raw, len16);
-            debug_assert!(
-                !p.is_null(),
-                "the fresh external segment has room for itself"
-            );
-        }
-        Ok(m)
+        let region = ExternalRegion::from_owner(owner);
+        // SAFETY: base/len describe the owner's bytes, held by the region.
+        let bytes = unsafe { std::slice::from_raw_parts(region.base, region.len) };
+        // The mbuf holds its own reference; the region's goes with it.
+        region.attach(Mbuf::alloc(pool)?, bytes)
     }
 }

@@ -76,6 +76,23 @@ impl Mbuf {
         Ok(m)
     }
 
+    /// A copy of the whole packet in one segment from `pool`, with the
+    /// same transmit offload requests; fails when no mbuf is free or the
+    /// packet does not fit one.
+    pub fn gathered(&self, pool: &Mempool) -> Result<Mbuf> {
+        let len = u16::try_from(self.pkt_len())
+            .map_err(|_| Error::InvalidArgument(format!("a packet of {} bytes", self.pkt_len())))?;
+        let mut copy = Mbuf::alloc(pool)?;
+        let mut out = &mut copy.append(len)?[..];
+        for segment in self.segments() {
+            let (here, rest) = out.split_at_mut(segment.len());
+            here.copy_from_slice(segment);
+            out = rest;
+        }
+        copy.copy_offloads_from(self);
+        Ok(copy)
+    }
+
     /// Takes ownership of a raw mbuf; `None` for NULL.
     ///
     /// # Safety
@@ -130,12 +147,38 @@ impl Mbuf {
     /// Asks the CPU to bring the first `len` octets of the frame (at most
     /// its first segment's data) into its cache, so a frame read soon
     /// after does not wait for memory (on a memory link the peer's core
-    /// wrote it). A hint only.
+    /// wrote it), and the header of its second segment, if any, for
+    /// [`Mbuf::prefetch_second`]. A hint only.
     pub fn prefetch(&self, len: usize) {
         #[cfg(target_arch = "x86_64")]
-        self.prefetch_lines::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-            len.min(usize::from(self.data_len())),
-        );
+        {
+            let head = self.head();
+            prefetch_lines::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                head,
+                len.min(usize::from(head.data_len)),
+            );
+            // SAFETY: a hint that never faults, even for a null address.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    head.next.cast::<i8>(),
+                )
+            };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = len;
+    }
+
+    /// Like [`Mbuf::prefetch`], for the data of the second segment (a
+    /// payload sent by reference); nothing for a frame in one segment.
+    pub fn prefetch_second(&self, len: usize) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a segment of the chain self owns, or null.
+        if let Some(second) = unsafe { self.head().next.as_ref() } {
+            prefetch_lines::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                second,
+                len.min(usize::from(second.data_len)),
+            );
+        }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = len;
     }
@@ -159,24 +202,9 @@ impl Mbuf {
     /// lines come in exclusive, so the writes need no further round trip.
     pub fn prefetch_for_write(&self, len: usize) {
         #[cfg(target_arch = "x86_64")]
-        self.prefetch_lines::<{ std::arch::x86_64::_MM_HINT_ET0 }>(len);
+        prefetch_lines::<{ std::arch::x86_64::_MM_HINT_ET0 }>(self.head(), len);
         #[cfg(not(target_arch = "x86_64"))]
         let _ = len;
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    fn prefetch_lines<const HINT: i32>(&self, len: usize) {
-        let head = self.head();
-        let start = head
-            .buf_addr
-            .cast::<i8>()
-            .wrapping_add(usize::from(head.data_off));
-        let len = len.min(usize::from(head.buf_len.saturating_sub(head.data_off)));
-        for offset in (0..len).step_by(64) {
-            // SAFETY: prefetching is a hint that never faults, whatever the
-            // address; these are inside this mbuf's data room anyway.
-            unsafe { std::arch::x86_64::_mm_prefetch::<HINT>(start.wrapping_add(offset)) };
-        }
     }
 
     /// Asks the device to fill the IPv4 header checksum and the TCP
@@ -213,6 +241,13 @@ impl Mbuf {
     /// Whether all the packet's bytes are in the first segment.
     pub fn is_contiguous(&self) -> bool {
         self.nb_segs() == 1
+    }
+
+    /// Whether the first segment owns its data room alone: not an
+    /// external or indirect segment, not shared with another mbuf.
+    pub fn is_exclusive(&self) -> bool {
+        // SAFETY: the head segment is valid and owned by self.
+        unsafe { segment_writable(self.0.as_ptr()) }
     }
 
     /// The first segment's bytes.
@@ -417,6 +452,24 @@ unsafe fn segment_bytes<'a>(seg: *mut rte_mbuf) -> &'a [u8] {
             dpdk_sys::shim_rte_pktmbuf_mtod(seg).cast::<u8>(),
             usize::from((*seg).data_len),
         )
+    }
+}
+
+/// Prefetches the first `len` octets of `segment`'s data (at most to the
+/// end of its buffer) with `HINT`.
+#[cfg(target_arch = "x86_64")]
+fn prefetch_lines<const HINT: i32>(segment: &rte_mbuf, len: usize) {
+    let start = segment
+        .buf_addr
+        .cast::<i8>()
+        .wrapping_add(usize::from(segment.data_off));
+    let len = len.min(usize::from(
+        segment.buf_len.saturating_sub(segment.data_off),
+    ));
+    for offset in (0..len).step_by(64) {
+        // SAFETY: prefetching is a hint that never faults, whatever the
+        // address; these are inside the segment's buffer anyway.
+        unsafe { std::arch::x86_64::_mm_prefetch::<HINT>(start.wrapping_add(offset)) };
     }
 }
 

@@ -50,9 +50,21 @@ pub struct PortConfig {
     /// loopback do: TCP frames go out with the partial checksums of the
     /// offload contract and their offload flags, and a frame that arrives
     /// still carrying those flags (sent by a port of this process with
-    /// this set) counts as verified, since it never left memory. Both
-    /// ends need it. Ignored on other devices; off by default.
+    /// this set) counts as verified, since it never left memory; such a
+    /// port also takes a TCP payload chained to its headers as it lies.
+    /// Both ends need it. Ignored on other devices; off by default.
     pub memory_link_offloads: bool,
+    /// Send TCP payloads by reference where the device allows: as an
+    /// external-buffer segment into the connection's send queue, chained
+    /// to the headers ([`FrameSink::send_tcp_frame_referencing`]), instead
+    /// of copied into the frame. A memory link with
+    /// [`memory_link_offloads`](Self::memory_link_offloads) allows it
+    /// (its peer reads the bytes where they lie); other devices copy, for
+    /// now (a NIC needs the memory DMA-mapped). Off by default: on the
+    /// loopback it measured slower than the copy (see ARCHITECTURE.md).
+    ///
+    /// [`FrameSink::send_tcp_frame_referencing`]: crate::net::FrameSink::send_tcp_frame_referencing
+    pub payloads_by_reference: bool,
 }
 
 impl Default for PortConfig {
@@ -71,6 +83,7 @@ impl Default for PortConfig {
                 | dpdk_sys::RTE_ETH_TX_OFFLOAD_TCP_TSO,
             promiscuous: false,
             memory_link_offloads: false,
+            payloads_by_reference: false,
         }
     }
 }
@@ -156,6 +169,8 @@ pub(crate) struct PortShared {
     pub(crate) tx_offloads: u64,
     /// [`PortConfig::memory_link_offloads`], on a memory link.
     pub(crate) memory_link_offloads: bool,
+    /// [`PortConfig::payloads_by_reference`], where the device allows it.
+    pub(crate) payloads_by_reference: bool,
     _rx_pools: Vec<Arc<Mempool>>,
 }
 
@@ -316,9 +331,11 @@ impl Port {
         }
 
         let memory_link_offloads = config.memory_link_offloads && device.is_memory_link();
+        let payloads_by_reference = config.payloads_by_reference && memory_link_offloads;
         let shared = Arc::new(PortShared {
             port_id,
             memory_link_offloads,
+            payloads_by_reference,
             device,
             started: AtomicBool::new(false),
             tx_offloads,

@@ -91,6 +91,15 @@ impl TxQueue {
         self.port.tx_offloads & both == both || self.port.memory_link_offloads
     }
 
+    /// Whether frames carry their TCP payload by reference, in an
+    /// external-buffer segment ([`PortConfig::payloads_by_reference`],
+    /// where the device allows it).
+    ///
+    /// [`PortConfig::payloads_by_reference`]: crate::PortConfig::payloads_by_reference
+    pub fn references_payloads(&self) -> bool {
+        self.port.payloads_by_reference
+    }
+
     /// Transmits the packets of `pkts` from the front; returns how many the
     /// device took. Those leave `pkts` (the device frees them once sent);
     /// the rest stay in `pkts`, in order, still owned by the caller.

@@ -11,6 +11,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use uwarp_dataplane::extbuf::ExternalRegion;
 use uwarp_dataplane::{
     ring_pair, Device, Eal, EalConfig, Error, Mbuf, Mempool, MempoolConfig, Port, PortConfig,
     Queues,
@@ -455,6 +456,91 @@ fn external_buffers_go_out_without_a_copy_and_are_released_once() {
 
     let too_big = Mbuf::from_external(eal, &pool, vec![0u8; 70_000]);
     assert!(matches!(too_big, Err(Error::InvalidArgument(_))));
+    assert_eq!(pool.in_use(), 0);
+}
+
+#[test]
+fn a_region_lends_slices_to_many_mbufs_and_outlives_its_handle() {
+    let pool = pool("region");
+    let (_pa, mut qa, _pb, mut qb) = started_pair(&pool, 1, 256);
+    let drops = Arc::new(AtomicUsize::new(0));
+    let bytes = frame(9, 3000);
+    let whole = bytes.clone();
+    let addr = bytes.as_ptr();
+    let region = ExternalRegion::from_owner(Owned {
+        bytes,
+        drops: Arc::clone(&drops),
+    });
+    // SAFETY: the Vec's heap buffer did not move into the region, which
+    // keeps it alive and unchanged until the last mbuf below is gone.
+    let base = unsafe { std::slice::from_raw_parts(addr, 3000) };
+    let first = region
+        .attach(Mbuf::alloc(&pool).unwrap(), &base[..1000])
+        .unwrap();
+    let second = region
+        .attach(Mbuf::alloc(&pool).unwrap(), &base[1000..2500])
+        .unwrap();
+    assert_eq!(first.data(), &whole[..1000]);
+    assert_eq!(second.data(), &whole[1000..2500]);
+    assert_eq!(first.data().as_ptr(), base.as_ptr(), "no copy");
+
+    // Bytes outside the region, an empty slice, and an mbuf that is not
+    // empty are refused, and give their mbuf back to the pool.
+    let outside = vec![0u8; 10];
+    let fresh = Mbuf::alloc(&pool).unwrap();
+    assert!(matches!(
+        region.attach(fresh, &outside),
+        Err(Error::InvalidArgument(_))
+    ));
+    let fresh = Mbuf::alloc(&pool).unwrap();
+    assert!(matches!(
+        region.attach(fresh, &base[..0]),
+        Err(Error::InvalidArgument(_))
+    ));
+    let used = Mbuf::from_slice(&pool, b"x").unwrap();
+    assert!(matches!(
+        region.attach(used, &base[..8]),
+        Err(Error::InvalidArgument(_))
+    ));
+
+    // The handle goes first: the owner stays for the mbufs in flight.
+    drop(region);
+    let mut out = vec![first];
+    assert_eq!(qa.tx[0].tx_burst(&mut out), 1);
+    drop(second);
+    assert_eq!(
+        drops.load(Ordering::SeqCst),
+        0,
+        "one mbuf still refers to it"
+    );
+    let got = receive(&mut qb.rx[0], 1);
+    assert_eq!(got[0].data(), &whole[..1000], "received in place");
+    drop(got);
+    assert_eq!(drops.load(Ordering::SeqCst), 1, "freed with the last mbuf");
+    assert_eq!(pool.in_use(), 0);
+
+    // With no mbuf ever attached, the handle frees the owner itself.
+    let region = ExternalRegion::from_owner(Owned {
+        bytes: frame(1, 10),
+        drops: Arc::clone(&drops),
+    });
+    drop(region);
+    assert_eq!(drops.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn a_chained_frame_is_gathered_into_one_segment() {
+    let pool = pool("gather");
+    let mut head = Mbuf::from_slice(&pool, &frame(3, 54)).unwrap();
+    head.offload_tcp_checksums(14, 20);
+    head.chain(Mbuf::from_slice(&pool, &frame(57, 1400)).unwrap())
+        .map_err(|(e, _)| e)
+        .unwrap();
+    let one = head.gathered(&pool).unwrap();
+    assert!(one.is_contiguous());
+    assert_eq!(one.data(), &frame(3, 1454)[..]);
+    assert_eq!(one.ol_flags(), head.ol_flags(), "the offload requests too");
+    drop((head, one));
     assert_eq!(pool.in_use(), 0);
 }
 

@@ -141,6 +141,25 @@ pub fn classify(
     ip_csum: RxChecksum,
     tcp_csum: RxChecksum,
 ) -> Classified {
+    classify_chained(frame, 0, addr, ip_csum, tcp_csum)
+}
+
+/// Like [`classify()`], for a frame in two pieces: `head` holds the
+/// headers and `tail_len` octets follow it elsewhere (an mbuf chain whose
+/// second segment is a TCP payload sent by reference). The tail may only
+/// be TCP payload whose checksum the device vouched for: a TCP header
+/// that does not end exactly where `head` does, or a `tcp_csum` other
+/// than [`RxChecksum::Good`], drops the frame as `TcpTruncated` (a caller
+/// gathers such frames into one piece first). A `tail_len` of 0 is
+/// [`classify()`].
+pub fn classify_chained(
+    head: &[u8],
+    tail_len: usize,
+    addr: &InterfaceAddress,
+    ip_csum: RxChecksum,
+    tcp_csum: RxChecksum,
+) -> Classified {
+    let frame = head;
     let Ok(eth) = EthernetFrame::new_checked(frame) else {
         return Classified::Drop(DropReason::Runt);
     };
@@ -157,23 +176,27 @@ pub fn classify(
     match eth.ethertype() {
         EthernetProtocol::Arp => Classified::Arp,
         _ if broadcast => Classified::Drop(DropReason::BroadcastNotArp),
-        EthernetProtocol::Ipv4 => match classify_ipv4(eth.payload(), addr, ip_csum, tcp_csum) {
-            Ok(classified) => classified,
-            Err(reason) => Classified::Drop(reason),
-        },
+        EthernetProtocol::Ipv4 => {
+            let csums = (ip_csum, tcp_csum);
+            match classify_ipv4(eth.payload(), tail_len, addr, csums) {
+                Ok(classified) => classified,
+                Err(reason) => Classified::Drop(reason),
+            }
+        }
         _ => Classified::Drop(DropReason::UnknownEtherType),
     }
 }
 
-/// Validates the IPv4 datagram `ip` (starting at [`ETHERNET_HEADER_LEN`])
-/// and classifies its payload.
+/// Validates the IPv4 datagram `ip` (starting at [`ETHERNET_HEADER_LEN`],
+/// `tail_len` more octets elsewhere) and classifies its payload, given
+/// the device's verdicts on the IPv4 and TCP checksums.
 fn classify_ipv4(
     ip: &[u8],
+    tail_len: usize,
     addr: &InterfaceAddress,
-    ip_csum: RxChecksum,
-    tcp_csum: RxChecksum,
+    (ip_csum, tcp_csum): (RxChecksum, RxChecksum),
 ) -> Result<Classified, DropReason> {
-    let packet = Ipv4Packet::new_checked(ip).map_err(|_| ipv4_length_error(ip))?;
+    let packet = checked_ipv4(ip, tail_len)?;
     if packet.version() != 4 {
         return Err(DropReason::Ipv4BadVersion);
     }
@@ -190,10 +213,29 @@ fn classify_ipv4(
         return Err(DropReason::Ipv4SourceInvalid);
     }
     match packet.next_header() {
-        IpProtocol::Tcp => classify_tcp(&packet, tcp_csum).map(Classified::Tcp),
+        IpProtocol::Tcp => classify_tcp(&packet, tail_len, tcp_csum).map(Classified::Tcp),
         IpProtocol::Icmp => Ok(Classified::Icmp),
         _ => Err(DropReason::UnknownProtocol),
     }
+}
+
+/// The IPv4 header at the front of `ip`, its lengths checked against the
+/// octets there plus the `tail_len` elsewhere.
+fn checked_ipv4(ip: &[u8], tail_len: usize) -> Result<Ipv4Packet<&[u8]>, DropReason> {
+    if tail_len == 0 {
+        return Ipv4Packet::new_checked(ip).map_err(|_| ipv4_length_error(ip));
+    }
+    let error = ipv4_length_error(ip);
+    if error == DropReason::Ipv4BadHeaderLength {
+        return Err(error);
+    }
+    let packet = Ipv4Packet::new_unchecked(ip);
+    // No Ethernet padding follows a payload long enough to be sent apart.
+    let total = usize::from(packet.total_len());
+    if total != ip.len() + tail_len || total < usize::from(packet.header_len()) {
+        return Err(DropReason::Ipv4BadTotalLength);
+    }
+    Ok(packet)
 }
 
 /// Names what is wrong with the lengths of an IPv4 header that
@@ -211,10 +253,24 @@ fn ipv4_length_error(ip: &[u8]) -> DropReason {
     }
 }
 
-/// Validates the TCP segment in `packet` (already a valid IPv4 datagram).
-fn classify_tcp(packet: &Ipv4Packet<&[u8]>, tcp_csum: RxChecksum) -> Result<TcpMeta, DropReason> {
-    let segment = packet.payload();
+/// Validates the TCP segment in `packet` (already a valid IPv4 datagram,
+/// whose last `tail_len` octets are elsewhere).
+fn classify_tcp(
+    packet: &Ipv4Packet<&[u8]>,
+    tail_len: usize,
+    tcp_csum: RxChecksum,
+) -> Result<TcpMeta, DropReason> {
+    let segment = if tail_len == 0 {
+        packet.payload()
+    } else {
+        &packet.as_ref()[usize::from(packet.header_len())..]
+    };
     let tcp = TcpPacket::new_checked(segment).map_err(|_| DropReason::TcpTruncated)?;
+    if tail_len > 0
+        && (segment.len() != usize::from(tcp.header_len()) || tcp_csum != RxChecksum::Good)
+    {
+        return Err(DropReason::TcpTruncated);
+    }
     let (src, dst) = (packet.src_addr(), packet.dst_addr());
     if !checksum_ok(tcp_csum, || tcp.verify_checksum(&src.into(), &dst.into())) {
         return Err(DropReason::TcpBadChecksum);
@@ -231,7 +287,7 @@ fn classify_tcp(packet: &Ipv4Packet<&[u8]>, tcp_csum: RxChecksum) -> Result<TcpM
         },
         ip_offset: ETHERNET_HEADER_LEN,
         tcp_offset: ETHERNET_HEADER_LEN + usize::from(packet.header_len()),
-        tcp_len: segment.len(),
+        tcp_len: segment.len() + tail_len,
         syn: tcp.syn(),
         ack: tcp.ack(),
         rst: tcp.rst(),
@@ -276,6 +332,58 @@ mod tests {
         change(&mut packet);
         packet.fill_checksum();
         frame
+    }
+
+    /// Classifies `frame` as if its last `tail` octets were in a second
+    /// segment, the TCP checksum as `tcp_csum` says.
+    fn classify_split(frame: &[u8], tail: usize, tcp_csum: RxChecksum) -> Classified {
+        let head = &frame[..frame.len() - tail];
+        classify_chained(head, tail, &our_address(), RxChecksum::Good, tcp_csum)
+    }
+
+    #[test]
+    fn a_payload_chained_to_its_headers_is_taken_as_it_lies_when_verified() {
+        let payload = [7u8; 1000];
+        let frame = tcp(TcpControl::Psh, &payload);
+        let Classified::Tcp(whole) = classify_unchecked(&frame) else {
+            panic!("{:?}", classify_unchecked(&frame));
+        };
+        // Headers apart from the payload, verified: the same verdict.
+        assert_eq!(
+            classify_split(&frame, payload.len(), RxChecksum::Good),
+            Classified::Tcp(whole)
+        );
+        let truncated = Classified::Drop(DropReason::TcpTruncated);
+        // Unverified: nothing here can sum the tail.
+        assert_eq!(
+            classify_split(&frame, payload.len(), RxChecksum::Unknown),
+            truncated
+        );
+        // Payload octets on both sides of the split, or a TCP header cut
+        // by it.
+        assert_eq!(classify_split(&frame, 999, RxChecksum::Good), truncated);
+        assert_eq!(classify_split(&frame, 1010, RxChecksum::Good), truncated);
+        // The IPv4 total length must cover the tail exactly.
+        let short = with_ipv4(frame.clone(), |ip| ip.set_total_len(ip.total_len() - 1));
+        assert_eq!(
+            classify_split(&short, payload.len(), RxChecksum::Good),
+            Classified::Drop(DropReason::Ipv4BadTotalLength)
+        );
+        // A header too short for itself is still named as such.
+        assert_eq!(
+            classify_chained(
+                &frame[..10],
+                100,
+                &our_address(),
+                RxChecksum::Good,
+                RxChecksum::Good
+            ),
+            Classified::Drop(DropReason::Runt)
+        );
+        assert_eq!(
+            classify_split(&frame, frame.len() - 30, RxChecksum::Good),
+            Classified::Drop(DropReason::Ipv4BadHeaderLength)
+        );
     }
 
     #[test]

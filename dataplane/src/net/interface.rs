@@ -18,6 +18,7 @@ use super::classify::{classify, Classified, DropReason, RxChecksum, TcpMeta};
 use super::counters::NetCounters;
 use super::icmp::{echo_frame_len, parse_echo, write_echo, EchoKind, MAX_ECHO_DATA_LEN};
 use super::ipv4::{Ipv4Header, DEFAULT_TTL, MIN_FRAME_LEN};
+use crate::extbuf::ExternalRegion;
 
 /// Where the interface's frames go.
 pub trait FrameSink {
@@ -36,6 +37,26 @@ pub trait FrameSink {
     /// offloads.
     fn send_tcp_frame(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8], bool)) -> bool {
         self.send_frame(len, &mut |frame| fill(frame, false))
+    }
+
+    /// Sends an Ethernet/IPv4/TCP frame whose payload is not copied: the
+    /// frame is the `headers_len` octets `fill` writes (as
+    /// [`FrameSink::send_tcp_frame`]'s `fill` does when given `true`: the
+    /// device fills both checksums) followed by `payload`, read where it
+    /// lies in `region`, which keeps it alive until the device is done.
+    ///
+    /// `None` when this sink cannot (no checksum offload, or a device that
+    /// cannot read external buffers): the caller sends a copy with
+    /// [`FrameSink::send_tcp_frame`]. Otherwise whether the frame was
+    /// queued. The default never references.
+    fn send_tcp_frame_referencing(
+        &mut self,
+        _headers_len: usize,
+        _payload: &[u8],
+        _region: &ExternalRegion,
+        _fill: &mut dyn FnMut(&mut [u8]),
+    ) -> Option<bool> {
+        None
     }
 }
 

@@ -34,7 +34,7 @@ mod testutil;
 
 pub use addr::{FourTuple, InterfaceAddress};
 pub use arp::{ArpCache, ArpConfig};
-pub use classify::{classify, Classified, DropReason, RxChecksum, TcpMeta};
+pub use classify::{classify, classify_chained, Classified, DropReason, RxChecksum, TcpMeta};
 pub use counters::NetCounters;
 pub use interface::{EchoReply, FrameSink, Interface, InterfaceConfig, Received, Resolution};
 pub use ipv4::{write_headers, Ipv4Header, DEFAULT_TTL, ETHERNET_HEADER_LEN, IPV4_HEADER_LEN};

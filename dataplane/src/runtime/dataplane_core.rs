@@ -17,7 +17,8 @@ use std::time::Instant;
 
 use crate::mbuf::Mbuf;
 use crate::net::{
-    classify, Classified, FourTuple, InterfaceAddress, NetCounters, RxChecksum, TcpMeta,
+    classify, classify_chained, Classified, FourTuple, InterfaceAddress, NetCounters, RxChecksum,
+    TcpMeta,
 };
 use crate::queue::RxQueue;
 use crate::runtime::flow_table::FlowTable;
@@ -87,8 +88,24 @@ pub struct DataplaneCounters {
     pub control_ring_full: u64,
     /// Forwarded packets whose flow was gone by the time they arrived.
     pub stale_packets: u64,
+    /// Frames in several segments copied into one before classification
+    /// (all but a TCP payload chained to its headers on a memory link).
+    pub gathered: u64,
+    /// Such frames dropped because no mbuf could hold the copy.
+    pub gather_failed: u64,
     /// Frames `net::classify` dropped, by reason.
     pub net: NetCounters,
+}
+
+/// The TCP segment of a frame for which classification gave `meta`: the
+/// TCP header, followed by the payload when it is in the same segment,
+/// and the payload sent by reference in the frame's second segment
+/// (empty when there is none).
+pub fn tcp_segment<'a>(packet: &'a Mbuf, meta: &TcpMeta) -> (&'a [u8], &'a [u8]) {
+    let head = packet.data();
+    let end = head.len().min(meta.tcp_offset + meta.tcp_len);
+    let tail = packet.segments().nth(1).unwrap_or_default();
+    (head.get(meta.tcp_offset..end).unwrap_or_default(), tail)
 }
 
 /// One dataplane core's state.
@@ -168,12 +185,16 @@ impl<H: FlowHandler> DataplaneCore<H> {
         // The frames a few places ahead are fetched while this one is
         // handled (the peer's core wrote them on a memory link; the NIC's
         // DMA did on a real one): their mbuf headers first, their data
-        // once the header is there.
+        // once the header is there, and the data of a second segment (a
+        // payload by reference) one frame ahead.
         for mbuf in burst.iter().take(PREFETCH_HEADER_AHEAD) {
             mbuf.prefetch_header();
         }
         for mbuf in burst.iter().take(PREFETCH_AHEAD) {
             mbuf.prefetch(PREFETCH_LEN);
+        }
+        if let Some(first) = burst.first() {
+            first.prefetch_second(PREFETCH_LEN);
         }
         let mut frames = burst.drain(..);
         while let Some(mbuf) = frames.next() {
@@ -183,6 +204,9 @@ impl<H: FlowHandler> DataplaneCore<H> {
             }
             if let Some(next) = ahead.get(PREFETCH_AHEAD - 1) {
                 next.prefetch(PREFETCH_LEN);
+            }
+            if let Some(next) = ahead.first() {
+                next.prefetch_second(PREFETCH_LEN);
             }
             self.counters.rx_frames += 1;
             self.dispatch(now, mbuf);
@@ -223,8 +247,8 @@ impl<H: FlowHandler> DataplaneCore<H> {
                 Command::RemoveFlow(tuple) => {
                     self.flows.remove(&tuple);
                 }
-                Command::Packet(mbuf) => match self.classify(&mbuf) {
-                    Classified::Tcp(meta) => {
+                Command::Packet(mbuf) => match self.classify(mbuf) {
+                    Some((Classified::Tcp(meta), mbuf)) => {
                         if let Err(_stale) = self.deliver(now, meta, mbuf) {
                             self.counters.stale_packets += 1;
                         }
@@ -237,14 +261,47 @@ impl<H: FlowHandler> DataplaneCore<H> {
     }
 
     /// Where a frame goes, with the checksum verdict of the device (or
-    /// of the memory link) it came from.
-    fn classify(&self, mbuf: &Mbuf) -> Classified {
-        let (ip, tcp) = rx_checksums(mbuf, self.rx.trusts_offloaded_frames());
-        classify(mbuf.data(), &self.address, ip, tcp)
+    /// of the memory link) it came from. A frame in several segments is
+    /// taken as it lies when it is a verified TCP payload chained to its
+    /// headers (a memory link's payload by reference), and is otherwise
+    /// gathered into one segment first; `None` when that found no mbuf.
+    fn classify(&mut self, mbuf: Mbuf) -> Option<(Classified, Mbuf)> {
+        let (ip, tcp) = rx_checksums(&mbuf, self.rx.trusts_offloaded_frames());
+        let head = mbuf.data();
+        let tail_len = match mbuf.nb_segs() {
+            1 => 0,
+            2 if tcp == RxChecksum::Good => mbuf.pkt_len() as usize - head.len(),
+            _ => {
+                let mbuf = self.gather(mbuf)?;
+                return Some((classify(mbuf.data(), &self.address, ip, tcp), mbuf));
+            }
+        };
+        let classified = classify_chained(head, tail_len, &self.address, ip, tcp);
+        Some((classified, mbuf))
+    }
+
+    /// `mbuf` in one segment (itself when it is), counting copies.
+    fn gather(&mut self, mbuf: Mbuf) -> Option<Mbuf> {
+        if mbuf.is_contiguous() {
+            return Some(mbuf);
+        }
+        match mbuf.gathered(self.tx.pool()) {
+            Ok(copy) => {
+                self.counters.gathered += 1;
+                Some(copy)
+            }
+            Err(_) => {
+                self.counters.gather_failed += 1;
+                None
+            }
+        }
     }
 
     fn dispatch(&mut self, now: Instant, mbuf: Mbuf) {
-        match self.classify(&mbuf) {
+        let Some((classified, mbuf)) = self.classify(mbuf) else {
+            return;
+        };
+        match classified {
             Classified::Tcp(meta) => {
                 if let Err(unowned) = self.deliver(now, meta, mbuf) {
                     self.pass_to_control(unowned);
@@ -266,7 +323,12 @@ impl<H: FlowHandler> DataplaneCore<H> {
         Ok(())
     }
 
+    /// Hands `mbuf` to the control core, in one segment: the control core
+    /// reads frames as one slice.
     fn pass_to_control(&mut self, mbuf: Mbuf) {
+        let Some(mbuf) = self.gather(mbuf) else {
+            return;
+        };
         match self.link.to_control.push(mbuf) {
             Ok(()) => self.counters.to_control += 1,
             Err(_dropped) => self.counters.control_ring_full += 1,

@@ -34,7 +34,7 @@ use std::sync::Arc;
 
 pub use control_core::{ControlContext, ControlCore, ControlCounters, ControlHandler};
 pub use control_tx::ControlTx;
-pub use dataplane_core::{DataplaneCore, DataplaneCounters, FlowHandler};
+pub use dataplane_core::{tcp_segment, DataplaneCore, DataplaneCounters, FlowHandler};
 pub use flow_table::FlowTable;
 pub use impair::{ImpairConfig, ImpairCounters, ImpairSwitch, Impairer, Impairment};
 pub use link::{Command, CoreLink};

@@ -12,6 +12,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::extbuf::ExternalRegion;
 use crate::mbuf::Mbuf;
 use crate::mempool::Mempool;
 use crate::net::ipv4::{ETHERNET_HEADER_LEN, IPV4_HEADER_LEN};
@@ -36,6 +37,8 @@ pub struct TxCounters {
     pub no_buffer: u64,
     /// TCP frames queued whose checksums the device fills.
     pub checksums_offloaded: u64,
+    /// TCP frames queued with their payload by reference (not copied).
+    pub payloads_referenced: u64,
 }
 
 /// A transmit queue with its mempool and the frames waiting for it.
@@ -51,6 +54,8 @@ pub struct TxBatch {
     spare: Vec<Mbuf>,
     /// Whether the device fills the checksums of TCP frames.
     offload_checksums: bool,
+    /// Whether TCP payloads may go out by reference.
+    reference_payloads: bool,
     pending: Vec<Mbuf>,
     /// How many frames at the front of `pending` went through the
     /// impairment already.
@@ -75,6 +80,7 @@ impl TxBatch {
         let impair = Box::new(Stage::new(Arc::default(), Direction::Tx, queue.queue_id()));
         TxBatch {
             offload_checksums: queue.offloads_tcp_checksums(),
+            reference_payloads: queue.offloads_tcp_checksums() && queue.references_payloads(),
             queue,
             pool,
             spare: Vec::with_capacity(BURST),
@@ -228,6 +234,30 @@ impl FrameSink for TxBatch {
         });
         self.counters.checksums_offloaded += u64::from(queued);
         queued
+    }
+
+    fn send_tcp_frame_referencing(
+        &mut self,
+        headers_len: usize,
+        payload: &[u8],
+        region: &ExternalRegion,
+        fill: &mut dyn FnMut(&mut [u8]),
+    ) -> Option<bool> {
+        if !self.reference_payloads {
+            return None;
+        }
+        let headers_len = u16::try_from(headers_len).ok()?;
+        // Both mbufs first: a failure leaves the caller free to copy.
+        let mut head = self.take_mbuf(headers_len)?;
+        let tail = region.attach(self.take_mbuf(0)?, payload).ok()?;
+        if !fill_frame(&mut head, headers_len, fill) || head.chain(tail).is_err() {
+            return None;
+        }
+        head.offload_tcp_checksums(ETHERNET_HEADER_LEN as u8, IPV4_HEADER_LEN as u16);
+        let queued = self.push(head);
+        self.counters.checksums_offloaded += u64::from(queued);
+        self.counters.payloads_referenced += u64::from(queued);
+        Some(queued)
     }
 }
 
