@@ -391,6 +391,10 @@ struct LoopbackArgs {
     /// sender used).
     #[arg(long, default_value_t = 1)]
     cores: u16,
+    /// Send DPDK payloads by reference: each frame's TCP payload an
+    /// external-buffer segment into the send queue, not a copy.
+    #[arg(long)]
+    payloads_by_reference: bool,
     /// One JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -545,6 +549,7 @@ fn loopback(args: &LoopbackArgs, transports: &[Transport]) -> Result<(), String>
                 .parse()
                 .map_err(|e| format!("--impair-rx: {e}"))?,
             cores: args.cores,
+            payloads_by_reference: args.payloads_by_reference,
         },
     };
     let report = perf::measure(transports, &workload)?;

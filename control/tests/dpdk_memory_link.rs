@@ -2,11 +2,14 @@
 //! two uwarp TCP hosts on the two ends of a net_ring pair in this process.
 //!
 //! - With it on at both ends, TCP frames leave with the partial checksums
-//!   of the offload contract, the other end takes them as verified, and
-//!   the data arrives intact.
+//!   of the offload contract and (`HostConfig::payloads_by_reference`,
+//!   on in every host here) their payloads by reference: external-buffer
+//!   segments into the send queue, chained to the headers. The other end
+//!   takes them as verified and as they lie, and the data arrives intact.
 //! - A receiver without it checks those frames in software and drops them
-//!   as bad checksums: nothing that leaves a port this way is taken on
-//!   trust by a port that did not ask for it.
+//!   as bad checksums (after gathering the chained ones into one
+//!   segment): nothing that leaves a port this way is taken on trust by a
+//!   port that did not ask for it.
 
 mod dpdk_common;
 
@@ -18,6 +21,7 @@ use smoltcp::wire::{EthernetAddress, Ipv4Address};
 use uwarp_control::dpdk::{HostReport, TcpHost};
 use uwarp_control::HostConfig;
 use uwarp_dataplane::ring_pair;
+use uwarp_dataplane::runtime::TxCounters;
 
 /// Octets the client sends.
 const OCTETS: usize = 1 << 20;
@@ -30,6 +34,7 @@ fn host_config(subnet: u8, last: u8, offloads: bool) -> HostConfig {
     host.mac = Some(EthernetAddress([2, 0, 0, subnet, 0, last]));
     host.tcp = dpdk_common::test_config();
     host.memory_link_offloads = offloads;
+    host.payloads_by_reference = true;
     host
 }
 
@@ -55,12 +60,21 @@ fn connected(
     (client, server, apps)
 }
 
+/// A transmit counter, summed over the host's queues.
+fn sent(report: &HostReport, counter: fn(&TxCounters) -> u64) -> u64 {
+    report.transmit.iter().map(counter).sum()
+}
+
 fn offloaded(report: &HostReport) -> u64 {
-    report
-        .transmit
-        .iter()
-        .map(|tx| tx.checksums_offloaded)
-        .sum()
+    sent(report, |tx| tx.checksums_offloaded)
+}
+
+fn referenced(report: &HostReport) -> u64 {
+    sent(report, |tx| tx.payloads_referenced)
+}
+
+fn gathered(report: &HostReport) -> u64 {
+    report.dataplanes.iter().map(|d| d.gathered).sum()
 }
 
 /// Frames dropped for a bad IPv4 or TCP checksum (an offloaded frame's
@@ -93,9 +107,14 @@ fn both_ends_with_it_carry_data_intact_on_partial_checksums() {
     let log = log.expect("an accepted connection");
     assert_eq!(lock(&log).stream(), payload, "the stream arrived changed");
     let (client, server) = (client.shutdown(), server.shutdown());
-    // Every data segment (about 720 of them) went out offloaded.
-    assert!(offloaded(&client) > (OCTETS / 1460) as u64, "{client:?}");
+    // Every data segment (about 720 of them) went out offloaded, those
+    // the dataplane core sent (all but the first few) by reference.
+    let segments = (OCTETS / 1460) as u64;
+    assert!(offloaded(&client) > segments, "{client:?}");
+    assert!(referenced(&client) > segments * 9 / 10, "{client:?}");
     assert!(offloaded(&server) > 0, "the server's ACKs too: {server:?}");
+    assert_eq!(referenced(&server), 0, "ACKs carry no payload");
+    assert_eq!(gathered(&server), 0, "taken as they came: {server:?}");
     assert_eq!(bad_checksums(&client), 0);
     assert_eq!(bad_checksums(&server), 0);
 }
@@ -115,4 +134,5 @@ fn a_receiver_without_it_drops_partial_checksums() {
     let (client, server) = (client.shutdown(), server.shutdown());
     assert!(offloaded(&client) >= 1, "{client:?}");
     assert!(bad_checksums(&server) >= 2, "{server:?}");
+    assert!(gathered(&server) >= 1, "{server:?}");
 }

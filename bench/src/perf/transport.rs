@@ -66,6 +66,9 @@ pub struct LinkOptions {
     /// pair (which does not spread flows: each arrives on the queue its
     /// sender used).
     pub cores: u16,
+    /// Send TCP payloads by reference to the send queue instead of copying
+    /// them into mbufs (`HostConfig::payloads_by_reference`).
+    pub payloads_by_reference: bool,
 }
 
 impl Default for LinkOptions {
@@ -74,6 +77,7 @@ impl Default for LinkOptions {
             mtu: ETHERNET_MTU,
             impair_rx: ImpairConfig::default(),
             cores: 1,
+            payloads_by_reference: false,
         }
     }
 }
@@ -84,7 +88,10 @@ impl LinkOptions {
     /// has no impairment stage; `compare` applies them to its DPDK run).
     pub fn check(&self, transports: &[Transport]) -> Result<(), String> {
         if !transports.contains(&Transport::Dpdk) && *self != LinkOptions::default() {
-            return Err("--mtu, --impair-rx and --cores need the dpdk transport".into());
+            return Err(
+                "--mtu, --impair-rx, --cores and --payloads-by-reference need the dpdk transport"
+                    .into(),
+            );
         }
         if self.cores == 0 {
             return Err("--cores: give at least 1".into());
@@ -97,7 +104,7 @@ impl LinkOptions {
 
     /// Shapes `host` for this link: the MSS from the MTU, mbufs that hold
     /// a whole frame (as many as fit the default pool's memory), and the
-    /// receive impairment.
+    /// receive impairment, the cores, and how payloads go out.
     fn apply(&self, host: &mut HostConfig) {
         // The MTU is at least 576 (`check`): more than the headers.
         host.tcp.mss = self.mtu - IP_TCP_HEADERS as u16;
@@ -115,6 +122,7 @@ impl LinkOptions {
         host.mempool.cache_size = host.mempool.cache_size.min(host.mempool.capacity * 2 / 3);
         host.impairment.rx = self.impair_rx;
         host.dataplane_cores = self.cores;
+        host.payloads_by_reference = self.payloads_by_reference;
     }
 }
 

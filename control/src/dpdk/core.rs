@@ -15,7 +15,7 @@ use std::time::Instant as WallInstant;
 use crossbeam_queue::SegQueue;
 
 use uwarp_dataplane::net::{FourTuple, TcpMeta};
-use uwarp_dataplane::runtime::{FlowHandler, FlowTable, TxBatch};
+use uwarp_dataplane::runtime::{tcp_segment, FlowHandler, FlowTable, TxBatch};
 use uwarp_dataplane::Mbuf;
 use uwarp_stack::tcp::{parse_verified, Instant};
 
@@ -108,9 +108,14 @@ impl<A: TcpApp> FlowHandler for TcpCore<A> {
         tx: &mut TxBatch,
     ) {
         let now = self.clock.at(now);
-        let tcp = &packet.data()[meta.tcp_offset..meta.tcp_offset + meta.tcp_len];
+        let (tcp, referenced) = tcp_segment(&packet, meta);
         match parse_verified(meta.tuple.remote_ip, meta.tuple.local_ip, tcp) {
-            Ok(segment) => {
+            Ok(mut segment) => {
+                if !referenced.is_empty() {
+                    // The classification checked the header ends where
+                    // the first segment does: the payload is all here.
+                    segment.payload = referenced;
+                }
                 self.counters.segments_received += 1;
                 flow.on_segment(now, &segment);
             }

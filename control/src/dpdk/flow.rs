@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use smoltcp::wire::TcpRepr;
+use uwarp_dataplane::extbuf::ExternalRegion;
 use uwarp_dataplane::net::{FourTuple, FrameSink};
 use uwarp_stack::tcp::{Connection, Event, Instant, State};
 
@@ -40,6 +41,9 @@ pub struct TcpFlow<A> {
     conn: Box<Connection>,
     app: A,
     route: Route,
+    /// The connection's send queue memory, for frames that carry their
+    /// payload from it by reference.
+    send_memory: ExternalRegion,
     /// The end the engine reported, told to the application once it has
     /// had its last chance to read.
     end: Option<End>,
@@ -53,7 +57,14 @@ pub struct TcpFlow<A> {
 impl<A: TcpApp> TcpFlow<A> {
     /// A flow for `conn`, run by `app`, sending along `route`.
     pub fn new(conn: Box<Connection>, app: A, route: Route) -> Self {
+        let memory = Arc::clone(conn.send_memory());
+        let (base, len) = (memory.as_ptr(), memory.len());
+        // SAFETY: the Arc keeps the allocation, which never moves; the
+        // send queue rewrites only acknowledged octets, which a receiver
+        // discards by sequence number (see `SendMemory`).
+        let send_memory = unsafe { ExternalRegion::new(memory, base, len) };
         TcpFlow {
+            send_memory,
             conn,
             app,
             route,
@@ -148,7 +159,7 @@ impl<A: TcpApp> TcpFlow<A> {
             self.app.drive(now, &mut self.conn);
         }
         while let Some(segment) = self.conn.poll_transmit(now) {
-            if self.route.transmit(&segment, sink) {
+            if self.route.transmit_from(&segment, &self.send_memory, sink) {
                 counters.segments_sent += 1;
             } else {
                 counters.segments_dropped += 1;

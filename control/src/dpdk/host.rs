@@ -59,6 +59,12 @@ pub struct HostConfig {
     ///
     /// [`PortConfig::memory_link_offloads`]: uwarp_dataplane::PortConfig::memory_link_offloads
     pub memory_link_offloads: bool,
+    /// Send TCP payloads by reference where the device allows (see
+    /// [`PortConfig::payloads_by_reference`]: today a memory link with
+    /// `memory_link_offloads`). Off by default.
+    ///
+    /// [`PortConfig::payloads_by_reference`]: uwarp_dataplane::PortConfig::payloads_by_reference
+    pub payloads_by_reference: bool,
 }
 
 impl HostConfig {
@@ -78,6 +84,7 @@ impl HostConfig {
             link_wait: Duration::from_secs(10),
             impairment: Impairment::default(),
             memory_link_offloads: false,
+            payloads_by_reference: false,
         }
     }
 }
@@ -239,6 +246,7 @@ impl PortUp {
         check_cores(&capabilities, config.dataplane_cores)?;
         let port_settings = PortConfig {
             memory_link_offloads: config.memory_link_offloads,
+            payloads_by_reference: config.payloads_by_reference,
             ..port_config(&capabilities, config.dataplane_cores)
         };
         let mut port = Port::configure(eal, device, &port_settings, std::slice::from_ref(&pool))?;
