@@ -36,26 +36,6 @@ fn flight(config: Config, segments: usize) -> (Pair, Vec<Wire>) {
     (pair, flight)
 }
 
-/// Runs the timers until A's retransmission timer expired `timeouts`
-/// times; B's delayed ACKs reach A, and all A sends meanwhile (tail loss
-/// probes, then the timeout's retransmissions) is returned, not
-/// delivered.
-fn time_out(pair: &mut Pair, timeouts: u64) -> Vec<Wire> {
-    let mut sent = Vec::new();
-    while pair.a.stats().timeouts < timeouts {
-        let at = [pair.a.poll_at(), pair.b.poll_at()]
-            .into_iter()
-            .flatten()
-            .min();
-        pair.advance(at.expect("the RTO runs").saturating_since(pair.now));
-        for ack in pair.take(false) {
-            pair.deliver(&ack);
-        }
-        sent.extend(pair.take(true));
-    }
-    sent
-}
-
 /// Delivers `wires` to B one at a time, in order, B's answers straight to
 /// A, and what A sends then after them, until nothing is left.
 fn deliver_in_order(pair: &mut Pair, wires: Vec<Wire>) {

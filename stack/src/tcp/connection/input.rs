@@ -341,7 +341,7 @@ impl Connection {
         if self.opts.sack
             && self.frto.is_none()
             && self.flight.mark_lost_by_sack(self.reordering.threshold())
-            && self.recover.is_none()
+            && self.may_enter_recovery()
         {
             self.enter_recovery();
         }
@@ -433,6 +433,9 @@ impl Connection {
             }
         }
         self.retries = 0;
+        if self.timeout_recover.is_some_and(|point| ack_pos >= point) {
+            self.timeout_recover = None;
+        }
         let acked_octets = acked.octets.min(u64::from(u32::MAX)) as u32;
         match self.recover {
             Some(recover) if ack_pos >= recover => {
@@ -505,9 +508,18 @@ impl Connection {
             if !self.opts.sack {
                 self.cc.inflate();
             }
-        } else if self.dupacks as usize >= threshold && self.frto.is_none() {
+        } else if self.dupacks as usize >= threshold && self.may_enter_recovery() {
             self.enter_recovery();
         }
+    }
+
+    /// Whether a loss found now may start a fast recovery: not during
+    /// one, nor while F-RTO judges a timeout, nor before everything sent
+    /// before the last timeout is acknowledged (RFC 6675 section 5.1, RFC
+    /// 6582 section 3.2 steps 2 and 4: the timeout's recovery resends it,
+    /// and duplicates of what it resent needlessly are no sign of loss).
+    pub(super) fn may_enter_recovery(&self) -> bool {
+        self.recover.is_none() && self.frto.is_none() && self.timeout_recover.is_none()
     }
 
     /// Fast retransmit and the start of fast recovery, a new episode that

@@ -277,6 +277,11 @@ pub struct Connection {
     cwnd_full_until: u64,
     /// RFC 6582 `recover`, while in fast recovery.
     recover: Option<u64>,
+    /// SND.NXT at the last retransmission timeout, until SND.UNA reaches
+    /// it: RFC 6675 section 5.1's RecoveryPoint (RFC 6582's `recover`
+    /// without SACK). Meanwhile the window grows in slow start and no
+    /// fast recovery starts.
+    timeout_recover: Option<u64>,
     /// The last fast recovery, until D-SACKs show it spurious or another
     /// congestion event replaces it.
     episode: Option<Episode>,
@@ -351,6 +356,7 @@ impl Connection {
             snd_wl1: Seq(0),
             snd_wl2: iss,
             recover: None,
+            timeout_recover: None,
             episode: None,
             reordering: Reordering::default(),
             frto: None,

@@ -1,6 +1,7 @@
 //! Timer expiries: retransmission (RFC 6298 section 5 with RFC 5681's
-//! loss window, RFC 9293 section 3.8.3's give-up threshold and F-RTO's
-//! first step, RFC 5682, in `frto.rs`), delayed ACK, persist (zero-window
+//! loss window, RFC 6675 section 5.1's recovery point, RFC 9293 section
+//! 3.8.3's give-up threshold and F-RTO's first step, RFC 5682, in
+//! `frto.rs`), delayed ACK, persist (zero-window
 //! probes and the RFC 5044 A.1 window exception),
 //! keep-alive (RFC 9293 section 3.8.4), the FIN-WAIT-2 timeout (beyond RFC
 //! 9293 section 3.10.7.4, like Linux's `tcp_fin_timeout`), the end of
@@ -60,6 +61,7 @@ impl Connection {
                 }
                 self.mark_timed_out(now, prior, fast_recovery);
                 self.recover = None;
+                self.timeout_recover = Some(self.nxt_seqpos());
                 self.dupacks = 0;
                 self.rtt.back_off();
                 self.timers.set(TimerKind::Retransmit, now + self.rtt.rto());
