@@ -110,20 +110,24 @@ impl Connection {
 
     /// The timeout was spurious: the congestion state before it comes
     /// back (RFC 4015 section 3, as for a spurious fast recovery), and
-    /// the flight, never marked lost, is not resent.
+    /// the flight, never marked lost, is not resent. The timeout's
+    /// episode goes: no D-SACK is to undo it again.
     fn undo_timeout(&mut self) {
         if let Some(frto) = self.frto.take() {
             self.timeout_recover = None;
+            self.episode = None;
             self.cc.undo(frto.prior(), self.flight_size());
             self.stats.spurious_timeouts += frto.timeouts();
         }
     }
 
     /// No sign of a spurious timeout: what was sent before it is resent,
-    /// as after any timeout.
+    /// as after any timeout, unless D-SACKs already showed the
+    /// retransmission needless (see [`Connection::undo_if_spurious`]).
     fn recover_from_timeout(&mut self) {
         if let Some(frto) = self.frto.take() {
             self.flight.mark_lost_below(frto.recover());
+            self.undo_if_spurious();
         }
     }
 }

@@ -116,9 +116,10 @@ pub struct Stats {
     /// Retransmission timer expiries.
     pub timeouts: u64,
     /// Retransmission timer expiries found spurious and undone, by F-RTO
-    /// (RFC 5682) or by the timestamp echo (RFC 3522): what was sent
-    /// before the timeout had arrived without the retransmission. A stall
-    /// that outlasts the backed-off RTO too counts twice.
+    /// (RFC 5682), by the timestamp echo (RFC 3522), or by D-SACKs
+    /// reporting every retransmission they caused (RFC 3708): what was
+    /// sent before the timeout had arrived without the retransmission. A
+    /// stall that outlasts the backed-off RTO too counts twice.
     pub spurious_timeouts: u64,
     /// Fast recovery episodes entered.
     pub fast_recoveries: u64,
@@ -282,8 +283,8 @@ pub struct Connection {
     /// without SACK). Meanwhile the window grows in slow start and no
     /// fast recovery starts.
     timeout_recover: Option<u64>,
-    /// The last fast recovery, until D-SACKs show it spurious or another
-    /// congestion event replaces it.
+    /// The last fast recovery or timeout, until D-SACKs show it spurious
+    /// or another congestion event replaces it.
     episode: Option<Episode>,
     /// The duplicate threshold learned from the path's reordering.
     reordering: Reordering,
