@@ -117,32 +117,6 @@ fn ack_with_blocks(pair: &Pair, blocks: [Option<(u32, u32)>; 3]) -> Vec<u8> {
     ack_like(last, blocks, 0)
 }
 
-/// A pure ACK like `last` (from B), with `blocks` as its SACK option and
-/// its timestamp `later` ticks later.
-fn ack_like(last: &Wire, blocks: [Option<(u32, u32)>; 3], later: u32) -> Vec<u8> {
-    let repr = last.repr();
-    let mut header = bare_header(
-        B.port,
-        A.port,
-        TcpControl::None,
-        Seq::from(repr.seq_number) + repr.payload.len() as u32,
-        repr.ack_number.map(Seq::from),
-        repr.window_len,
-    );
-    header.timestamp = repr.timestamp.map(|mut ts| {
-        ts.tsval = ts.tsval.wrapping_add(later);
-        ts
-    });
-    header.sack_ranges = blocks;
-    Segment {
-        src: B.addr,
-        dst: A.addr,
-        header,
-        payload: Default::default(),
-    }
-    .to_bytes()
-}
-
 #[test]
 fn dsack_blocks_that_match_no_retransmission_undo_nothing() {
     let Spurious {

@@ -36,26 +36,6 @@ fn flight(config: Config, segments: usize) -> (Pair, Vec<Wire>) {
     (pair, flight)
 }
 
-/// Runs the timers until A's retransmission timer expired `timeouts`
-/// times; B's delayed ACKs reach A, and all A sends meanwhile (tail loss
-/// probes, then the timeout's retransmissions) is returned, not
-/// delivered.
-fn time_out(pair: &mut Pair, timeouts: u64) -> Vec<Wire> {
-    let mut sent = Vec::new();
-    while pair.a.stats().timeouts < timeouts {
-        let at = [pair.a.poll_at(), pair.b.poll_at()]
-            .into_iter()
-            .flatten()
-            .min();
-        pair.advance(at.expect("the RTO runs").saturating_since(pair.now));
-        for ack in pair.take(false) {
-            pair.deliver(&ack);
-        }
-        sent.extend(pair.take(true));
-    }
-    sent
-}
-
 /// Delivers `wires` to B one at a time, in order, B's answers straight to
 /// A, and what A sends then after them, until nothing is left.
 fn deliver_in_order(pair: &mut Pair, wires: Vec<Wire>) {
@@ -136,22 +116,30 @@ fn a_longer_spike_times_out_twice_and_is_still_undone() {
 }
 
 /// A flight of one segment, or one ACK for the whole flight: F-RTO's
-/// step 2 has no verdict, the timestamp echo has one.
+/// step 2 has no verdict. The timestamp echo has one, and so has the
+/// D-SACK the ACK carries when the retransmission arrived before it
+/// (RFC 3708), with the same undo, counted once; with neither the
+/// timeout stands.
 #[test]
-fn a_stalled_flight_acknowledged_at_once_is_judged_by_its_echo() {
-    for timestamps in [true, false] {
-        let (mut pair, flight) = flight(sender(timestamps), 1);
+fn a_stalled_flight_acknowledged_at_once_is_judged_by_its_echo_or_dsack() {
+    for (timestamps, sack) in [(true, false), (false, true), (true, true), (false, false)] {
+        let config = Config {
+            sack,
+            ..sender(timestamps)
+        };
+        let (mut pair, flight) = flight(config, 1);
         let cwnd = pair.a.cwnd();
         held_past_the_timeout(&mut pair, flight, 1);
         let stats = pair.a.stats();
-        assert_eq!(stats.retransmissions, 1, "{stats:?}");
+        let context = format!("timestamps {timestamps}, SACK {sack}: {stats:?}");
+        assert_eq!(stats.retransmissions, 1, "{context}");
         assert_eq!(pair.b.received_len(), pair.a.emss());
-        if timestamps {
-            assert_eq!(stats.spurious_timeouts, 1, "{stats:?}");
+        if timestamps || sack {
+            assert_eq!(stats.spurious_timeouts, 1, "{context}");
             assert_eq!(pair.a.cwnd(), cwnd, "the initial window again");
         } else {
             // The timeout stands: slow start from the loss window.
-            assert_eq!(stats.spurious_timeouts, 0, "{stats:?}");
+            assert_eq!(stats.spurious_timeouts, 0, "{context}");
             assert!(pair.a.cwnd() < cwnd);
         }
     }
@@ -213,19 +201,35 @@ fn a_real_loss_is_repaired_after_the_timeout() {
     }
 }
 
+/// Without F-RTO the timeout resends the flight (in slow start, from one
+/// segment); every copy arrives as a duplicate and comes back in a
+/// D-SACK (RFC 2883). Once all have, the timeout is undone (RFC 3708,
+/// with RFC 4015's response): the window and the threshold from before
+/// it come back. A spike outlasting the backed-off RTO too is undone
+/// once, counted twice. Regression: the timeout stood, and the
+/// connection went on from the loss window.
 #[test]
-fn without_frto_the_timeout_resends_the_flight() {
-    let config = Config {
-        frto: false,
-        ..sender(true)
-    };
-    let (mut pair, flight) = flight(config, 40);
-    held_past_the_timeout(&mut pair, flight, 1);
-    let stats = pair.a.stats();
-    assert_eq!(stats.spurious_timeouts, 0, "{stats:?}");
-    assert!(stats.retransmissions > 1, "{stats:?}");
-    assert_eq!(pair.b.stats().dsacks_sent, stats.retransmissions);
-    assert_eq!(pair.b.received_len(), 40 * pair.a.emss());
+fn without_frto_the_timeout_resends_the_flight_and_dsacks_undo_it() {
+    for timeouts in [1, 2] {
+        let config = Config {
+            frto: false,
+            ..sender(true)
+        };
+        let (mut pair, flight) = flight(config, 40);
+        let (cwnd, emss) = (pair.a.cwnd(), pair.a.emss());
+        let at_timeout = held_past_the_timeout(&mut pair, flight, timeouts);
+        assert_eq!(at_timeout.cwnd as usize, emss, "the loss window");
+        let stats = pair.a.stats();
+        let context = format!("{timeouts} timeouts: {stats:?}");
+        assert!(stats.retransmissions > timeouts, "{context}");
+        assert_eq!(pair.b.stats().dsacks_sent, stats.retransmissions);
+        assert_eq!(stats.dsacks_received, stats.retransmissions);
+        assert_eq!(stats.timeouts, timeouts, "{context}");
+        assert_eq!(stats.spurious_timeouts, timeouts, "{context}");
+        assert!(pair.a.cwnd() >= cwnd, "{} against {cwnd}", pair.a.cwnd());
+        assert_eq!(pair.a.ssthresh(), u32::MAX, "still in slow start");
+        assert_eq!(pair.b.received_len(), 40 * emss);
+    }
 }
 
 /// A link stalling for `length` ms every `every` ms.
@@ -243,7 +247,8 @@ fn stalling(every: u64, length: u64) -> LinkConfig {
 /// one timeout each time; 25 ms, two), nothing lost. With F-RTO each
 /// timeout costs one retransmission and is found spurious, and no fast
 /// recovery follows; without it each timeout resends the flight, every
-/// copy arriving twice.
+/// copy arriving twice, and the D-SACKs for them show almost every
+/// timeout spurious only then.
 #[test]
 fn stalls_cost_one_retransmission_per_timeout_with_frto() {
     for congestion in [CongestionControl::NewReno, CongestionControl::Cubic] {
@@ -258,13 +263,14 @@ fn stalls_cost_one_retransmission_per_timeout_with_frto() {
                 let context = format!(
                     "{congestion:?} {length} ms every {every} ms, seed {seed}: with F-RTO \
                      {} retransmissions ({} timeouts, {} spurious) in {} ms, without {} \
-                     ({} timeouts) in {} ms",
+                     ({} timeouts, {} spurious) in {} ms",
                     client.retransmissions,
                     client.timeouts,
                     client.spurious_timeouts,
                     with.elapsed.micros() / 1000,
                     without.client.retransmissions,
                     without.client.timeouts,
+                    without.client.spurious_timeouts,
                     without.elapsed.micros() / 1000,
                 );
                 eprintln!("{context}");
@@ -273,9 +279,12 @@ fn stalls_cost_one_retransmission_per_timeout_with_frto() {
                 assert_eq!(client.retransmissions, client.timeouts, "{context}");
                 assert_eq!(client.fast_recoveries, 0, "{context}");
                 assert_eq!(server.dsacks_sent, client.retransmissions, "{context}");
-                assert_eq!(without.client.spurious_timeouts, 0, "{context}");
                 assert!(
                     client.retransmissions * 10 < without.client.retransmissions,
+                    "{context}"
+                );
+                assert!(
+                    without.client.spurious_timeouts * 10 >= without.client.timeouts * 9,
                     "{context}"
                 );
             }

@@ -301,26 +301,28 @@ impl Flight {
         marked
     }
 
-    /// The retransmission timer expired: everything is to be resent and
-    /// SACK information is discarded (RFC 6675 section 5.1, RFC 2018
-    /// section 8 allows the receiver to renege).
-    pub fn mark_all_lost(&mut self) {
+    /// The retransmission timer expired: every segment not SACKed is to
+    /// be resent (RFC 6675 section 5.1). The SACK marks stay, as section
+    /// 5.1 allows where reneging is detected (RFC 2018 section 8 lets a
+    /// receiver discard what it SACKed): a receiver that still holds a
+    /// SACKed segment acknowledges past it once everything below has
+    /// arrived, so a SACKed segment at SND.UNA shows that the receiver
+    /// discarded it. Then every mark goes and the whole flight is resent.
+    pub fn mark_lost_on_timeout(&mut self) {
+        let reneged = self.segments.front().is_some_and(|s| s.sacked);
+        let mut totals = Tally::default();
         for sent in self.segments.iter_mut() {
-            sent.sacked = false;
-            sent.lost = true;
+            sent.sacked &= !reneged;
+            sent.lost = !sent.sacked;
+            totals.add(Tally::of(sent));
         }
-        self.totals = Tally {
-            pipe: 0,
-            lost: self.segments.len(),
-            sacked: 0,
-        };
+        self.totals = totals;
     }
 
     /// After a timeout F-RTO did not find spurious (RFC 5682 step 3a):
     /// every segment starting below `end`, the data sent before
-    /// the timeout, is to be resent unless SACKed. SACK marks stay: they
-    /// came after the timeout, which is when a receiver that reneges is
-    /// forgotten (see [`Flight::mark_all_lost`]).
+    /// the timeout, is to be resent unless SACKed, as after any timeout
+    /// (see [`Flight::mark_lost_on_timeout`]).
     pub fn mark_lost_below(&mut self, end: u64) {
         for index in 0..self.segments.len() {
             let sent = &self.segments[index];
@@ -504,6 +506,24 @@ mod tests {
         let lost: Vec<bool> = (0..6).map(|i| flight.get(i).unwrap().lost).collect();
         assert_eq!(lost, [true, true, false, true, false, false]);
         assert_eq!(flight.pipe(), 200);
+    }
+
+    #[test]
+    fn a_timeout_keeps_sack_marks_unless_the_receiver_reneged() {
+        let mut flight = flight_of(6);
+        flight.apply_sack(200..400);
+        flight.mark_lost_on_timeout();
+        let lost: Vec<bool> = (0..6).map(|i| flight.get(i).unwrap().lost).collect();
+        assert_eq!(lost, [true, true, false, false, true, true]);
+        assert_eq!((flight.sacked(), flight.pipe()), (2, 0));
+        // The cumulative ACK stops at a SACKed segment: the receiver
+        // discarded it, and every mark goes.
+        flight.acknowledge(200);
+        flight.mark_lost_on_timeout();
+        assert_eq!(flight.sacked(), 0);
+        assert_eq!(flight.first_lost(), Some(0));
+        assert!((0..4).all(|i| flight.get(i).unwrap().lost));
+        assert_eq!(flight.pipe(), 0);
     }
 
     #[test]

@@ -4,9 +4,9 @@
 //! The engine implements RFC 9293 with RFC 5961, RFC 7323, RFC 2018, RFC
 //! 6675, RFC 5681/6582 or RFC 9438 (CUBIC, chosen per connection with
 //! [`CongestionControl`]), RFC 6298 and RFC 6928, D-SACK (RFC 2883) with
-//! the undo of spurious fast recoveries (RFC 3708, RFC 4015) and a
-//! duplicate threshold learned from the path's reordering, F-RTO (RFC
-//! 5682) undoing spurious retransmission timeouts, and the
+//! the undo of spurious fast recoveries and timeouts (RFC 3708, RFC
+//! 4015) and a duplicate threshold learned from the path's reordering,
+//! F-RTO (RFC 5682) undoing spurious retransmission timeouts, and the
 //! MPA-aware behaviour of RFC 5044 Appendix A: the send queue holds
 //! records (FPDUs) and cuts segments only at their boundaries (A.1),
 //! retransmissions keep the original segments, and every acceptable

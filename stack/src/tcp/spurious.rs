@@ -1,15 +1,17 @@
-//! Spurious fast retransmits, found with D-SACK and undone.
+//! Spurious fast retransmits and retransmission timeouts, found with
+//! D-SACK and undone.
 //!
 //! - [`dsack_block`]: which SACK block of an ACK is a D-SACK, the
 //!   sender's side of RFC 2883 section 4 (the receiver's is in
 //!   [`super::sack`]).
-//! - [`Episode`]: one fast recovery's retransmissions, counted down by the
-//!   D-SACKs that report them as duplicates (RFC 3708 section 3, with
-//!   D-SACKs matched to the retransmitted ranges rather than counted).
-//!   When every retransmission came back as a duplicate the original
-//!   segments had all arrived: the recovery answered reordering, not
-//!   loss, and the connection restores the congestion state kept here
-//!   (the response of RFC 4015 section 3.2, see
+//! - [`Episode`]: the retransmissions of one fast recovery, or of the
+//!   timeouts of one loss, counted down by the D-SACKs that report them
+//!   as duplicates (RFC 3708 section 3, with D-SACKs matched to the
+//!   retransmitted ranges rather than counted). When every
+//!   retransmission came back as a duplicate the original segments had
+//!   all arrived: the recovery answered reordering or a delay, not loss,
+//!   and the connection restores the congestion state kept here (the
+//!   response of RFC 4015 section 3.2, see
 //!   [`super::congestion::Congestion::undo`]).
 //!
 //! Only D-SACKs are trusted, not timestamps (RFC 3522's Eifel detection):
@@ -26,9 +28,11 @@
 use super::congestion::Congestion;
 use super::seq::Seq;
 use core::ops::Range;
+use std::collections::VecDeque;
 
-/// Retransmissions of one episode tracked at most: an episode with more
-/// was not one displaced segment, and is never undone.
+/// Retransmissions of one fast recovery tracked at most: an episode with
+/// more was not one displaced segment, and is never undone. A timeout
+/// may resend every segment in flight once, and tracks that many more.
 const MAX_TRACKED: usize = 8;
 
 /// The D-SACK block of an ACK acknowledging `ack`, as sequence numbers
@@ -50,13 +54,18 @@ pub fn dsack_block(blocks: &[Option<(u32, u32)>], ack: Seq) -> Option<(Seq, Seq)
     (below_ack || inside_second).then_some((left, right))
 }
 
-/// One fast recovery: the congestion state before its reduction, and its
-/// retransmissions no D-SACK has reported yet.
+/// One fast recovery, or the timeouts of one loss: the congestion state
+/// before its reduction, and its retransmissions no D-SACK has reported
+/// yet.
 #[derive(Debug, Clone)]
 pub struct Episode {
     prior: Congestion,
-    /// Data ranges resent and not yet reported duplicate.
-    pending: Vec<Range<u64>>,
+    /// Data ranges resent and not yet reported duplicate, oldest first.
+    pending: VecDeque<Range<u64>>,
+    /// Retransmissions tracked at most.
+    limit: usize,
+    /// Retransmission timeouts in the episode; none in a fast recovery.
+    timeouts: u64,
     /// Something was resent.
     resent: bool,
     /// A retransmission could not be tracked: never undo.
@@ -67,25 +76,49 @@ pub struct Episode {
 }
 
 impl Episode {
-    /// A recovery entered with congestion state `prior` (before the cut).
+    /// A fast recovery entered with congestion state `prior` (before the
+    /// cut).
     pub fn new(prior: Congestion) -> Self {
         Episode {
             prior,
-            pending: Vec::new(),
+            pending: VecDeque::new(),
+            limit: MAX_TRACKED,
+            timeouts: 0,
             resent: false,
             untracked: false,
             displacement: 0,
         }
     }
 
+    /// A retransmission timeout with congestion state `prior` before it
+    /// and `in_flight` segments to resend at most.
+    pub fn timed_out(prior: Congestion, in_flight: usize) -> Self {
+        Episode {
+            limit: in_flight.saturating_add(MAX_TRACKED),
+            timeouts: 1,
+            ..Episode::new(prior)
+        }
+    }
+
+    /// Another timeout before the recovery from the first ended: shown
+    /// needless, they are undone together.
+    pub fn timed_out_again(&mut self) {
+        self.timeouts += 1;
+    }
+
+    /// The retransmission timeouts in the episode.
+    pub fn timeouts(&self) -> u64 {
+        self.timeouts
+    }
+
     /// The data range `range` was resent. One without data (a FIN) can
     /// never be reported, so the episode can never be shown spurious.
     pub fn resent(&mut self, range: Range<u64>) {
         self.resent = true;
-        if range.is_empty() || self.pending.len() >= MAX_TRACKED {
+        if range.is_empty() || self.pending.len() >= self.limit {
             self.untracked = true;
         } else {
-            self.pending.push(range);
+            self.pending.push_back(range);
         }
     }
 
@@ -98,7 +131,7 @@ impl Episode {
             .iter()
             .position(|r| block.start <= r.start && r.end <= block.end);
         if let Some(index) = covered {
-            self.pending.swap_remove(index);
+            self.pending.remove(index);
         }
         covered.is_some()
     }
@@ -168,6 +201,27 @@ mod tests {
         episode.displaced(3);
         episode.displaced(2);
         assert_eq!(episode.displacement(), 3);
+    }
+
+    #[test]
+    fn a_timeout_tracks_its_flight_and_counts_the_timeouts_it_joins() {
+        let prior = Congestion::new(CongestionControl::NewReno, 1000, 10);
+        let flight = MAX_TRACKED as u64 * 4;
+        let mut episode = Episode::timed_out(prior, flight as usize);
+        // The first segment resent at each of two timeouts, then the
+        // rest of the flight.
+        episode.resent(0..1000);
+        episode.timed_out_again();
+        assert_eq!(episode.timeouts(), 2);
+        for i in 0..flight {
+            episode.resent(i * 1000..i * 1000 + 1000);
+        }
+        for i in 0..flight {
+            assert!(episode.duplicate(&(i * 1000..i * 1000 + 1000)));
+        }
+        assert!(!episode.spurious(), "one copy of the first not reported");
+        assert!(episode.duplicate(&(0..1000)));
+        assert!(episode.spurious());
     }
 
     #[test]

@@ -272,6 +272,52 @@ pub fn spurious_recovery() -> Spurious {
     }
 }
 
+/// Runs the timers until A's retransmission timer expired `timeouts`
+/// times; B's delayed ACKs reach A, and all A sends meanwhile (tail loss
+/// probes, then the timeout's retransmissions) is returned, not
+/// delivered.
+pub fn time_out(pair: &mut Pair, timeouts: u64) -> Vec<Wire> {
+    let mut sent = Vec::new();
+    while pair.a.stats().timeouts < timeouts {
+        let at = [pair.a.poll_at(), pair.b.poll_at()]
+            .into_iter()
+            .flatten()
+            .min();
+        pair.advance(at.expect("the RTO runs").saturating_since(pair.now));
+        for ack in pair.take(false) {
+            pair.deliver(&ack);
+        }
+        sent.extend(pair.take(true));
+    }
+    sent
+}
+
+/// A pure ACK like `last` (from B), with `blocks` as its SACK option and
+/// its timestamp `later` ticks later.
+pub fn ack_like(last: &Wire, blocks: [Option<(u32, u32)>; 3], later: u32) -> Vec<u8> {
+    let repr = last.repr();
+    let mut header = bare_header(
+        B.port,
+        A.port,
+        TcpControl::None,
+        Seq::from(repr.seq_number) + repr.payload.len() as u32,
+        repr.ack_number.map(Seq::from),
+        repr.window_len,
+    );
+    header.timestamp = repr.timestamp.map(|mut ts| {
+        ts.tsval = ts.tsval.wrapping_add(later);
+        ts
+    });
+    header.sack_ranges = blocks;
+    Segment {
+        src: B.addr,
+        dst: A.addr,
+        header,
+        payload: Default::default(),
+    }
+    .to_bytes()
+}
+
 /// Octets the client sends in each run.
 pub const BULK: u64 = 20_000_000;
 

@@ -15,7 +15,8 @@ impl Connection {
     /// The retransmission timer expired with congestion state `prior`
     /// before it (`fast_recovery`: during one): step 1 resends the first
     /// unacknowledged segment only, or, where F-RTO does not apply,
-    /// everything is to be resent (go-back-N). F-RTO applies when it is
+    /// everything not SACKed is to be resent (RFC 6675 section 5.1;
+    /// go-back-N without SACK). F-RTO applies when it is
     /// on and nothing was reported lost: no fast recovery, nothing SACKed
     /// (holes the receiver reported), nothing still to be resent from an
     /// earlier timeout. A timeout before the verdict on the last one
@@ -39,7 +40,7 @@ impl Connection {
         };
         match frto {
             Some(frto) if self.flight.mark_first_lost(true) => self.frto = Some(frto),
-            _ => self.flight.mark_all_lost(),
+            _ => self.flight.mark_lost_on_timeout(),
         }
     }
 
@@ -109,19 +110,24 @@ impl Connection {
 
     /// The timeout was spurious: the congestion state before it comes
     /// back (RFC 4015 section 3, as for a spurious fast recovery), and
-    /// the flight, never marked lost, is not resent.
+    /// the flight, never marked lost, is not resent. The timeout's
+    /// episode goes: no D-SACK is to undo it again.
     fn undo_timeout(&mut self) {
         if let Some(frto) = self.frto.take() {
+            self.timeout_recover = None;
+            self.episode = None;
             self.cc.undo(frto.prior(), self.flight_size());
             self.stats.spurious_timeouts += frto.timeouts();
         }
     }
 
     /// No sign of a spurious timeout: what was sent before it is resent,
-    /// as after any timeout.
+    /// as after any timeout, unless D-SACKs already showed the
+    /// retransmission needless (see [`Connection::undo_if_spurious`]).
     fn recover_from_timeout(&mut self) {
         if let Some(frto) = self.frto.take() {
             self.flight.mark_lost_below(frto.recover());
+            self.undo_if_spurious();
         }
     }
 }

@@ -3,9 +3,9 @@
 //! and RFC 7323 (PAWS, TS.Recent), ACK processing with RFC 5681 duplicate
 //! ACKs, RFC 6582 NewReno recovery and RFC 6675 SACK loss marking with a
 //! learned duplicate threshold, D-SACKs sent for duplicates and read to
-//! undo spurious recoveries (RFC 2883, RFC 3708, RFC 4015), F-RTO's
-//! verdicts on timeouts (RFC 5682, in `frto.rs`), and the hand-off of
-//! text to the consumer.
+//! undo spurious recoveries and timeouts (RFC 2883, RFC 3708, RFC 4015),
+//! F-RTO's verdicts on timeouts (RFC 5682, in `frto.rs`), and the
+//! hand-off of text to the consumer.
 
 use super::{Connection, Event, Negotiated, State};
 use crate::tcp::congestion::Congestion;
@@ -341,7 +341,7 @@ impl Connection {
         if self.opts.sack
             && self.frto.is_none()
             && self.flight.mark_lost_by_sack(self.reordering.threshold())
-            && self.recover.is_none()
+            && self.may_enter_recovery()
         {
             self.enter_recovery();
         }
@@ -393,11 +393,12 @@ impl Connection {
         self.undo_if_spurious();
     }
 
-    /// Once out of recovery, undoes the last one if every retransmission
-    /// it made came back as a duplicate (RFC 3708 section 3, RFC 4015
-    /// section 3), and learns the displacement that misled it.
-    fn undo_if_spurious(&mut self) {
-        if self.recover.is_some() || !self.episode.as_ref().is_some_and(Episode::spurious) {
+    /// Once out of recovery (fast, or after a timeout), undoes the last
+    /// one if every retransmission it made came back as a duplicate (RFC
+    /// 3708 section 3, RFC 4015 section 3), and learns the displacement
+    /// that misled it.
+    pub(super) fn undo_if_spurious(&mut self) {
+        if !self.may_enter_recovery() || !self.episode.as_ref().is_some_and(Episode::spurious) {
             return;
         }
         let Some(episode) = self.episode.take() else {
@@ -405,7 +406,10 @@ impl Connection {
         };
         self.cc.undo(episode.prior(), self.flight_size());
         self.reordering.observed(episode.displacement());
-        self.stats.spurious_recoveries += 1;
+        match episode.timeouts() {
+            0 => self.stats.spurious_recoveries += 1,
+            timeouts => self.stats.spurious_timeouts += timeouts,
+        }
     }
 
     /// New data acknowledged up to `ack_pos`.
@@ -433,6 +437,10 @@ impl Connection {
             }
         }
         self.retries = 0;
+        if self.timeout_recover.is_some_and(|point| ack_pos >= point) {
+            self.timeout_recover = None;
+            self.undo_if_spurious();
+        }
         let acked_octets = acked.octets.min(u64::from(u32::MAX)) as u32;
         match self.recover {
             Some(recover) if ack_pos >= recover => {
@@ -505,9 +513,18 @@ impl Connection {
             if !self.opts.sack {
                 self.cc.inflate();
             }
-        } else if self.dupacks as usize >= threshold && self.frto.is_none() {
+        } else if self.dupacks as usize >= threshold && self.may_enter_recovery() {
             self.enter_recovery();
         }
+    }
+
+    /// Whether a loss found now may start a fast recovery: not during
+    /// one, nor while F-RTO judges a timeout, nor before everything sent
+    /// before the last timeout is acknowledged (RFC 6675 section 5.1, RFC
+    /// 6582 section 3.2 steps 2 and 4: the timeout's recovery resends it,
+    /// and duplicates of what it resent needlessly are no sign of loss).
+    pub(super) fn may_enter_recovery(&self) -> bool {
+        self.recover.is_none() && self.frto.is_none() && self.timeout_recover.is_none()
     }
 
     /// Fast retransmit and the start of fast recovery, a new episode that

@@ -117,9 +117,10 @@ pub struct Stats {
     /// Retransmission timer expiries.
     pub timeouts: u64,
     /// Retransmission timer expiries found spurious and undone, by F-RTO
-    /// (RFC 5682) or by the timestamp echo (RFC 3522): what was sent
-    /// before the timeout had arrived without the retransmission. A stall
-    /// that outlasts the backed-off RTO too counts twice.
+    /// (RFC 5682), by the timestamp echo (RFC 3522), or by D-SACKs
+    /// reporting every retransmission they caused (RFC 3708): what was
+    /// sent before the timeout had arrived without the retransmission. A
+    /// stall that outlasts the backed-off RTO too counts twice.
     pub spurious_timeouts: u64,
     /// Fast recovery episodes entered.
     pub fast_recoveries: u64,
@@ -278,8 +279,13 @@ pub struct Connection {
     cwnd_full_until: u64,
     /// RFC 6582 `recover`, while in fast recovery.
     recover: Option<u64>,
-    /// The last fast recovery, until D-SACKs show it spurious or another
-    /// congestion event replaces it.
+    /// SND.NXT at the last retransmission timeout, until SND.UNA reaches
+    /// it: RFC 6675 section 5.1's RecoveryPoint (RFC 6582's `recover`
+    /// without SACK). Meanwhile the window grows in slow start and no
+    /// fast recovery starts.
+    timeout_recover: Option<u64>,
+    /// The last fast recovery or timeout, until D-SACKs show it spurious
+    /// or another congestion event replaces it.
     episode: Option<Episode>,
     /// The duplicate threshold learned from the path's reordering.
     reordering: Reordering,
@@ -352,6 +358,7 @@ impl Connection {
             snd_wl1: Seq(0),
             snd_wl2: iss,
             recover: None,
+            timeout_recover: None,
             episode: None,
             reordering: Reordering::default(),
             frto: None,

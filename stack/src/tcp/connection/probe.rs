@@ -14,15 +14,14 @@ use smoltcp::wire::TcpRepr;
 impl Connection {
     /// Section 7.2's conditions: probes on, SACK in use, data in flight, an RTT
     /// measured, no probe unanswered, and the scoreboard clean: not in
-    /// fast recovery, no timeout F-RTO is still judging, nothing deemed
-    /// lost (as after a timeout), nothing SACKed (SACKs already drive loss
-    /// detection).
+    /// fast recovery nor in the recovery after a timeout (which includes
+    /// a timeout F-RTO is still judging), nothing deemed lost, nothing
+    /// SACKed (SACKs already drive loss detection).
     fn may_probe(&self) -> bool {
         self.opts.sack
             && self.config.tail_loss_probes
             && self.tail_probe.is_none()
-            && self.recover.is_none()
-            && self.frto.is_none()
+            && self.may_enter_recovery()
             && !self.flight.is_empty()
             && self.flight.sacked() == 0
             && self.flight.first_lost().is_none()
@@ -94,7 +93,7 @@ impl Connection {
             return;
         };
         let delivered = probe.reported_twice(dsack);
-        if self.recover.is_none()
+        if self.may_enter_recovery()
             && self
                 .flight
                 .mark_lost_below_probe(probe.data.start, delivered)

@@ -1,12 +1,15 @@
 //! Timer expiries: retransmission (RFC 6298 section 5 with RFC 5681's
-//! loss window, RFC 9293 section 3.8.3's give-up threshold and F-RTO's
-//! first step, RFC 5682, in `frto.rs`), delayed ACK, persist (zero-window
+//! loss window, RFC 6675 section 5.1's recovery point, RFC 9293 section
+//! 3.8.3's give-up threshold and F-RTO's first step, RFC 5682, in
+//! `frto.rs`), delayed ACK, persist (zero-window
 //! probes and the RFC 5044 A.1 window exception),
 //! keep-alive (RFC 9293 section 3.8.4), the FIN-WAIT-2 timeout (beyond RFC
 //! 9293 section 3.10.7.4, like Linux's `tcp_fin_timeout`), the end of
 //! TIME-WAIT and the tail loss probe (RFC 8985 section 7, `probe.rs`).
 
 use super::{Connection, Event, State};
+use crate::tcp::congestion::Congestion;
+use crate::tcp::spurious::Episode;
 use crate::tcp::time::{Duration, Instant};
 use crate::tcp::timer::TimerKind;
 
@@ -48,23 +51,40 @@ impl Connection {
                 self.stats.timeouts += 1;
                 let prior = self.cc.clone();
                 self.cc.on_timeout(self.flight_size());
-                // No undo of a fast recovery after a timeout (F-RTO may
-                // undo the timeout). Outside recovery, a threshold that
-                // held back a fast retransmit the default would have made
-                // is dropped.
-                self.episode = None;
+                self.note_timeout_episode(&prior);
                 self.tail_probe = None;
+                // Outside recovery, a threshold that held back a fast
+                // retransmit the default would have made is dropped.
                 let fast_recovery = self.recover.is_some();
                 if !fast_recovery {
                     self.reordering.timed_out(self.flight.sacked());
                 }
                 self.mark_timed_out(now, prior, fast_recovery);
                 self.recover = None;
+                self.timeout_recover = Some(self.nxt_seqpos());
                 self.dupacks = 0;
                 self.rtt.back_off();
                 self.timers.set(TimerKind::Retransmit, now + self.rtt.rto());
             }
         }
+    }
+
+    /// A timeout with congestion state `prior` before it, whose
+    /// retransmissions D-SACKs may show needless (RFC 3708; SACK only):
+    /// one before the recovery from the last timeout ended joins its
+    /// episode, any other starts one, replacing a fast recovery's (no
+    /// undo of a fast recovery after a timeout).
+    fn note_timeout_episode(&mut self, prior: &Congestion) {
+        self.episode = match self.episode.take() {
+            Some(mut episode) if self.timeout_recover.is_some() => {
+                episode.timed_out_again();
+                Some(episode)
+            }
+            _ => self
+                .opts
+                .sack
+                .then(|| Episode::timed_out(prior.clone(), self.flight.len())),
+        };
     }
 
     /// Nothing is in flight and the window is closed, or below the next

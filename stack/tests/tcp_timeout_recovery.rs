@@ -1,0 +1,213 @@
+//! Loss recovery after a retransmission timeout between two engines.
+//!
+//! A fast recovery whose retransmissions are lost too ends in a timeout
+//! that F-RTO (RFC 5682) leaves alone: holes were reported. From then
+//! on the sender is in slow start from one segment (RFC 5681 section
+//! 3.1) and starts no fast recovery until everything sent before the
+//! timeout is acknowledged (RFC 6675 section 5.1's RecoveryPoint, RFC
+//! 6582 section 3.2's `recover`). With SACK it resends only the holes
+//! the scoreboard shows (RFC 6675 section 5.1 keeps using SACK
+//! information after the timeout), unless the receiver shows it
+//! discarded data it SACKed (RFC 2018 section 8).
+
+mod tcp_common;
+
+use std::collections::VecDeque;
+use tcp_common::*;
+use uwarp_stack::tcp::{Config, Duration, Event, Seq};
+
+/// Segments of the clean transfer that opens A's window first.
+const WARM_UP: usize = 80;
+/// Segments of the flight that loses some.
+const FLIGHT: usize = 40;
+/// The segments of that flight lost, each leaving a SACK range above it.
+const HOLES: [u32; 5] = [3, 10, 17, 24, 31];
+
+/// A's settings: Nagle off, SACK as asked, F-RTO on (the default).
+fn sender(sack: bool) -> Config {
+    Config { sack, ..no_nagle() }
+}
+
+/// A pair after a clean transfer of [`WARM_UP`] segments, with A's
+/// window opened by slow start, and [`FLIGHT`] more segments sent and
+/// not delivered.
+fn warmed_up_flight(config: Config) -> (Pair, Vec<Wire>) {
+    let mut pair = Pair::connected(config, tcp_common::config());
+    let emss = pair.a.emss();
+    let data = stream((WARM_UP + FLIGHT) * emss);
+    pair.a.send(&data[..WARM_UP * emss]);
+    let burst = pair.take(true);
+    play(&mut pair, burst, |_, _| {});
+    assert_eq!(pair.a.send_queue_len(), 0);
+    assert!(pair.a.cwnd() as usize >= FLIGHT * emss, "{}", pair.a.cwnd());
+    pair.a.send(&data[WARM_UP * emss..]);
+    let flight = pair.take(true);
+    assert_eq!(flight.len(), FLIGHT);
+    (pair, flight)
+}
+
+/// The flight arrives without its [`HOLES`], B's ACKs reach A, and all A
+/// sends in answer (its fast retransmits) is lost; then A's
+/// retransmission timer expires. Returns what A sent at the timeout.
+fn holes_and_lost_retransmissions(pair: &mut Pair, flight: &[Wire]) -> Vec<Wire> {
+    for (i, wire) in flight.iter().enumerate() {
+        if !HOLES.contains(&(i as u32)) {
+            through(pair, wire);
+        }
+    }
+    time_out(pair, 1)
+}
+
+/// The data segments A sent from `log_index` of the log on, as indexes
+/// of the flight's segments.
+fn flight_segments_sent(pair: &Pair, flight: &[Wire], log_index: usize) -> Vec<u32> {
+    let base = Seq::from(flight[0].repr().seq_number);
+    let emss = pair.a.emss() as i64;
+    pair.log[log_index..]
+        .iter()
+        .filter(|w| w.from_a && w.payload_len() > 0)
+        .map(|w| (Seq::from(w.repr().seq_number).diff(base) / emss) as u32)
+        .collect()
+}
+
+/// Delivers `wires` to B one at a time, in order, each of B's answers
+/// straight to A, and what A sends then after them, until nothing is
+/// left; then timers run until both sides are idle. After each ACK A
+/// takes, `check` sees the pair and A's queued octets before the ACK.
+fn play(pair: &mut Pair, wires: Vec<Wire>, mut check: impl FnMut(&Pair, usize)) {
+    let mut pending: VecDeque<Wire> = wires.into();
+    while let Some(wire) = pending.pop_front() {
+        pair.deliver(&wire);
+        for ack in pair.take(false) {
+            let queued = pair.a.send_queue_len();
+            pair.deliver(&ack);
+            check(pair, queued);
+        }
+        pending.extend(pair.take(true));
+    }
+    pair.settle(Duration::from_millis(50));
+}
+
+/// Plays `wires` and all that follows without loss; after each ACK that
+/// leaves data unacknowledged, checks A's window against slow start
+/// from one segment (one segment more per ACK acknowledging new data),
+/// allowing three segments more.
+fn recover_in_slow_start(pair: &mut Pair, wires: Vec<Wire>) {
+    let emss = pair.a.emss();
+    let mut advancing_acks = 0;
+    play(pair, wires, |pair, queued| {
+        let now_queued = pair.a.send_queue_len();
+        if now_queued == 0 {
+            return;
+        }
+        advancing_acks += usize::from(now_queued < queued);
+        let slow_start = (1 + advancing_acks) * emss;
+        assert!(
+            pair.a.cwnd() as usize <= slow_start + 3 * emss,
+            "after {advancing_acks} ACKs: cwnd {} against {slow_start} in slow start: {:?}",
+            pair.a.cwnd(),
+            pair.a.stats()
+        );
+    });
+}
+
+/// All B holds, in order, is the stream A sent.
+fn arrived_intact(pair: &mut Pair) {
+    let emss = pair.a.emss();
+    let mut received = vec![0; (WARM_UP + FLIGHT) * emss + 1];
+    let len = pair.b.recv(&mut received);
+    assert_eq!(len, (WARM_UP + FLIGHT) * emss);
+    assert!(
+        received[..len] == stream(len)[..],
+        "the data arrived intact"
+    );
+}
+
+/// Regression: the first partial ACK after such a timeout found the next
+/// hole marked lost and started a fast recovery, the window jumping from
+/// one segment to half the flight, and the timeout had dropped the SACK
+/// marks, so segments the receiver had reported were resent.
+#[test]
+fn after_a_timeout_with_holes_reported_only_the_holes_are_resent_in_slow_start() {
+    let (mut pair, flight) = warmed_up_flight(sender(true));
+    let resent = holes_and_lost_retransmissions(&mut pair, &flight);
+    let at_timeout = *pair.a.stats();
+    let context = format!("{at_timeout:?}");
+    assert_eq!(at_timeout.fast_recoveries, 1, "{context}");
+    assert!(at_timeout.retransmissions >= 1, "{context}");
+    assert_eq!(pair.a.cwnd() as usize, pair.a.emss(), "the loss window");
+    let ssthresh = pair.a.ssthresh();
+    let log_index = pair.log.len() - resent.len();
+    let before_timeout = at_timeout.retransmissions - resent.len() as u64;
+    recover_in_slow_start(&mut pair, resent);
+    let stats = pair.a.stats();
+    let context = format!("{stats:?}");
+    // Each hole once, nothing the receiver had SACKed.
+    assert_eq!(
+        flight_segments_sent(&pair, &flight, log_index),
+        HOLES,
+        "{context}"
+    );
+    assert_eq!(
+        stats.retransmissions,
+        before_timeout + HOLES.len() as u64,
+        "{context}"
+    );
+    assert_eq!(stats.fast_recoveries, 1, "{context}");
+    assert_eq!(
+        (stats.timeouts, stats.spurious_timeouts),
+        (1, 0),
+        "{context}"
+    );
+    assert_eq!(pair.a.ssthresh(), ssthresh, "no second cut");
+    arrived_intact(&mut pair);
+}
+
+/// Without SACK the timeout resends everything from the first hole on
+/// (go-back-N); the copies of segments B already had draw duplicate
+/// ACKs, which must not start a fast recovery before everything sent
+/// before the timeout is acknowledged (RFC 6582 section 3.2, steps 2 and
+/// 4).
+#[test]
+fn without_sack_duplicates_after_a_timeout_start_no_fast_recovery() {
+    let (mut pair, flight) = warmed_up_flight(sender(false));
+    let resent = holes_and_lost_retransmissions(&mut pair, &flight);
+    assert_eq!(pair.a.stats().fast_recoveries, 1);
+    let ssthresh = pair.a.ssthresh();
+    recover_in_slow_start(&mut pair, resent);
+    let stats = pair.a.stats();
+    assert_eq!(stats.fast_recoveries, 1, "{stats:?}");
+    assert_eq!(stats.timeouts, 1, "{stats:?}");
+    assert_eq!(pair.a.ssthresh(), ssthresh, "no second cut");
+    arrived_intact(&mut pair);
+}
+
+/// B SACKs segments 2 to 4 of a flight of ten, then discards them: its
+/// cumulative ACK stops at segment 2, SACKed. The timeout finds the
+/// receiver reneged, drops the SACK marks and resends everything; kept,
+/// the marks would have kept segments 2 to 4 from ever being resent.
+#[test]
+fn a_receiver_discarding_sacked_data_is_found_at_the_timeout() {
+    let mut pair = Pair::connected(sender(true), tcp_common::config());
+    let emss = pair.a.emss();
+    pair.a.send(&stream(10 * emss));
+    let flight = pair.take(true);
+    let seq = |i: usize| Seq::from(flight[i].repr().seq_number);
+    // B gets segment 0 and acknowledges it, with a SACK block for
+    // segments 2 to 4, which it then discards.
+    pair.deliver(&flight[0]);
+    pair.advance(Duration::from_millis(1));
+    let ack = pair.take(false).remove(0);
+    let sacked = [Some((seq(2).0, seq(5).0)), None, None];
+    inject(&mut pair, &ack_like(&ack, sacked, 0));
+    // Segment 1 arrives: B acknowledges up to segment 2, SACKed.
+    through(&mut pair, &flight[1]);
+    // Segments 5 to 9 are lost, and what A sent in answer; the timeout
+    // resends the rest.
+    pair.settle(Duration::from_secs(5));
+    let stats = pair.a.stats();
+    assert!(stats.timeouts >= 1, "{stats:?}");
+    assert_eq!(pair.a.send_queue_len(), 0, "{stats:?}");
+    assert_eq!(pair.b.received_len(), 10 * emss);
+    assert!(!Pair::events(&mut pair.a).contains(&Event::TimedOut));
+}
