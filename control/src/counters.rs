@@ -9,7 +9,7 @@
 //! exceptions, CRC errors, and Terminates (RFC 5040 section 4.8), and the
 //! loss recovery of the TCP below: retransmissions (RFC 5681, RFC 6675),
 //! retransmission timeouts (RFC 6298) and those found spurious (RFC
-//! 5682), fast recoveries, D-SACKs (RFC 2883), spurious recoveries undone
+//! 5682, RFC 3708), fast recoveries, D-SACKs (RFC 2883), spurious recoveries undone
 //! (RFC 3708) and tail loss probes (RFC 8985).
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -85,7 +85,8 @@ qp_counters! {
         pub retransmissions,
         /// TCP retransmission timer expiries (RFC 6298 section 5).
         pub timeouts,
-        /// Of those, the ones found spurious and undone (F-RTO, RFC 5682):
+        /// Of those, the ones found spurious and undone (F-RTO, RFC 5682,
+        /// or D-SACKs for every copy, RFC 3708):
         /// nothing was lost, the path or the peer was late.
         pub spurious_timeouts,
         /// TCP fast recoveries entered (RFC 5681, RFC 6582, RFC 6675).
