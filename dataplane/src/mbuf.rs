@@ -157,12 +157,17 @@ impl Mbuf {
                 head,
                 len.min(usize::from(head.data_len)),
             );
-            // SAFETY: a hint that never faults, even for a null address.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    head.next.cast::<i8>(),
-                )
-            };
+            // Not for a null address: a hint that never faults, but may
+            // still cost a page walk.
+            if !head.next.is_null() {
+                // SAFETY: a hint that never faults; the next segment of
+                // the chain self owns.
+                unsafe {
+                    std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                        head.next.cast::<i8>(),
+                    )
+                };
+            }
         }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = len;
