@@ -111,6 +111,15 @@ fn bad_arguments_are_refused_with_a_message() {
             &["loopback", "--transport", "socket", "--mtu", "9000"],
             "need the dpdk transport",
         ),
+        (
+            &[
+                "loopback",
+                "--transport",
+                "socket",
+                "--payloads-by-reference",
+            ],
+            "need the dpdk transport",
+        ),
     ] {
         let stderr = perf_refused(args);
         assert!(stderr.contains(message), "{args:?}: {stderr}");
