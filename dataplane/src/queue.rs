@@ -93,11 +93,13 @@ impl TxQueue {
 
     /// Whether frames carry their TCP payload by reference, in an
     /// external-buffer segment ([`PortConfig::payloads_by_reference`],
-    /// where the device allows it).
+    /// where the device allows it). Only with checksum offload: the
+    /// headers are written apart from the payload, so nothing here sums
+    /// it.
     ///
     /// [`PortConfig::payloads_by_reference`]: crate::PortConfig::payloads_by_reference
     pub fn references_payloads(&self) -> bool {
-        self.port.payloads_by_reference
+        self.port.payloads_by_reference && self.offloads_tcp_checksums()
     }
 
     /// Transmits the packets of `pkts` from the front; returns how many the

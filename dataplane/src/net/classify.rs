@@ -159,8 +159,7 @@ pub fn classify_chained(
     ip_csum: RxChecksum,
     tcp_csum: RxChecksum,
 ) -> Classified {
-    let frame = head;
-    let Ok(eth) = EthernetFrame::new_checked(frame) else {
+    let Ok(eth) = EthernetFrame::new_checked(head) else {
         return Classified::Drop(DropReason::Runt);
     };
     let dst = eth.dst_addr();

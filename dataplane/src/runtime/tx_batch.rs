@@ -80,7 +80,7 @@ impl TxBatch {
         let impair = Box::new(Stage::new(Arc::default(), Direction::Tx, queue.queue_id()));
         TxBatch {
             offload_checksums: queue.offloads_tcp_checksums(),
-            reference_payloads: queue.offloads_tcp_checksums() && queue.references_payloads(),
+            reference_payloads: queue.references_payloads(),
             queue,
             pool,
             spare: Vec::with_capacity(BURST),
