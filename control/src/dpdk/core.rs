@@ -2,9 +2,14 @@
 //!
 //! Every segment of an owned flow arrives here already validated
 //! (Ethernet, IPv4, TCP checksum: `net::classify`) and goes to its
-//! connection with no further lookup; the connection's application runs
-//! right after, and every segment the engine has goes out in the same
-//! poll. Timers run from a deadline queue, so a poll costs the same with
+//! connection with no further lookup. A flow's application runs, and its
+//! engine transmits, once after the whole receive burst, not after each
+//! segment: a burst of data segments is answered by one cumulative ACK
+//! (RFC 5681 section 4.2's every-second-segment rule met by the burst as
+//! a whole, as a NIC's receive coalescing does), and a burst of ACKs
+//! releases the window they opened in one go. Out-of-order segments
+//! still each owe their immediate duplicate ACK (the engine counts them).
+//! Every segment the engine has goes out in the same poll. Timers run from a deadline queue, so a poll costs the same with
 //! one connection or thousands; a queue entry that outlived its deadline
 //! (the engine moved it later) only queues the flow again, without
 //! driving it. Closed flows leave the table at the end of the poll.
@@ -54,6 +59,9 @@ pub struct TcpCore<A> {
     deadlines: Deadlines,
     due: Vec<Due>,
     closed: Vec<FourTuple>,
+    /// Flows that took in segments in this poll's receive burst, to be
+    /// serviced once after it.
+    received: Vec<FourTuple>,
     /// Flows whose doorbells rang.
     rung: Arc<Rung>,
     counters: TcpCoreCounters,
@@ -70,6 +78,7 @@ impl<A: TcpApp> TcpCore<A> {
             deadlines: Deadlines::default(),
             due: Vec::new(),
             closed: Vec::new(),
+            received: Vec::new(),
             rung: Arc::new(Rung::new()),
             counters: TcpCoreCounters::default(),
             _app: std::marker::PhantomData,
@@ -105,7 +114,7 @@ impl<A: TcpApp> FlowHandler for TcpCore<A> {
         flow: &mut TcpFlow<A>,
         meta: &TcpMeta,
         packet: Mbuf,
-        tx: &mut TxBatch,
+        _tx: &mut TxBatch,
     ) {
         let now = self.clock.at(now);
         let (tcp, referenced) = tcp_segment(&packet, meta);
@@ -124,8 +133,9 @@ impl<A: TcpApp> FlowHandler for TcpCore<A> {
                 return;
             }
         }
-        drop(packet);
-        self.after_input(now, meta.tuple, flow, tx);
+        if flow.mark_received() {
+            self.received.push(meta.tuple);
+        }
     }
 
     fn on_flow_added(
@@ -144,6 +154,14 @@ impl<A: TcpApp> FlowHandler for TcpCore<A> {
 
     fn poll(&mut self, now: WallInstant, flows: &mut FlowTable<TcpFlow<A>>, tx: &mut TxBatch) {
         let now = self.clock.at(now);
+        let mut received = std::mem::take(&mut self.received);
+        for tuple in received.drain(..) {
+            if let Some(flow) = flows.get_mut(&tuple) {
+                flow.received_serviced();
+                self.after_input(now, tuple, flow, tx);
+            }
+        }
+        self.received = received;
         let mut due = std::mem::take(&mut self.due);
         self.deadlines.expire(now, &mut due);
         for entry in due.drain(..) {

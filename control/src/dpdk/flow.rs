@@ -50,6 +50,8 @@ pub struct TcpFlow<A> {
     ended: bool,
     /// The deadline this flow is queued at in its core's timer queue.
     pub(crate) scheduled: Option<Instant>,
+    /// Whether it took in segments its core has not serviced it after.
+    received: bool,
     /// Its doorbell, once on a dataplane core.
     doorbell: Option<Doorbell>,
 }
@@ -71,6 +73,7 @@ impl<A: TcpApp> TcpFlow<A> {
             end: None,
             ended: false,
             scheduled: None,
+            received: false,
             doorbell: None,
         }
     }
@@ -105,6 +108,19 @@ impl<A: TcpApp> TcpFlow<A> {
         if !self.ended {
             self.app.on_dataplane(doorbell);
         }
+    }
+
+    /// Notes that the flow took in a segment; true when it is the first
+    /// since the flow was last serviced for input (its core then queues
+    /// it for one service after the receive burst).
+    pub(crate) fn mark_received(&mut self) -> bool {
+        !std::mem::replace(&mut self.received, true)
+    }
+
+    /// Notes that the core is servicing the flow for the segments it
+    /// took in.
+    pub(crate) fn received_serviced(&mut self) {
+        self.received = false;
     }
 
     /// The core took this flow off its doorbell queue.

@@ -139,7 +139,9 @@ pub struct Stats {
     /// Data segments that started inside a record: after a split, or when
     /// the peer acknowledged part of a segment.
     pub unaligned_segments: u64,
-    /// Challenge ACKs sent (RFC 5961).
+    /// RSTs and SYNs answered with a challenge ACK (RFC 5961), within its
+    /// rate limit. Several answered before the connection next transmits
+    /// (one receive burst on a dataplane core) share one ACK.
     pub challenge_acks: u64,
     /// Segments failing the sequence or ACK checks.
     pub unacceptable: u64,
