@@ -1,7 +1,8 @@
 //! Segment arrival (RFC 9293 section 3.10.7) with the protections of RFC
 //! 5961 (sections 3-5: RST and SYN challenge ACKs, the ACK range check)
 //! and RFC 7323 (PAWS, TS.Recent), ACK processing with RFC 5681 duplicate
-//! ACKs, RFC 6582 NewReno recovery and RFC 6675 SACK loss marking with a
+//! ACKs, RFC 6582 NewReno recovery (with section 4.1's ACK heuristic after
+//! a timeout) and RFC 6675 SACK loss marking with a
 //! learned duplicate threshold, D-SACKs sent for duplicates and read to
 //! undo spurious recoveries and timeouts (RFC 2883, RFC 3708, RFC 4015),
 //! F-RTO's verdicts on timeouts (RFC 5682, in `frto.rs`), and the
@@ -416,6 +417,7 @@ impl Connection {
     fn on_new_ack(&mut self, now: Instant, ack_pos: u64, seg: &TcpRepr<'_>) {
         let cwnd_limited = self.send.head() < self.cwnd_full_until;
         let acked = self.flight.acknowledge(ack_pos);
+        self.ack_heuristic.advanced(acked.octets);
         self.reordering.observed(acked.displaced);
         if let Some(episode) = &mut self.episode {
             episode.displaced(acked.displaced_if_spurious);
@@ -513,9 +515,30 @@ impl Connection {
             if !self.opts.sack {
                 self.cc.inflate();
             }
-        } else if self.dupacks as usize >= threshold && self.may_enter_recovery() {
-            self.enter_recovery();
+        } else if self.dupacks as usize >= threshold {
+            if self.may_enter_recovery() {
+                self.enter_recovery();
+            } else if self.lost_again_after_timeout() {
+                // The go-back-N resent the hole already.
+                self.enter_recovery();
+                self.flight.mark_first_lost(true);
+            }
         }
+    }
+
+    /// Without SACK, after a timeout and before SND.UNA reaches the data
+    /// sent before it: whether duplicate ACKs show a retransmission of
+    /// the go-back-N lost (RFC 6582 section 4.1's ACK heuristic), not
+    /// copies of segments the receiver held. F-RTO, still judging the
+    /// timeout, resent only the first segment: no go-back-N yet.
+    fn lost_again_after_timeout(&self) -> bool {
+        !self.opts.sack
+            && self.recover.is_none()
+            && self.frto.is_none()
+            && self.timeout_recover.is_some()
+            && self
+                .ack_heuristic
+                .indicates_loss(self.cc.cwnd(), self.emss() as u32)
     }
 
     /// Whether a loss found now may start a fast recovery: not during
