@@ -453,7 +453,7 @@ impl Connection {
             Some(_) if !self.opts.sack => {
                 // NewReno resends the next hole at once.
                 self.cc.partial_ack(acked_octets);
-                self.flight.mark_first_lost(true);
+                self.flight.mark_first_lost_on_partial_ack(acked.last_sent);
             }
             Some(_) => {
                 // With SACK the scoreboard decides, but a hole never resent
