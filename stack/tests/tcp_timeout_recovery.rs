@@ -272,6 +272,13 @@ fn without_sack_a_retransmission_lost_after_a_timeout_is_fast_retransmitted() {
     once.remove(second);
     let each: Vec<u32> = [0].into_iter().chain(4..FLIGHT as u32).collect();
     assert_eq!(once, each, "{sent:?}");
+    // Regression: the threshold was half of all that was unacknowledged,
+    // the segments the go-back-N had not reached too, and the window
+    // opened to resend them in one burst. It is half of what the
+    // go-back-N had resent from the hole on.
+    let first = sent.iter().position(|&i| i == LOST_AGAIN).unwrap_or(0);
+    let in_network = (second - first) * pair.a.emss();
+    assert_eq!(pair.a.ssthresh() as usize, in_network / 2, "{sent:?}");
     assert_eq!(
         stats.retransmissions,
         before_timeout + sent.len() as u64,

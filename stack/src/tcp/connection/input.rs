@@ -519,9 +519,7 @@ impl Connection {
             if self.may_enter_recovery() {
                 self.enter_recovery();
             } else if self.lost_again_after_timeout() {
-                // The go-back-N resent the hole already.
-                self.enter_recovery();
-                self.flight.mark_first_lost(true);
+                self.enter_recovery_after_timeout();
             }
         }
     }
@@ -553,11 +551,31 @@ impl Connection {
     /// Fast retransmit and the start of fast recovery, a new episode that
     /// D-SACKs may show spurious (SACK only: without it no D-SACK comes).
     pub(super) fn enter_recovery(&mut self) {
+        self.start_recovery(self.flight_size());
+        self.flight.mark_first_lost(false);
+    }
+
+    /// [`Connection::enter_recovery`] when a retransmission of the
+    /// go-back-N after a timeout was lost (see
+    /// [`Connection::lost_again_after_timeout`]). The hole was resent
+    /// already, and goes again. FlightSize (RFC 5681 equation 4) is what
+    /// the go-back-N has resent: the segments it has not reached are not
+    /// in the network (a sender moving SND.NXT back to SND.UNA at the
+    /// timeout counts the same); counting them would set the window to
+    /// half of them, a burst.
+    fn enter_recovery_after_timeout(&mut self) {
+        let in_network = self.flight.pipe().min(u64::from(u32::MAX)) as u32;
+        self.start_recovery(in_network);
+        self.flight.mark_first_lost(true);
+    }
+
+    /// The congestion response and `recover` of a fast recovery, with
+    /// `flight` octets of FlightSize.
+    fn start_recovery(&mut self, flight: u32) {
         self.recover = Some(self.nxt_seqpos());
         self.rescued = false;
         self.episode = self.opts.sack.then(|| Episode::new(self.cc.clone()));
-        self.cc.enter_recovery(self.flight_size(), self.opts.sack);
-        self.flight.mark_first_lost(false);
+        self.cc.enter_recovery(flight, self.opts.sack);
         self.stats.fast_recoveries += 1;
     }
 
