@@ -7,7 +7,7 @@
 //! CUBIC; `UWARP_SIM_SEED` replays one seed (CUBIC seeds start at
 //! `CUBIC_SEEDS`).
 
-use uwarp_stack::tcp::sim::{run, LinkConfig, Scenario};
+use uwarp_stack::tcp::sim::{run, LinkConfig, Report, Scenario};
 use uwarp_stack::tcp::{CongestionControl, Duration};
 
 /// The first seed of the CUBIC runs, apart from the NewReno ones.
@@ -29,6 +29,44 @@ fn cubic(scenario: &mut Scenario) {
     scenario.server.congestion = CongestionControl::Cubic;
 }
 
+/// Loss recovery counted over runs of both sides.
+#[derive(Debug, Default, Clone, Copy)]
+struct Recovery {
+    scenarios: u64,
+    retransmissions: u64,
+    timeouts: u64,
+    spurious_timeouts: u64,
+}
+
+impl Recovery {
+    fn add(&mut self, report: &Report) {
+        let (client, server) = (&report.client, &report.server);
+        self.scenarios += 1;
+        self.retransmissions += client.retransmissions + server.retransmissions;
+        self.timeouts += client.timeouts + server.timeouts;
+        self.spurious_timeouts += client.spurious_timeouts + server.spurious_timeouts;
+    }
+
+    fn sum(&self, other: &Recovery) -> Recovery {
+        Recovery {
+            scenarios: self.scenarios + other.scenarios,
+            retransmissions: self.retransmissions + other.retransmissions,
+            timeouts: self.timeouts + other.timeouts,
+            spurious_timeouts: self.spurious_timeouts + other.spurious_timeouts,
+        }
+    }
+}
+
+impl std::fmt::Display for Recovery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} scenarios: {} retransmissions, {} timeouts ({} spurious)",
+            self.scenarios, self.retransmissions, self.timeouts, self.spurious_timeouts
+        )
+    }
+}
+
 /// Runs the seeds of quarter `part` from `first` (or only `UWARP_SIM_SEED`
 /// if it is in that range), each scenario changed by `adjust`, and fails
 /// with every failing seed.
@@ -43,19 +81,18 @@ fn run_part(first: u64, part: u64, adjust: fn(&mut Scenario)) {
         None => (first + part * count..first + (part + 1) * count).collect(),
     };
     let mut failures = Vec::new();
-    let (mut segments, mut retransmissions, mut splits, mut misaligned) = (0, 0, 0, 0);
-    let (mut timeouts, mut spurious_timeouts) = (0, 0);
+    let (mut segments, mut splits, mut misaligned) = (0, 0, 0);
     let (mut injected, mut challenges) = (0, 0);
+    // Loss recovery counts without SACK ([0]) and with it ([1]).
+    let mut recovery = [Recovery::default(); 2];
     for &seed in &seeds {
         let mut scenario = Scenario::random(seed);
         adjust(&mut scenario);
         match run(&scenario) {
             Ok(report) => {
                 segments += report.segments;
-                retransmissions += report.client.retransmissions + report.server.retransmissions;
-                timeouts += report.client.timeouts + report.server.timeouts;
-                spurious_timeouts +=
-                    report.client.spurious_timeouts + report.server.spurious_timeouts;
+                let sack = scenario.client.sack && scenario.server.sack;
+                recovery[usize::from(sack)].add(&report);
                 splits += report.client.records_split + report.server.records_split;
                 misaligned += report.misaligned;
                 injected += report.injected;
@@ -64,12 +101,12 @@ fn run_part(first: u64, part: u64, adjust: fn(&mut Scenario)) {
             Err(err) => failures.push(format!("seed {seed}: {} ({scenario:?})", err.0)),
         }
     }
+    let [plain, sack] = recovery;
     eprintln!(
-        "{} scenarios: {segments} segments, {retransmissions} retransmissions, \
-         {timeouts} timeouts ({spurious_timeouts} spurious), {splits} records split, \
-         {misaligned} misaligned, {injected} blind segments injected, {challenges} \
-         challenge ACKs",
-        seeds.len()
+        "{segments} segments in {} ({plain} without SACK, {sack} with), \
+         {splits} records split, {misaligned} misaligned, {injected} blind \
+         segments injected, {challenges} challenge ACKs",
+        plain.sum(&sack),
     );
     for failure in failures.iter().take(10) {
         eprintln!("{}", &failure[..failure.len().min(300)]);

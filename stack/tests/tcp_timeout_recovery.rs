@@ -8,7 +8,10 @@
 //! 6582 section 3.2's `recover`). With SACK it resends only the holes
 //! the scoreboard shows (RFC 6675 section 5.1 keeps using SACK
 //! information after the timeout), unless the receiver shows it
-//! discarded data it SACKed (RFC 2018 section 8).
+//! discarded data it SACKed (RFC 2018 section 8). Without SACK,
+//! duplicate ACKs before then start a fast retransmit only when RFC 6582
+//! section 4.1's ACK heuristic shows a lost retransmission, not needless
+//! ones.
 
 mod tcp_common;
 
@@ -58,6 +61,32 @@ fn holes_and_lost_retransmissions(pair: &mut Pair, flight: &[Wire]) -> Vec<Wire>
     time_out(pair, 1)
 }
 
+/// Segment 0 of the flight is lost, segments 1 to 3 arrive, and A's fast
+/// retransmit is lost too, like everything after segment 3 (B gets none
+/// of it, though a test may deliver some late); then A's retransmission
+/// timer expires. Returns what A sent at the timeout.
+fn lost_fast_retransmit(pair: &mut Pair, flight: &[Wire]) -> Vec<Wire> {
+    for wire in &flight[1..4] {
+        through(pair, wire);
+    }
+    assert_eq!(pair.a.stats().fast_recoveries, 1);
+    time_out(pair, 1)
+}
+
+/// Duplicate ACKs B sent from `log_index` of the log on: pure ACKs
+/// repeating the acknowledgment number of B's segment before.
+fn duplicate_acks(pair: &Pair, log_index: usize) -> usize {
+    let acks: Vec<_> = pair.log[..]
+        .iter()
+        .enumerate()
+        .filter(|(_, w)| !w.from_a)
+        .map(|(i, w)| (i, w.repr().ack_number, w.payload_len()))
+        .collect();
+    acks.windows(2)
+        .filter(|pair| pair[1].0 >= log_index && pair[1].1 == pair[0].1 && pair[1].2 == 0)
+        .count()
+}
+
 /// The data segments A sent from `log_index` of the log on, as indexes
 /// of the flight's segments.
 fn flight_segments_sent(pair: &Pair, flight: &[Wire], log_index: usize) -> Vec<u32> {
@@ -74,9 +103,22 @@ fn flight_segments_sent(pair: &Pair, flight: &[Wire], log_index: usize) -> Vec<u
 /// straight to A, and what A sends then after them, until nothing is
 /// left; then timers run until both sides are idle. After each ACK A
 /// takes, `check` sees the pair and A's queued octets before the ACK.
-fn play(pair: &mut Pair, wires: Vec<Wire>, mut check: impl FnMut(&Pair, usize)) {
+fn play(pair: &mut Pair, wires: Vec<Wire>, check: impl FnMut(&Pair, usize)) {
+    play_losing(pair, wires, |_| false, check);
+}
+
+/// [`play`], losing the segments of A that `lose` picks.
+fn play_losing(
+    pair: &mut Pair,
+    wires: Vec<Wire>,
+    mut lose: impl FnMut(&Wire) -> bool,
+    mut check: impl FnMut(&Pair, usize),
+) {
     let mut pending: VecDeque<Wire> = wires.into();
     while let Some(wire) = pending.pop_front() {
+        if lose(&wire) {
+            continue;
+        }
         pair.deliver(&wire);
         for ack in pair.take(false) {
             let queued = pair.a.send_queue_len();
@@ -167,18 +209,108 @@ fn after_a_timeout_with_holes_reported_only_the_holes_are_resent_in_slow_start()
 /// (go-back-N); the copies of segments B already had draw duplicate
 /// ACKs, which must not start a fast recovery before everything sent
 /// before the timeout is acknowledged (RFC 6582 section 3.2, steps 2 and
-/// 4).
+/// 4): each follows a cumulative ACK that jumped over seven segments B
+/// held, so RFC 6582 section 4.1's heuristic takes them for the
+/// unnecessary retransmissions they are.
 #[test]
 fn without_sack_duplicates_after_a_timeout_start_no_fast_recovery() {
     let (mut pair, flight) = warmed_up_flight(sender(false));
     let resent = holes_and_lost_retransmissions(&mut pair, &flight);
     assert_eq!(pair.a.stats().fast_recoveries, 1);
     let ssthresh = pair.a.ssthresh();
+    let log_index = pair.log.len();
     recover_in_slow_start(&mut pair, resent);
     let stats = pair.a.stats();
+    assert!(duplicate_acks(&pair, log_index) >= 3, "{stats:?}");
     assert_eq!(stats.fast_recoveries, 1, "{stats:?}");
     assert_eq!(stats.timeouts, 1, "{stats:?}");
     assert_eq!(pair.a.ssthresh(), ssthresh, "no second cut");
+    arrived_intact(&mut pair);
+}
+
+/// The segment of the flight whose go-back-N retransmission is lost.
+const LOST_AGAIN: u32 = 20;
+
+/// Without SACK, after a timeout the go-back-N resends the flight in slow
+/// start, each cumulative ACK advancing a segment or two; one of those
+/// retransmissions is lost, and the ones after it draw duplicate ACKs.
+/// RFC 6582 section 4.1: the window is above one segment and the last
+/// advance at most four, so they tell of a new loss, and A fast
+/// retransmits the hole instead of waiting for a second timeout.
+#[test]
+fn without_sack_a_retransmission_lost_after_a_timeout_is_fast_retransmitted() {
+    let (mut pair, flight) = warmed_up_flight(sender(false));
+    let resent = lost_fast_retransmit(&mut pair, &flight);
+    let log_index = pair.log.len() - resent.len();
+    let before_timeout = pair.a.stats().retransmissions - resent.len() as u64;
+    let hole = flight[LOST_AGAIN as usize].repr().seq_number;
+    let mut lost = 0;
+    play_losing(
+        &mut pair,
+        resent,
+        |wire| {
+            let hit = lost == 0 && wire.payload_len() > 0 && wire.repr().seq_number == hole;
+            lost += usize::from(hit);
+            hit
+        },
+        |_, _| {},
+    );
+    assert_eq!(lost, 1);
+    let stats = pair.a.stats();
+    let context = format!("{stats:?}");
+    assert_eq!(stats.timeouts, 1, "no second timeout: {context}");
+    assert_eq!(stats.fast_recoveries, 2, "{context}");
+    // Segment 0 at the timeout, then each segment B did not have once,
+    // in order, and the lost one again by fast retransmit, after three
+    // duplicate ACKs. Regression: the partial ACKs of that recovery
+    // resent the go-back-N retransmissions still on their way.
+    let sent = flight_segments_sent(&pair, &flight, log_index);
+    let second = sent.iter().rposition(|&i| i == LOST_AGAIN).unwrap_or(0);
+    let above = sent[..second].iter().filter(|&&i| i > LOST_AGAIN).count();
+    assert!(above >= 3, "three duplicate ACKs came first: {sent:?}");
+    let mut once = sent.clone();
+    once.remove(second);
+    let each: Vec<u32> = [0].into_iter().chain(4..FLIGHT as u32).collect();
+    assert_eq!(once, each, "{sent:?}");
+    // Regression: the threshold was half of all that was unacknowledged,
+    // the segments the go-back-N had not reached too, and the window
+    // opened to resend them in one burst. It is half of what the
+    // go-back-N had resent from the hole on.
+    let first = sent.iter().position(|&i| i == LOST_AGAIN).unwrap_or(0);
+    let in_network = (second - first) * pair.a.emss();
+    assert_eq!(pair.a.ssthresh() as usize, in_network / 2, "{sent:?}");
+    assert_eq!(
+        stats.retransmissions,
+        before_timeout + sent.len() as u64,
+        "{context}"
+    );
+    arrived_intact(&mut pair);
+}
+
+/// Without SACK, segments B got late (delayed, not lost) draw duplicate
+/// ACKs just after the timeout resent the hole below them: the window is
+/// one segment, and RFC 6582 section 4.1 takes them for no new loss; a
+/// fast retransmit would resend the segment the timeout just resent.
+#[test]
+fn without_sack_duplicates_right_after_a_timeout_start_no_fast_retransmit() {
+    let (mut pair, flight) = warmed_up_flight(sender(false));
+    let resent = lost_fast_retransmit(&mut pair, &flight);
+    let at_timeout = *pair.a.stats();
+    assert_eq!(pair.a.cwnd() as usize, pair.a.emss(), "the loss window");
+    for wire in &flight[4..7] {
+        assert!(through(&mut pair, wire).is_empty(), "{:?}", pair.a.stats());
+    }
+    let stats = pair.a.stats();
+    assert_eq!(
+        (stats.retransmissions, stats.fast_recoveries),
+        (at_timeout.retransmissions, 1),
+        "three duplicate ACKs resent nothing: {stats:?}"
+    );
+    let mut wires = resent;
+    wires.extend(flight[7..].iter().cloned());
+    play(&mut pair, wires, |_, _| {});
+    let stats = pair.a.stats();
+    assert_eq!((stats.fast_recoveries, stats.timeouts), (1, 1), "{stats:?}");
     arrived_intact(&mut pair);
 }
 

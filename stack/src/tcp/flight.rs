@@ -25,6 +25,10 @@ pub struct Sent {
     pub sent_at: Instant,
     /// How often it was sent.
     pub transmissions: u32,
+    /// Where its last transmission stands among all those of the flight,
+    /// counting from 1; [`Flight::push`] and [`Flight::resent`] set it.
+    /// Unlike `sent_at` it orders transmissions of the same instant.
+    pub order: u64,
     /// The receiver reported it in a SACK block.
     pub sacked: bool,
     /// Deemed lost and not resent since.
@@ -74,6 +78,8 @@ pub struct Acked {
     /// The same for holes that were resent: the displacement if their
     /// retransmission proves spurious, a loss otherwise.
     pub displaced_if_spurious: usize,
+    /// The latest [`Sent::order`] of the segments fully acknowledged.
+    pub last_sent: Option<u64>,
 }
 
 /// A segment's share of the running totals.
@@ -117,6 +123,8 @@ impl Tally {
 pub struct Flight {
     segments: VecDeque<Sent>,
     totals: Tally,
+    /// Transmissions so far, new or resent.
+    transmissions: u64,
 }
 
 impl Flight {
@@ -126,7 +134,9 @@ impl Flight {
     }
 
     /// Records a newly sent segment.
-    pub fn push(&mut self, sent: Sent) {
+    pub fn push(&mut self, mut sent: Sent) {
+        self.transmissions += 1;
+        sent.order = self.transmissions;
         self.totals.add(Tally::of(&sent));
         self.segments.push_back(sent);
     }
@@ -162,6 +172,7 @@ impl Flight {
                 acked.octets += front.seq_len();
                 ambiguous |= front.transmissions > 1 || front.lost;
                 acked.rtt_from = Some(front.sent_at);
+                acked.last_sent = acked.last_sent.max(Some(front.order));
                 let once = front.transmissions == 1 && !front.sacked;
                 acked.rtt_bound_from = once.then_some(front.sent_at);
                 self.totals.sub(Tally::of(front));
@@ -242,6 +253,21 @@ impl Flight {
             }
             _ => false,
         }
+    }
+
+    /// NewReno's partial ACK (RFC 6582 section 3.2 step 5): the oldest
+    /// segment is resent, unless it was last sent after every segment
+    /// the ACK covered (`last_sent`, see [`Acked::last_sent`]): then the
+    /// receiver sent the ACK before that transmission could arrive, and
+    /// it is still on its way, as a go-back-N retransmission after a
+    /// timeout is. Returns whether it was marked lost.
+    pub fn mark_first_lost_on_partial_ack(&mut self, last_sent: Option<u64>) -> bool {
+        let in_flight = self
+            .segments
+            .front()
+            .zip(last_sent)
+            .is_some_and(|(front, last)| front.order > last);
+        !in_flight && self.mark_first_lost(true)
     }
 
     /// RFC 6675 NextSeg rules 3 and 4, for when nothing is deemed lost and
@@ -399,7 +425,10 @@ impl Flight {
 
     /// Records the retransmission of the segment at `index`.
     pub fn resent(&mut self, index: usize, now: Instant) {
+        self.transmissions += 1;
+        let order = self.transmissions;
         self.update(index, |sent| {
+            sent.order = order;
             sent.lost = false;
             sent.transmissions += 1;
             sent.sent_at = now;
@@ -418,6 +447,7 @@ mod tests {
             fin: false,
             sent_at: Instant(start),
             transmissions: 1,
+            order: 0,
             sacked: false,
             lost: false,
         }
@@ -471,6 +501,28 @@ mod tests {
         assert_eq!(flight.acknowledge(400).rtt_bound_from, None);
         flight.resent(1, Instant(3000));
         assert_eq!(flight.acknowledge(600).rtt_bound_from, None);
+    }
+
+    #[test]
+    fn a_partial_ack_resends_the_oldest_segment_unless_it_left_after_the_acked_ones() {
+        let mut flight = flight_of(6);
+        // Segment 0 resent (the seventh transmission) and acknowledged: 1
+        // was sent before it.
+        flight.resent(0, Instant(1000));
+        let acked = flight.acknowledge(100);
+        assert_eq!(acked.last_sent, Some(7));
+        assert!(flight.mark_first_lost_on_partial_ack(acked.last_sent));
+        // 1 resent, then 2 at the same instant: the ACK for 1 left the
+        // receiver before 2 could arrive.
+        flight.resent(0, Instant(2000));
+        flight.resent(1, Instant(2000));
+        let acked = flight.acknowledge(200);
+        assert!(!flight.mark_first_lost_on_partial_ack(acked.last_sent));
+        assert_eq!(flight.first_lost(), None);
+        // Nothing wholly acknowledged: nothing to compare, resent.
+        let acked = flight.acknowledge(250);
+        assert_eq!(acked.last_sent, None);
+        assert!(flight.mark_first_lost_on_partial_ack(acked.last_sent));
     }
 
     #[test]

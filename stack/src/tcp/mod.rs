@@ -30,6 +30,7 @@
 //! from the caller, e.g. from an [`IsnGenerator`] (RFC 6528). [`sim`] runs
 //! two engines over a lossy in-memory link.
 
+mod ack_heuristic;
 mod config;
 mod congestion;
 mod connection;

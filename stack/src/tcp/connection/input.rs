@@ -1,7 +1,8 @@
 //! Segment arrival (RFC 9293 section 3.10.7) with the protections of RFC
 //! 5961 (sections 3-5: RST and SYN challenge ACKs, the ACK range check)
 //! and RFC 7323 (PAWS, TS.Recent), ACK processing with RFC 5681 duplicate
-//! ACKs, RFC 6582 NewReno recovery and RFC 6675 SACK loss marking with a
+//! ACKs, RFC 6582 NewReno recovery (with section 4.1's ACK heuristic after
+//! a timeout) and RFC 6675 SACK loss marking with a
 //! learned duplicate threshold, D-SACKs sent for duplicates and read to
 //! undo spurious recoveries and timeouts (RFC 2883, RFC 3708, RFC 4015),
 //! F-RTO's verdicts on timeouts (RFC 5682, in `frto.rs`), and the
@@ -416,6 +417,7 @@ impl Connection {
     fn on_new_ack(&mut self, now: Instant, ack_pos: u64, seg: &TcpRepr<'_>) {
         let cwnd_limited = self.send.head() < self.cwnd_full_until;
         let acked = self.flight.acknowledge(ack_pos);
+        self.ack_heuristic.advanced(acked.octets);
         self.reordering.observed(acked.displaced);
         if let Some(episode) = &mut self.episode {
             episode.displaced(acked.displaced_if_spurious);
@@ -451,7 +453,7 @@ impl Connection {
             Some(_) if !self.opts.sack => {
                 // NewReno resends the next hole at once.
                 self.cc.partial_ack(acked_octets);
-                self.flight.mark_first_lost(true);
+                self.flight.mark_first_lost_on_partial_ack(acked.last_sent);
             }
             Some(_) => {
                 // With SACK the scoreboard decides, but a hole never resent
@@ -513,9 +515,28 @@ impl Connection {
             if !self.opts.sack {
                 self.cc.inflate();
             }
-        } else if self.dupacks as usize >= threshold && self.may_enter_recovery() {
-            self.enter_recovery();
+        } else if self.dupacks as usize >= threshold {
+            if self.may_enter_recovery() {
+                self.enter_recovery();
+            } else if self.lost_again_after_timeout() {
+                self.enter_recovery_after_timeout();
+            }
         }
+    }
+
+    /// Without SACK, after a timeout and before SND.UNA reaches the data
+    /// sent before it: whether duplicate ACKs show a retransmission of
+    /// the go-back-N lost (RFC 6582 section 4.1's ACK heuristic), not
+    /// copies of segments the receiver held. F-RTO, still judging the
+    /// timeout, resent only the first segment: no go-back-N yet.
+    fn lost_again_after_timeout(&self) -> bool {
+        !self.opts.sack
+            && self.recover.is_none()
+            && self.frto.is_none()
+            && self.timeout_recover.is_some()
+            && self
+                .ack_heuristic
+                .indicates_loss(self.cc.cwnd(), self.emss() as u32)
     }
 
     /// Whether a loss found now may start a fast recovery: not during
@@ -530,11 +551,31 @@ impl Connection {
     /// Fast retransmit and the start of fast recovery, a new episode that
     /// D-SACKs may show spurious (SACK only: without it no D-SACK comes).
     pub(super) fn enter_recovery(&mut self) {
+        self.start_recovery(self.flight_size());
+        self.flight.mark_first_lost(false);
+    }
+
+    /// [`Connection::enter_recovery`] when a retransmission of the
+    /// go-back-N after a timeout was lost (see
+    /// [`Connection::lost_again_after_timeout`]). The hole was resent
+    /// already, and goes again. FlightSize (RFC 5681 equation 4) is what
+    /// the go-back-N has resent: the segments it has not reached are not
+    /// in the network (a sender moving SND.NXT back to SND.UNA at the
+    /// timeout counts the same); counting them would set the window to
+    /// half of them, a burst.
+    fn enter_recovery_after_timeout(&mut self) {
+        let in_network = self.flight.pipe().min(u64::from(u32::MAX)) as u32;
+        self.start_recovery(in_network);
+        self.flight.mark_first_lost(true);
+    }
+
+    /// The congestion response and `recover` of a fast recovery, with
+    /// `flight` octets of FlightSize.
+    fn start_recovery(&mut self, flight: u32) {
         self.recover = Some(self.nxt_seqpos());
         self.rescued = false;
         self.episode = self.opts.sack.then(|| Episode::new(self.cc.clone()));
-        self.cc.enter_recovery(self.flight_size(), self.opts.sack);
-        self.flight.mark_first_lost(false);
+        self.cc.enter_recovery(flight, self.opts.sack);
         self.stats.fast_recoveries += 1;
     }
 

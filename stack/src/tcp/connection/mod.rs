@@ -26,6 +26,7 @@ mod output;
 mod probe;
 mod timers;
 
+use super::ack_heuristic::AckHeuristic;
 use super::config::Config;
 use super::congestion::Congestion;
 use super::flight::Flight;
@@ -286,6 +287,10 @@ pub struct Connection {
     /// without SACK). Meanwhile the window grows in slow start and no
     /// fast recovery starts.
     timeout_recover: Option<u64>,
+    /// Without SACK, tells duplicate ACKs before `timeout_recover` caused
+    /// by a lost retransmission from those caused by needless ones (RFC
+    /// 6582 section 4.1).
+    ack_heuristic: AckHeuristic,
     /// The last fast recovery or timeout, until D-SACKs show it spurious
     /// or another congestion event replaces it.
     episode: Option<Episode>,
@@ -361,6 +366,7 @@ impl Connection {
             snd_wl2: iss,
             recover: None,
             timeout_recover: None,
+            ack_heuristic: AckHeuristic::default(),
             episode: None,
             reordering: Reordering::default(),
             frto: None,

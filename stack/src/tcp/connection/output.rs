@@ -341,6 +341,7 @@ impl Connection {
             fin: fin && self.snd_nxt + len == end,
             sent_at: now,
             transmissions: 1,
+            order: 0,
             sacked: false,
             lost: false,
         };
