@@ -9,10 +9,11 @@
 //! a whole, as a NIC's receive coalescing does), and a burst of ACKs
 //! releases the window they opened in one go. Out-of-order segments
 //! still each owe their immediate duplicate ACK (the engine counts them).
-//! Every segment the engine has goes out in the same poll. Timers run from a deadline queue, so a poll costs the same with
-//! one connection or thousands; a queue entry that outlived its deadline
-//! (the engine moved it later) only queues the flow again, without
-//! driving it. Closed flows leave the table at the end of the poll.
+//! Every segment the engine has goes out in the same poll. Timers run
+//! from a deadline queue, so a poll costs the same with one connection or
+//! thousands; a queue entry that outlived its deadline (the engine moved
+//! it later) only queues the flow again, without driving it. Closed flows
+//! leave the table at the end of the poll.
 
 use std::sync::Arc;
 use std::time::Instant as WallInstant;
