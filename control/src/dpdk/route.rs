@@ -60,7 +60,7 @@ impl Route {
         let payload = segment.payload;
         if payload.second.is_empty() && payload.first.len() >= MIN_REFERENCED_PAYLOAD {
             let tcp_len = segment.len();
-            let headers_len = HEADERS_LEN + segment.header.header_len();
+            let headers_len = HEADERS_LEN + segment.header_len();
             let referenced = sink.send_tcp_frame_referencing(
                 headers_len,
                 payload.first,

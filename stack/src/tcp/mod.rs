@@ -36,6 +36,7 @@ mod congestion;
 mod connection;
 mod flight;
 mod frto;
+mod header;
 mod isn;
 mod listener;
 mod ranges;

@@ -4,6 +4,7 @@
 //! its emission with the IPv4 pseudo-header checksum, and the reset that
 //! answers a segment for no connection (RFC 9293 section 3.10.7.1).
 
+use super::header;
 use super::seq::Seq;
 use smoltcp::phy::ChecksumCapabilities;
 use smoltcp::wire::{
@@ -122,7 +123,12 @@ pub struct BufferTooSmall {
 impl Segment<'_> {
     /// Octets of TCP header plus payload.
     pub fn len(&self) -> usize {
-        self.header.header_len() + self.payload.len()
+        self.header_len() + self.payload.len()
+    }
+
+    /// Octets of TCP header, options and padding included.
+    pub fn header_len(&self) -> usize {
+        header::header_len(&self.header)
     }
 
     /// Never true: a segment has at least a header.
@@ -159,37 +165,39 @@ impl Segment<'_> {
         &self,
         buf: &mut [u8],
     ) -> Result<usize, BufferTooSmall> {
-        let header_len = self.header.header_len();
+        let header_len = self.header_len();
         let out = buf
             .get_mut(..header_len)
             .ok_or(BufferTooSmall { needed: header_len })?;
-        self.write_header(out, Checksum::PseudoHeaderOnly);
+        self.write_header(out, Checksum::PseudoHeaderOnly, self.len());
         Ok(header_len)
     }
 
     fn write(&self, buf: &mut [u8], checksum: Checksum) -> Result<usize, BufferTooSmall> {
-        let len = self.len();
+        let header_len = self.header_len();
+        let len = header_len + self.payload.len();
         let out = buf.get_mut(..len).ok_or(BufferTooSmall { needed: len })?;
-        let header_len = self.header.header_len();
         self.payload.copy_to(&mut out[header_len..]);
-        self.write_header(out, checksum);
+        self.write_header(out, checksum, len);
         Ok(len)
     }
 
     /// Emits the header into `out` (the header, followed by the payload
-    /// when the checksum is `Full`) and fills the checksum field.
-    fn write_header(&self, out: &mut [u8], checksum: Checksum) {
+    /// when the checksum is `Full`) and fills the checksum field of the
+    /// segment of `len` octets.
+    fn write_header(&self, out: &mut [u8], checksum: Checksum, len: usize) {
+        header::write(&self.header, out);
         let mut packet = TcpPacket::new_unchecked(out);
-        let (src, dst) = (IpAddress::Ipv4(self.src), IpAddress::Ipv4(self.dst));
-        self.header
-            .emit(&mut packet, &src, &dst, &ChecksumCapabilities::ignored());
         match checksum {
-            Checksum::Full => packet.fill_checksum(&src, &dst),
+            Checksum::Full => {
+                let (src, dst) = (IpAddress::Ipv4(self.src), IpAddress::Ipv4(self.dst));
+                packet.fill_checksum(&src, &dst)
+            }
             Checksum::PseudoHeaderOnly => packet.set_checksum(checksum::pseudo_header_v4(
                 &self.src,
                 &self.dst,
                 IpProtocol::Tcp,
-                self.len() as u32,
+                len as u32,
             )),
         }
     }
@@ -319,7 +327,7 @@ mod tests {
         );
         // The header alone, the payload sent from elsewhere: the same
         // octets as the front of the offloaded segment.
-        let header_len = segment.header.header_len();
+        let header_len = segment.header_len();
         let mut alone = vec![0; header_len];
         assert_eq!(
             segment.emit_header_for_checksum_offload(&mut alone),
