@@ -71,6 +71,9 @@ pub fn write(header: &TcpRepr<'_>, out: &mut [u8]) -> usize {
     out[13] = control_flag(header.control) | if header.ack_number.is_some() { ACK } else { 0 };
     out[14..16].copy_from_slice(&header.window_len.to_be_bytes());
     out[16..20].fill(0);
+    // The padding, at most three octets, lies in the last word: zeroed
+    // whole before the options (one store, not a call to memset).
+    out[len - 4..].copy_from_slice(&[END_OF_OPTIONS; 4]);
     write_options(header, &mut out[FIXED_LEN..]);
     len
 }
@@ -86,9 +89,10 @@ fn control_flag(control: TcpControl) -> u8 {
     }
 }
 
-/// Writes the options in smoltcp's order and fills the rest of `out`
-/// with End of Option List octets. SACK blocks go only on a segment with
-/// an ACK and without SACK-permitted, as smoltcp writes them.
+/// Writes the options in smoltcp's order into `out`, whose last word the
+/// caller has set to End of Option List octets, and pads the rest. SACK
+/// blocks go only on a segment with an ACK and without SACK-permitted, as
+/// smoltcp writes them.
 fn write_options(header: &TcpRepr<'_>, out: &mut [u8]) {
     let mut at = 0;
     let mut option = |kind: u8, value: &[u8]| {
@@ -121,7 +125,11 @@ fn write_options(header: &TcpRepr<'_>, out: &mut [u8]) {
         value[4..].copy_from_slice(&timestamp.tsecr.to_be_bytes());
         option(TIMESTAMPS, &value);
     }
-    out[at..].fill(END_OF_OPTIONS);
+    // More than the last word's padding only where smoltcp counts SACK
+    // blocks it does not write (with SACK-permitted, or without an ACK).
+    if out.len() - at > 3 {
+        out[at..].fill(END_OF_OPTIONS);
+    }
 }
 
 #[cfg(test)]
