@@ -46,12 +46,7 @@ fn rounds_to_target(congestion: CongestionControl) -> usize {
             pair.deliver(&ack);
         }
         if pair.a.cwnd() >= target {
-            let received: Vec<u8> = pair
-                .b_rx
-                .offered
-                .iter()
-                .flat_map(|(_, data, _)| data.iter().copied())
-                .collect();
+            let received = reassembled(&pair.b_rx);
             assert_eq!(received, data[..received.len()], "{congestion:?}");
             assert_eq!(pair.a.stats().retransmissions, 0, "{congestion:?}");
             return round;
