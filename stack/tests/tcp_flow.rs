@@ -105,6 +105,60 @@ fn newreno_fast_recovery_without_sack() {
     assert_eq!(pair.a.stats().retransmissions, 2);
 }
 
+/// Regression (issue 6): without SACK, a window of three segments with the
+/// first lost drew two duplicate ACKs, one short of fast retransmit, and
+/// the loss waited for the RTO. Limited transmit (RFC 3042 section 2)
+/// sends one new segment on each of the first two duplicate ACKs,
+/// leaving the window unchanged; their duplicate ACKs make the third.
+/// With SACK the pipe does the same (RFC 6675 section 5): each duplicate
+/// ACK SACKs a segment and takes it out of the pipe.
+#[test]
+fn limited_transmit_reaches_fast_retransmit_in_a_small_window() {
+    for sack in [false, true] {
+        let cfg = Config {
+            sack,
+            initial_window: 3,
+            ..no_nagle()
+        };
+        let mut pair = Pair::connected(cfg.clone(), cfg);
+        pair.b_rx.consume = true;
+        // B's first segment after its SYN updates A's send window: an
+        // ACK changing the window is no duplicate.
+        b_next(&mut pair);
+        let emss = pair.a.emss();
+        let data = stream(8 * emss);
+        assert_eq!(pair.a.send(&data), data.len());
+        let burst = pair.take(true);
+        assert_eq!(burst.len(), 3);
+        let cwnd = pair.a.cwnd();
+        let mut sent = Vec::new();
+        for wire in &burst[1..] {
+            let new = through(&mut pair, wire);
+            assert_eq!(new.len(), 1, "sack {sack}: one segment per duplicate ACK");
+            assert!(new[0].payload_len() > 0);
+            assert_eq!(pair.a.cwnd(), cwnd, "sack {sack}: the window is unchanged");
+            sent.extend(new);
+        }
+        assert_eq!(pair.a.stats().fast_recoveries, 0);
+        let resent = through(&mut pair, &sent[0]);
+        assert_eq!(pair.a.stats().fast_recoveries, 1, "sack {sack}");
+        assert_eq!(resent[0].repr().seq_number, burst[0].repr().seq_number);
+        if !sack {
+            // RFC 5681 section 3.2 step 2: ssthresh is half the three
+            // segments of FlightSize without the two limited transmit
+            // sent, at least two segments.
+            assert_eq!(pair.a.ssthresh(), 2 * emss as u32);
+        }
+        for wire in resent.iter().chain(&sent[1..]) {
+            pair.deliver(wire);
+        }
+        pair.settle(Duration::from_millis(100));
+        assert_eq!(reassembled(&pair.b_rx), data, "sack {sack}");
+        assert_eq!(pair.a.stats().timeouts, 0, "sack {sack}");
+        assert_eq!(pair.a.stats().retransmissions, 1, "sack {sack}");
+    }
+}
+
 #[test]
 fn sack_recovery_resends_only_the_holes() {
     let mut pair = Pair::connected(no_nagle(), config());

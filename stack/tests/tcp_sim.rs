@@ -36,6 +36,8 @@ struct Recovery {
     retransmissions: u64,
     timeouts: u64,
     spurious_timeouts: u64,
+    /// The completion times of the transfers, summed.
+    delivered: Duration,
 }
 
 impl Recovery {
@@ -45,6 +47,7 @@ impl Recovery {
         self.retransmissions += client.retransmissions + server.retransmissions;
         self.timeouts += client.timeouts + server.timeouts;
         self.spurious_timeouts += client.spurious_timeouts + server.spurious_timeouts;
+        self.delivered = self.delivered + report.delivered;
     }
 
     fn sum(&self, other: &Recovery) -> Recovery {
@@ -53,6 +56,7 @@ impl Recovery {
             retransmissions: self.retransmissions + other.retransmissions,
             timeouts: self.timeouts + other.timeouts,
             spurious_timeouts: self.spurious_timeouts + other.spurious_timeouts,
+            delivered: self.delivered + other.delivered,
         }
     }
 }
@@ -61,8 +65,12 @@ impl std::fmt::Display for Recovery {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} scenarios: {} retransmissions, {} timeouts ({} spurious)",
-            self.scenarios, self.retransmissions, self.timeouts, self.spurious_timeouts
+            "{} scenarios: {} retransmissions, {} timeouts ({} spurious), {:.3} s to deliver",
+            self.scenarios,
+            self.retransmissions,
+            self.timeouts,
+            self.spurious_timeouts,
+            self.delivered.micros() as f64 / 1e6
         )
     }
 }

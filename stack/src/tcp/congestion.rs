@@ -3,8 +3,23 @@
 //!
 //! Both algorithms share:
 //!
-//! - slow start with appropriate byte counting, L = 1 SMSS (RFC 5681
-//!   section 3.1; CUBIC keeps it, RFC 9438 section 4.10);
+//! - slow start with appropriate byte counting (RFC 3465 section 2.2;
+//!   CUBIC keeps it, RFC 9438 section 4.10): each ACK grows the window by
+//!   the octets it acknowledges, at most L = 2*SMSS, and at most
+//!   L = 1*SMSS in the slow start after a retransmission timeout (section
+//!   2.3), when an ACK may cover segments that had arrived before the
+//!   timeout and tells little of what the network carries now. Slow start
+//!   stops at ssthresh: the
+//!   rest of an ACK crossing it counts in congestion avoidance (as Linux's
+//!   `tcp_slow_start` does), so a large ACK never overshoots the
+//!   threshold. L = 2*SMSS, not Linux's every acknowledged octet: section
+//!   2.2 allows no more, since a stretch ACK covering N segments would
+//!   then release 2N segments back to back, and nothing paces our sender;
+//!   with L = 2*SMSS the burst is at most N + 2. The window still doubles
+//!   per round trip against a receiver acknowledging every second segment
+//!   (RFC 5681 section 4.2), and against stretch ACKs of N segments (a
+//!   dataplane core acknowledging a whole receive burst) grows by 2/N per
+//!   round trip instead of 1/N;
 //! - fast recovery (RFC 5681 section 3.2 with NewReno's partial ACKs, RFC
 //!   6582 section 3.2), which CUBIC leaves unchanged (RFC 9438 section
 //!   4.2); with SACK the window is not inflated and the sender counts the
@@ -48,6 +63,10 @@ const ALPHA: f64 = 3.0 * (1.0 - BETA) / (1.0 + BETA);
 /// The target stays below this multiple of cwnd (RFC 9438 section 4.2).
 const MAX_TARGET_GROWTH: f64 = 1.5;
 
+/// L of RFC 3465 section 2.2: slow start grows the window by at most this
+/// many SMSS per ACK (outside the slow start after a timeout).
+const SLOW_START_LIMIT: u32 = 2;
+
 /// The initial window (RFC 6928 section 2): `segments` segments of
 /// `smss`, capped to 14600 octets but never below two segments, and at
 /// least one segment.
@@ -70,6 +89,10 @@ pub struct Congestion {
     ssthresh: u32,
     smss: u32,
     initial_segments: u32,
+    /// In the slow start that follows a retransmission timeout, where
+    /// L = 1*SMSS (RFC 3465 section 2.3); it ends at ssthresh or with a
+    /// fast recovery.
+    after_timeout: bool,
     avoidance: Avoidance,
 }
 
@@ -94,6 +117,7 @@ impl Congestion {
             ssthresh: u32::MAX,
             smss,
             initial_segments,
+            after_timeout: false,
             avoidance: match algorithm {
                 CongestionControl::NewReno => Avoidance::NewReno { acked: 0 },
                 CongestionControl::Cubic => Avoidance::Cubic(Cubic::default()),
@@ -124,8 +148,12 @@ impl Congestion {
     /// nor lets its clock run while the sender is application- or
     /// receiver-limited (RFC 9438 sections 4.2 and 5.8).
     pub fn on_ack(&mut self, now: Instant, acked: u32, srtt: Duration, cwnd_limited: bool) {
-        if self.cwnd < self.ssthresh {
-            self.cwnd = self.cwnd.saturating_add(acked.min(self.smss));
+        let acked = if self.cwnd < self.ssthresh {
+            self.slow_start(acked)
+        } else {
+            acked
+        };
+        if acked == 0 {
             return;
         }
         match &mut self.avoidance {
@@ -151,6 +179,27 @@ impl Congestion {
                 }
             }
         }
+    }
+
+    /// Slow start (RFC 3465 sections 2.2-2.3) for an ACK of `acked`
+    /// octets: the window grows by them, at most L SMSS and no further
+    /// than ssthresh. Returns the octets left over once the window
+    /// reached ssthresh, for congestion avoidance.
+    fn slow_start(&mut self, acked: u32) -> u32 {
+        let limit = if self.after_timeout {
+            1
+        } else {
+            SLOW_START_LIMIT
+        };
+        let growth = acked.min(limit.saturating_mul(self.smss));
+        let room = self.ssthresh - self.cwnd;
+        if growth < room {
+            self.cwnd += growth;
+            return 0;
+        }
+        self.cwnd = self.ssthresh;
+        self.after_timeout = false;
+        acked - room
     }
 
     /// The new threshold after a congestion event with `flight` octets
@@ -182,6 +231,7 @@ impl Congestion {
     /// the three segments that left the network.
     pub fn enter_recovery(&mut self, flight: u32, sack: bool) {
         self.congestion_event(flight, false);
+        self.after_timeout = false;
         self.cwnd = if sack {
             self.ssthresh
         } else {
@@ -215,6 +265,7 @@ impl Congestion {
     pub fn on_timeout(&mut self, flight: u32) {
         self.congestion_event(flight, true);
         self.cwnd = self.smss;
+        self.after_timeout = true;
     }
 
     /// The recovery or timeout that reduced the window from `prior` was
@@ -231,6 +282,7 @@ impl Congestion {
         let restart = prior.cwnd.min(flight.saturating_add(initial));
         self.cwnd = self.cwnd.max(restart);
         self.ssthresh = self.ssthresh.max(prior.cwnd.max(prior.ssthresh));
+        self.after_timeout = prior.after_timeout;
         self.avoidance = match &prior.avoidance {
             Avoidance::NewReno { .. } => Avoidance::NewReno { acked: 0 },
             Avoidance::Cubic(cubic) => Avoidance::Cubic(Cubic {
@@ -416,7 +468,7 @@ mod tests {
         let mut cc = Congestion::new(CongestionControl::NewReno, 1000, 10);
         assert_eq!(cc.cwnd(), 10_000);
         ack(&mut cc, 0, 3000);
-        assert_eq!(cc.cwnd(), 11_000);
+        assert_eq!(cc.cwnd(), 12_000, "L = 2*SMSS");
         cc.enter_recovery(11_000, false);
         assert_eq!(cc.ssthresh(), 5500);
         assert_eq!(cc.cwnd(), 8500);
@@ -425,16 +477,70 @@ mod tests {
         assert_eq!(cc.cwnd(), 8500);
         cc.exit_recovery(4000);
         assert_eq!(cc.cwnd(), 5000);
+        // Slow start up to ssthresh; the other 500 octets count in
+        // congestion avoidance.
         ack(&mut cc, 0, 1000);
-        assert_eq!(cc.cwnd(), 6000);
-        for _ in 0..5 {
+        assert_eq!(cc.cwnd(), 5500);
+        for _ in 0..4 {
             ack(&mut cc, 0, 1000);
         }
-        assert_eq!(cc.cwnd(), 6000);
+        assert_eq!(cc.cwnd(), 5500);
         ack(&mut cc, 0, 1000);
-        assert_eq!(cc.cwnd(), 7000);
+        assert_eq!(cc.cwnd(), 6500);
         cc.on_timeout(6000);
         assert_eq!((cc.cwnd(), cc.ssthresh()), (1000, 3000));
+    }
+
+    #[test]
+    fn slow_start_counts_up_to_two_segments_per_stretch_ack() {
+        for algorithm in [CongestionControl::NewReno, CongestionControl::Cubic] {
+            let mut cc = Congestion::new(algorithm, 1000, 10);
+            // RFC 3465 section 2.2: an ACK of eight segments grows the
+            // window by L = 2*SMSS, one of 1.5 segments by 1.5.
+            ack(&mut cc, 0, 8000);
+            assert_eq!(cc.cwnd(), 12_000, "{algorithm:?}");
+            ack(&mut cc, 0, 1500);
+            assert_eq!(cc.cwnd(), 13_500, "{algorithm:?}");
+            // Section 2.3: L = 1*SMSS in the slow start after a timeout,
+            // up to ssthresh.
+            cc.on_timeout(20_000);
+            let ssthresh = cc.ssthresh();
+            while cc.cwnd() + 1000 < ssthresh {
+                let before = cc.cwnd();
+                ack(&mut cc, 0, 8000);
+                assert_eq!(cc.cwnd(), before + 1000, "{algorithm:?}");
+            }
+            // A fast recovery ends the slow start after a timeout, and
+            // with it L = 1*SMSS.
+            cc.on_timeout(20_000);
+            ack(&mut cc, 0, 8000);
+            assert_eq!(cc.cwnd(), 2000, "{algorithm:?}");
+            cc.enter_recovery(20_000, true);
+            cc.exit_recovery(1000);
+            assert!(cc.cwnd() < cc.ssthresh());
+            let before = cc.cwnd();
+            ack(&mut cc, 0, 8000);
+            assert_eq!(cc.cwnd(), before + 2000, "{algorithm:?}");
+        }
+    }
+
+    #[test]
+    fn a_stretch_ack_crossing_ssthresh_stops_slow_start_there() {
+        let mut cc = Congestion::new(CongestionControl::NewReno, 1000, 10);
+        cc.ssthresh = 11_000;
+        // 1000 octets of growth reach ssthresh; the other 7000 count in
+        // congestion avoidance, short of a window's worth.
+        ack(&mut cc, 0, 8000);
+        assert_eq!(cc.cwnd(), 11_000);
+        ack(&mut cc, 0, 4000);
+        assert_eq!(cc.cwnd(), 12_000, "11000 octets acknowledged");
+        let mut cc = Congestion::new(CongestionControl::Cubic, 1000, 10);
+        cc.ssthresh = 10_500;
+        // 500 octets of slow start, 1500 of congestion avoidance: Reno's
+        // estimate (RFC 9438 section 4.3) adds 1500 * 1000 / 10500.
+        ack(&mut cc, 0, 2000);
+        assert_eq!(cc.cwnd(), 10_642);
+        assert!(cubic(&cc).epoch.is_some(), "avoidance started");
     }
 
     #[test]

@@ -6,12 +6,13 @@
 //! [`CongestionControl`]), RFC 6298 and RFC 6928, D-SACK (RFC 2883) with
 //! the undo of spurious fast recoveries and timeouts (RFC 3708, RFC
 //! 4015) and a duplicate threshold learned from the path's reordering,
-//! F-RTO (RFC 5682) undoing spurious retransmission timeouts, and the
-//! MPA-aware behaviour of RFC 5044 Appendix A: the send queue holds
-//! records (FPDUs) and cuts segments only at their boundaries (A.1),
-//! retransmissions keep the original segments, and every acceptable
-//! segment's new data goes to a [`Consumer`] at once, in order or not,
-//! with its stream position (A.3).
+//! F-RTO (RFC 5682) undoing spurious retransmission timeouts, limited
+//! transmit (RFC 3042) and appropriate byte counting in slow start (RFC
+//! 3465), and the MPA-aware behaviour of RFC 5044 Appendix A: the send
+//! queue holds records (FPDUs) and cuts segments only at their boundaries
+//! (A.1), retransmissions keep the original segments, and every
+//! acceptable segment's new data goes to a [`Consumer`] at once, in order
+//! or not, with its stream position (A.3).
 //!
 //! How a dataplane drives it:
 //!
@@ -38,6 +39,7 @@ mod flight;
 mod frto;
 mod header;
 mod isn;
+mod limited_transmit;
 mod listener;
 mod ranges;
 mod reassembly;

@@ -214,6 +214,20 @@ pub fn stream(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i * 7 + i / 251) as u8).collect()
 }
 
+/// The stream a recording consumer was offered, each offer at its
+/// position.
+pub fn reassembled(recorder: &Recorder) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (pos, data, _) in &recorder.offered {
+        let start = *pos as usize;
+        if out.len() < start + data.len() {
+            out.resize(start + data.len(), 0);
+        }
+        out[start..start + data.len()].copy_from_slice(data);
+    }
+    out
+}
+
 /// A fast recovery caused by reordering: A sends ten segments, B gets the
 /// second after the next three, A retransmits it and cuts its window;
 /// then everything else arrives and the recovery ends. Returns the

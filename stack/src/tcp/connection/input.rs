@@ -10,6 +10,7 @@
 
 use super::{Connection, Event, Negotiated, State};
 use crate::tcp::congestion::Congestion;
+use crate::tcp::limited_transmit::LimitedTransmit;
 use crate::tcp::recv::Consumer;
 use crate::tcp::reordering::DUP_THRESH;
 use crate::tcp::seq::Seq;
@@ -469,6 +470,7 @@ impl Connection {
             }
         }
         self.dupacks = 0;
+        self.limited_transmit = LimitedTransmit::default();
         if self.flight.is_empty() {
             self.timers.cancel(TimerKind::Retransmit);
         } else {
@@ -551,7 +553,8 @@ impl Connection {
     /// Fast retransmit and the start of fast recovery, a new episode that
     /// D-SACKs may show spurious (SACK only: without it no D-SACK comes).
     pub(super) fn enter_recovery(&mut self) {
-        self.start_recovery(self.flight_size());
+        // RFC 5681 section 3.2 step 2: without limited transmit's segments.
+        self.start_recovery(self.limited_transmit.flight_without(self.flight_size()));
         self.flight.mark_first_lost(false);
     }
 

@@ -31,6 +31,7 @@ use super::config::Config;
 use super::congestion::Congestion;
 use super::flight::Flight;
 use super::frto::Frto;
+use super::limited_transmit::LimitedTransmit;
 use super::recv::{Consumer, Receiver, WindowPolicy};
 use super::reordering::Reordering;
 use super::rtt::RttEstimator;
@@ -305,6 +306,8 @@ pub struct Connection {
     /// The RFC 6675 rescue retransmission of this recovery went out.
     rescued: bool,
     dupacks: u32,
+    /// What limited transmit sent since SND.UNA last advanced (RFC 3042).
+    limited_transmit: LimitedTransmit,
     retries: u32,
     /// The peer's window stayed below the next record: split it.
     force_split: bool,
@@ -374,6 +377,7 @@ impl Connection {
             send_tail_probe: false,
             rescued: false,
             dupacks: 0,
+            limited_transmit: LimitedTransmit::default(),
             retries: 0,
             force_split: false,
             persist_probes: 0,

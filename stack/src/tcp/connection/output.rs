@@ -2,12 +2,14 @@
 //! section 3.5, RFC 7323 sections 2-3, RFC 2018 section 2), lost segments
 //! resent on their original boundaries (RFC 5044 A.1, RFC 6675 NextSeg),
 //! new data cut at record boundaries within the congestion and peer
-//! windows (RFC 5681) and Nagle's rule (RFC 9293 section 3.7.4), tail
+//! windows (RFC 5681; without SACK, with limited transmit's room, RFC
+//! 3042) and Nagle's rule (RFC 9293 section 3.7.4), tail
 //! loss probes (RFC 8985 section 7.3, in `probe.rs`), pure ACKs with SACK
 //! blocks, window probes and resets.
 
 use super::{Connection, State};
 use crate::tcp::flight::{NextSeg, Sent};
+use crate::tcp::limited_transmit::LimitedTransmit;
 use crate::tcp::segment::{bare_header, Segment};
 use crate::tcp::send_queue::SplitPermit;
 use crate::tcp::seq::Seq;
@@ -307,14 +309,15 @@ impl Connection {
             }
             let emss = self.emss() as u64;
             let window_room = (self.send.head() + self.snd_wnd).saturating_sub(self.snd_nxt);
+            let (cwnd, pipe) = (u64::from(self.cc.cwnd()), self.flight.pipe());
+            if !forced && cwnd.saturating_sub(pipe) < emss {
+                self.cwnd_full_until = self.snd_nxt;
+            }
             let cwnd_room = if forced {
                 emss
             } else {
-                u64::from(self.cc.cwnd()).saturating_sub(self.flight.pipe())
+                (cwnd + self.limited_transmit_room(emss)).saturating_sub(pipe)
             };
-            if cwnd_room < emss {
-                self.cwnd_full_until = self.snd_nxt;
-            }
             let room = emss.min(window_room).min(cwnd_room);
             let permit = if self.force_split && self.flight.is_empty() {
                 SplitPermit::Window
@@ -333,6 +336,9 @@ impl Connection {
             }
             self.stats.records_split += u64::from(cut.splits_record);
             self.force_split = false;
+            if !forced {
+                self.limited_transmit.sent(pipe, cut.len, cwnd);
+            }
             len = cut.len;
         }
         let sent = Sent {
@@ -356,6 +362,17 @@ impl Connection {
             self.arm_tail_probe(now);
         }
         Some((header, sent.start..sent.end))
+    }
+
+    /// The room limited transmit adds to the congestion window (RFC 3042,
+    /// see [`LimitedTransmit`]): without SACK, and not in a recovery or
+    /// the recovery from a timeout, one `emss` for each of the first two
+    /// duplicate ACKs.
+    fn limited_transmit_room(&self, emss: u64) -> u64 {
+        if self.opts.sack || !self.may_enter_recovery() {
+            return 0;
+        }
+        LimitedTransmit::room(self.dupacks, emss)
     }
 
     /// Starts the persist timer with exponential backoff (RFC 9293

@@ -38,6 +38,9 @@ use world::World;
 pub struct Report {
     /// Virtual time the run took.
     pub elapsed: Duration,
+    /// Virtual time until every octet had reached its application: the
+    /// transfer's completion time, without the close and TIME-WAIT.
+    pub delivered: Duration,
     /// The client's counters.
     pub client: Stats,
     /// The server's counters.

@@ -65,6 +65,8 @@ pub(super) struct World {
     observed: [Observed; 2],
     segments: u64,
     injected: u32,
+    /// When every octet had reached its application.
+    delivered: Option<Instant>,
 }
 
 const CLIENT: usize = 0;
@@ -122,6 +124,7 @@ impl World {
             observed: [Observed::default(), Observed::default()],
             segments: 0,
             injected: 0,
+            delivered: None,
         }
     }
 
@@ -320,6 +323,9 @@ impl World {
             self.inject()?;
             self.step_side(CLIENT);
             self.step_side(SERVER);
+            if self.delivered.is_none() && (0..2).all(|side| self.complete(side)) {
+                self.delivered = Some(self.now);
+            }
             if self.finished() {
                 return Ok(());
             }
@@ -349,6 +355,10 @@ impl World {
     pub(super) fn report(&self) -> Report {
         Report {
             elapsed: self.now.saturating_since(Instant(0)),
+            delivered: self
+                .delivered
+                .unwrap_or(self.now)
+                .saturating_since(Instant(0)),
             client: *self.client.stats(),
             server: self.server.as_ref().map(|c| *c.stats()).unwrap_or_default(),
             misaligned: self.observed.iter().map(|o| o.misaligned).sum(),
@@ -361,15 +371,20 @@ impl World {
         }
     }
 
+    /// Whether `side`'s application has the peer's whole stream.
+    fn complete(&self, side: usize) -> bool {
+        let peer_total = self.apps[1 - side].total;
+        peer_total == 0 || self.apps[side].checker.covered.first() == Some(0..peer_total)
+    }
+
     pub(super) fn verify(&self) -> Result<(), SimError> {
         for (side, app) in self.apps.iter().enumerate() {
-            let peer_total = self.apps[1 - side].total;
             let checker = &app.checker;
-            let complete = peer_total == 0 || checker.covered.first() == Some(0..peer_total);
-            if !complete {
+            if !self.complete(side) {
                 return Err(SimError(format!(
-                    "side {side} received {:?} of {peer_total}",
-                    checker.covered.first()
+                    "side {side} received {:?} of {}",
+                    checker.covered.first(),
+                    self.apps[1 - side].total
                 )));
             }
             if checker.corrupt > 0 {
