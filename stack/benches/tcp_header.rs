@@ -1,8 +1,10 @@
-//! The TCP header of a data segment, as the dataplane writes one per
-//! segment it sends: uwarp's emitter (`Segment::emit_header_for_checksum_offload`,
-//! `stack/src/tcp/header.rs`) beside smoltcp's `TcpRepr::emit` with the
-//! same pseudo-header sum, which it replaced. Both write the same octets
-//! (the header module's tests check it).
+//! The TCP header of a data segment, as the dataplane writes one for
+//! every segment it sends and reads one for every segment it receives:
+//! uwarp's code (`Segment::emit_header_for_checksum_offload` and
+//! `tcp::parse_verified`, `stack/src/tcp/header.rs`) beside smoltcp's
+//! `TcpRepr::emit` (with the same pseudo-header sum) and `TcpRepr::parse`,
+//! which it replaced. Both give the same octets and the same
+//! representation (the header module's tests check it).
 //!
 //! `cargo bench -p uwarp-stack --bench tcp_header -- --warm-up-time 1 --measurement-time 3`
 
@@ -47,7 +49,7 @@ fn header_costs(c: &mut Criterion) {
     for (name, sack) in [("timestamps", false), ("timestamps+sack", true)] {
         let mut group = c.benchmark_group(format!("tcp_header/{name}"));
         let header = data_header(sack);
-        group.bench_function("uwarp", |b| {
+        group.bench_function("uwarp/emit", |b| {
             let segment = Segment {
                 src: SRC,
                 dst: DST,
@@ -59,7 +61,7 @@ fn header_costs(c: &mut Criterion) {
             };
             b.iter(|| black_box(&segment).emit_header_for_checksum_offload(black_box(&mut out)))
         });
-        group.bench_function("smoltcp", |b| {
+        group.bench_function("smoltcp/emit", |b| {
             let (src, dst) = (IpAddress::Ipv4(SRC), IpAddress::Ipv4(DST));
             b.iter(|| {
                 let header = black_box(&header);
@@ -72,6 +74,26 @@ fn header_costs(c: &mut Criterion) {
                     IpProtocol::Tcp,
                     len as u32,
                 ));
+            })
+        });
+        let segment = Segment {
+            src: SRC,
+            dst: DST,
+            header,
+            payload: Payload {
+                first: &payload,
+                second: &[],
+            },
+        };
+        let octets = segment.to_bytes();
+        group.bench_function("uwarp/parse", |b| {
+            b.iter(|| uwarp_stack::tcp::parse_verified(black_box(&octets)))
+        });
+        group.bench_function("smoltcp/parse", |b| {
+            let (src, dst) = (IpAddress::Ipv4(SRC), IpAddress::Ipv4(DST));
+            b.iter(|| {
+                let packet = TcpPacket::new_checked(black_box(&octets[..])).ok()?;
+                TcpRepr::parse(&packet, &src, &dst, &ChecksumCapabilities::ignored()).ok()
             })
         });
         group.finish();

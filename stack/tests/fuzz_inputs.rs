@@ -85,6 +85,7 @@ struct Seeds {
     ddp_rdmap: BTreeSet<Vec<u8>>,
     terminate: BTreeSet<Vec<u8>>,
     rpcrdma: BTreeSet<Vec<u8>>,
+    tcp_segment: BTreeSet<Vec<u8>>,
 }
 
 /// Stream offsets the Marker seeds use: the start of Full Operation, the
@@ -254,7 +255,43 @@ fn seeds(golden: &[Golden]) -> Seeds {
     two.extend_from_slice(&[2, 0, 0, 0]);
     two.extend_from_slice(&rpcrdma_message(2, 2, false));
     seeds.rpcrdma.insert(two);
+    seeds.tcp_segment = tcp_segments();
     seeds
+}
+
+/// TCP segments with the option layouts peers send: Linux's SYN (MSS,
+/// SACK-permitted, timestamps, window scale), its SYN-ACK and ACKs (NOP
+/// NOP timestamps, then a SACK block), uwarp's data segment (timestamps,
+/// End of Option List padding, a short FPDU as payload), and a reset
+/// without options.
+fn tcp_segments() -> BTreeSet<Vec<u8>> {
+    let timestamps = [8, 10, 0, 0, 0x12, 0x34, 0, 0, 0x56, 0x78];
+    let syn_options = [&[2, 4, 0x05, 0xb4, 4, 2][..], &timestamps, &[1, 3, 3, 7]].concat();
+    let ack_options = [&[1, 1][..], &timestamps].concat();
+    let sack_block = [1, 1, 5, 10, 0, 0, 0x10, 0, 0, 0, 0x15, 0xa8];
+    let sack_options = [&ack_options[..], &sack_block].concat();
+    let uwarp_options = [&timestamps[..], &[0, 0]].concat();
+    let fpdu = [
+        0x00, 0x06, 0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0xde, 0xad, 0xbe, 0xef,
+    ];
+    [
+        (0x02, &syn_options[..], &[][..]),
+        (0x12, &ack_options[..], &[][..]),
+        (0x10, &sack_options[..], &[][..]),
+        (0x18, &uwarp_options[..], &fpdu[..]),
+        (0x04, &[][..], &[][..]),
+    ]
+    .iter()
+    .map(|(flags, options, payload)| {
+        let mut segment = vec![0xc0, 0x00, 0x12, 0xb7, 0, 0, 0x10, 0, 0, 0, 0x20, 0];
+        segment.push((((20 + options.len()) / 4) as u8) << 4);
+        segment.push(*flags);
+        segment.extend_from_slice(&[0x01, 0xf6, 0, 0, 0, 0]);
+        segment.extend_from_slice(options);
+        segment.extend_from_slice(payload);
+        segment
+    })
+    .collect()
 }
 
 fn golden_ulpdu(golden: &[Golden], name: &str) -> Vec<u8> {
@@ -388,6 +425,7 @@ fn seed_corpus_and_mutations() {
         ("ddp_rdmap", &seeds.ddp_rdmap, 0, check::ddp_rdmap),
         ("terminate", &seeds.terminate, 0, check::terminate),
         ("rpcrdma", &seeds.rpcrdma, 0, check::rpcrdma),
+        ("tcp_segment", &seeds.tcp_segment, 0, check::tcp_segment),
     ] {
         assert!(!set.is_empty(), "{name}: no seeds");
         for seed in set {
@@ -563,6 +601,7 @@ proptest! {
         check::terminate(&data);
         check::rpcrdma(&data);
         check::marker(&data);
+        check::tcp_segment(&data);
     }
 }
 
@@ -589,6 +628,7 @@ fn write_seed_corpus() {
         ("ddp_rdmap", &seeds.ddp_rdmap),
         ("terminate", &seeds.terminate),
         ("rpcrdma", &seeds.rpcrdma),
+        ("tcp_segment", &seeds.tcp_segment),
     ] {
         let dir = root.join(target);
         std::fs::create_dir_all(&dir).expect("corpus directory");

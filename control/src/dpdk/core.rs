@@ -119,7 +119,7 @@ impl<A: TcpApp> FlowHandler for TcpCore<A> {
     ) {
         let now = self.clock.at(now);
         let (tcp, referenced) = tcp_segment(&packet, meta);
-        match parse_verified(meta.tuple.remote_ip, meta.tuple.local_ip, tcp) {
+        match parse_verified(tcp) {
             Ok(mut segment) => {
                 if !referenced.is_empty() {
                     // The classification checked the header ends where

@@ -610,7 +610,7 @@ impl<A: TcpApp> ControlHandler for TcpSetup<A> {
         }
         let now = self.clock.at(wall);
         let tcp = &frame.data()[meta.tcp_offset..meta.tcp_offset + meta.tcp_len];
-        let Ok(segment) = parse_verified(tuple.remote_ip, tuple.local_ip, tcp) else {
+        let Ok(segment) = parse_verified(tcp) else {
             self.counters.malformed += 1;
             return;
         };

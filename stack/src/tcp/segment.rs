@@ -6,7 +6,6 @@
 
 use super::header;
 use super::seq::Seq;
-use smoltcp::phy::ChecksumCapabilities;
 use smoltcp::wire::{
     checksum, IpAddress, IpProtocol, Ipv4Address, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber,
 };
@@ -28,30 +27,14 @@ pub fn parse(src: Ipv4Address, dst: Ipv4Address, bytes: &[u8]) -> Result<TcpRepr
     if !packet.verify_checksum(&IpAddress::Ipv4(src), &IpAddress::Ipv4(dst)) {
         return Err(ParseError::Checksum);
     }
-    parse_packet(&packet, src, dst)
+    parse_verified(bytes)
 }
 
 /// Parses a TCP segment whose checksum was verified already (by the
 /// dataplane's classification, or by the NIC), so the fast path does not
 /// sum every octet twice. Never panics, whatever `bytes` hold.
-pub fn parse_verified(
-    src: Ipv4Address,
-    dst: Ipv4Address,
-    bytes: &[u8],
-) -> Result<TcpRepr<'_>, ParseError> {
-    let packet = TcpPacket::new_checked(bytes).map_err(|_| ParseError::Malformed)?;
-    parse_packet(&packet, src, dst)
-}
-
-/// The header and options of a length-checked segment.
-fn parse_packet<'a>(
-    packet: &TcpPacket<&'a [u8]>,
-    src: Ipv4Address,
-    dst: Ipv4Address,
-) -> Result<TcpRepr<'a>, ParseError> {
-    let (src, dst) = (IpAddress::Ipv4(src), IpAddress::Ipv4(dst));
-    TcpRepr::parse(packet, &src, &dst, &ChecksumCapabilities::ignored())
-        .map_err(|_| ParseError::Malformed)
+pub fn parse_verified(bytes: &[u8]) -> Result<TcpRepr<'_>, ParseError> {
+    header::parse(bytes).ok_or(ParseError::Malformed)
 }
 
 /// The payload of an outgoing segment: up to two slices of the send
@@ -283,17 +266,14 @@ mod tests {
         };
         let mut bytes = segment.to_bytes();
         assert_eq!(parse(A, B, &bytes).unwrap(), header);
-        assert_eq!(parse_verified(A, B, &bytes).unwrap(), header);
+        assert_eq!(parse_verified(&bytes).unwrap(), header);
         bytes[16] ^= 0xff;
         assert_eq!(parse(A, B, &bytes), Err(ParseError::Checksum));
-        assert_eq!(parse_verified(A, B, &bytes).unwrap(), header);
+        assert_eq!(parse_verified(&bytes).unwrap(), header);
         // An option running past the header.
         bytes[21] = 40;
-        assert_eq!(parse_verified(A, B, &bytes), Err(ParseError::Malformed));
-        assert_eq!(
-            parse_verified(A, B, &bytes[..10]),
-            Err(ParseError::Malformed)
-        );
+        assert_eq!(parse_verified(&bytes), Err(ParseError::Malformed));
+        assert_eq!(parse_verified(&bytes[..10]), Err(ParseError::Malformed));
     }
 
     #[test]
