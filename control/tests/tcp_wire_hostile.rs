@@ -86,6 +86,38 @@ fn a_burst_gets_one_cumulative_ack_and_out_of_order_segments_their_own() {
     rig.finish();
 }
 
+/// A flow whose doorbell rang and which took in a burst of segments
+/// before one poll is driven twice in that poll: once before the first
+/// segment, for the work posted before it (a receive for a Send), and
+/// once after the burst. That first drive answers the doorbell, so
+/// neither the burst's other segments nor the doorbell's queue entry
+/// drive it again (before, each did: four drives). A ring after that
+/// still gets its own drive.
+#[test]
+fn a_flow_rung_and_receiving_in_one_poll_is_driven_before_and_after_the_burst() {
+    let mut rig = Rig::new("ringrecv", test_config());
+    let mut peer = Peer::new(40113, 0x1300_0000);
+    let (log, _) = rig.connect(&mut peer);
+    rig.settle();
+    let doorbell = lock(&log).doorbell.clone().expect("on the dataplane");
+    let drives = || lock(&log).drives;
+
+    doorbell.ring();
+    rig.inject(&[peer.data(&[1; 1000]), peer.data(&[2; 1000])]);
+    let before = drives();
+    rig.step();
+    assert_eq!(drives() - before, 2, "one before the burst, one after");
+    let after_burst = drives();
+    rig.settle();
+    assert_eq!(drives(), after_burst, "nothing left to drive");
+
+    doorbell.ring();
+    rig.step();
+    assert_eq!(drives() - after_burst, 1, "a ring alone is answered");
+    assert_eq!(lock(&log).delivered(), 2000);
+    rig.finish();
+}
+
 /// Sends `payload` in order from `peer` and checks uwarp delivers it at
 /// stream position `pos` and acknowledges it.
 #[track_caller]

@@ -190,8 +190,9 @@ impl<A: TcpApp> FlowHandler for TcpCore<A> {
             let Some(tuple) = self.rung.pop() else {
                 break;
             };
-            if let Some(flow) = flows.get_mut(&tuple) {
-                flow.doorbell_answered();
+            // A flow serviced for input or a timer since its doorbell
+            // rang took in the work then.
+            if let Some(flow) = flows.get_mut(&tuple).filter(|flow| flow.doorbell_armed()) {
                 self.after_input(now, tuple, flow, tx);
             }
         }

@@ -50,11 +50,17 @@ impl Doorbell {
         !self.rung.is_empty() && self.armed.load(Ordering::Acquire)
     }
 
-    /// The core took the flow off its queue: the next ring queues it
-    /// again. Called before the flow is driven, so work posted while it is
-    /// driven rings anew.
+    /// The core is about to drive the flow (for its doorbell, or for
+    /// input or a timer): the next ring queues it again. Called before the
+    /// flow is driven, so work posted while it is driven rings anew.
     pub(crate) fn answered(&self) {
         self.armed.store(false, Ordering::Release);
+    }
+
+    /// Rung and not yet answered. A queue entry whose doorbell is not
+    /// armed was answered by another drive of the flow since it rang.
+    pub(crate) fn is_armed(&self) -> bool {
+        self.armed.load(Ordering::Acquire)
     }
 }
 
@@ -80,7 +86,9 @@ mod tests {
         assert!(bell.is_pending());
         assert_eq!(rung.pop(), Some(tuple));
         assert!(!bell.is_pending(), "taken off the queue");
+        assert!(bell.is_armed(), "until answered");
         bell.answered();
+        assert!(!bell.is_armed());
         bell.ring();
         assert_eq!(rung.len(), 1);
         assert!(bell.is_pending());

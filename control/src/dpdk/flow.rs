@@ -123,11 +123,10 @@ impl<A: TcpApp> TcpFlow<A> {
         self.received = false;
     }
 
-    /// The core took this flow off its doorbell queue.
-    pub(crate) fn doorbell_answered(&self) {
-        if let Some(doorbell) = &self.doorbell {
-            doorbell.answered();
-        }
+    /// Whether the flow's doorbell rang since the flow was last serviced
+    /// (a doorbell queue entry for a flow serviced since is stale).
+    pub(crate) fn doorbell_armed(&self) -> bool {
+        self.doorbell.as_ref().is_some_and(Doorbell::is_armed)
     }
 
     /// Hands a received segment to the engine (new data to the
@@ -136,9 +135,15 @@ impl<A: TcpApp> TcpFlow<A> {
     /// since) goes to the application first: a receive posted before a
     /// Send arrives must be there for it, or the Send ends the stream
     /// with RFC 5041's "no buffer" error, however briefly the core had
-    /// left the doorbell unanswered.
+    /// left the doorbell unanswered. That drive answers the doorbell: the
+    /// burst's other segments do not drive again for it.
     pub(crate) fn on_segment(&mut self, now: Instant, segment: &TcpRepr<'_>) {
-        if !self.ended && self.doorbell.as_ref().is_some_and(Doorbell::is_pending) {
+        if let Some(doorbell) = self
+            .doorbell
+            .as_ref()
+            .filter(|d| !self.ended && d.is_pending())
+        {
+            doorbell.answered();
             self.app.drive(now, &mut self.conn);
         }
         self.conn.on_segment(now, segment, &mut self.app);
@@ -170,6 +175,11 @@ impl<A: TcpApp> TcpFlow<A> {
         sink: &mut dyn FrameSink,
         counters: &mut FlowCounters,
     ) -> Status {
+        // This drive takes in whatever work rang the doorbell: a queue
+        // entry left for it finds the doorbell answered and is skipped.
+        if let Some(doorbell) = &self.doorbell {
+            doorbell.answered();
+        }
         self.deliver_events(now);
         if !self.ended {
             self.app.drive(now, &mut self.conn);

@@ -27,7 +27,7 @@ use smoltcp::wire::{
 };
 use uwarp_control::dpdk::TcpHost;
 use uwarp_control::dpdk::{
-    Clock, End, SetupCounters, TcpApp, TcpCore, TcpCoreCounters, TcpRequests, TcpSetup,
+    Clock, Doorbell, End, SetupCounters, TcpApp, TcpCore, TcpCoreCounters, TcpRequests, TcpSetup,
 };
 use uwarp_control::{CoreThreads, Device, DeviceConfig, DpdkConfig, HostConfig};
 use uwarp_dataplane::net::{FourTuple, InterfaceAddress, InterfaceConfig, NetCounters};
@@ -142,6 +142,10 @@ pub struct AppLog {
     pub state: Option<State>,
     /// Data to send, taken as the send queue has room.
     pub outbox: Vec<u8>,
+    /// Times the core drove the application.
+    pub drives: usize,
+    /// The connection's doorbell, once it runs on a dataplane core.
+    pub doorbell: Option<Doorbell>,
 }
 
 impl AppLog {
@@ -215,12 +219,17 @@ impl TcpApp for TestApp {
 
     fn drive(&mut self, _now: TcpInstant, conn: &mut Connection) {
         let mut log = lock(&self.log);
+        log.drives += 1;
         if !log.outbox.is_empty() {
             let taken = conn.send(&log.outbox);
             log.outbox.drain(..taken);
         }
         log.stats = *conn.stats();
         log.state = Some(conn.state());
+    }
+
+    fn on_dataplane(&mut self, doorbell: Doorbell) {
+        lock(&self.log).doorbell = Some(doorbell);
     }
 
     fn on_end(&mut self, end: End, stats: &Stats) {
