@@ -6,7 +6,7 @@
 mod tcp_common;
 
 use proptest::prelude::*;
-use smoltcp::wire::{IpAddress, TcpControl, TcpPacket, TcpTimestampRepr};
+use smoltcp::wire::{IpAddress, TcpControl, TcpPacket};
 use tcp_common::*;
 use uwarp_stack::tcp::{parse, Config, Duration, Instant, ParseError, Seq, State};
 
@@ -124,23 +124,10 @@ fn paws_drops_old_timestamps() {
     let ack = a_next(&pair);
     let last_b = pair.log.iter().rev().find(|w| !w.from_a).unwrap().repr();
     let recent = last_b.timestamp.unwrap().tsval;
-    let mut bytes = forged(TcpControl::None, next, Some(ack), b"old");
-    let mut repr = parse(B.addr, A.addr, &bytes).unwrap();
-    repr.timestamp = Some(TcpTimestampRepr::new(recent.wrapping_sub(1000), 0));
-    let header = repr;
-    bytes = uwarp_stack::tcp::Segment {
-        src: B.addr,
-        dst: A.addr,
-        header: smoltcp::wire::TcpRepr {
-            payload: &[],
-            ..header
-        },
-        payload: uwarp_stack::tcp::Payload {
-            first: b"old",
-            second: &[],
-        },
-    }
-    .to_bytes();
+    let bytes = retimed(
+        &forged(TcpControl::None, next, Some(ack), b"old"),
+        recent.wrapping_sub(1000),
+    );
     let replies = inject(&mut pair, &bytes);
     assert_eq!(replies.len(), 1);
     assert_eq!(pair.a.stats().paws_rejected, 1);

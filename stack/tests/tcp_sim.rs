@@ -226,3 +226,28 @@ fn a_lossy_path_without_sack_or_timestamps_still_measures_its_rtt() {
         );
     }
 }
+
+/// Regression (issue 6, stale timestamp echoes): NewReno seed 3483 with
+/// neither reordering, displacement, jitter nor duplication (38 us each
+/// way, 5 % loss) loses a SYN-ACK, then ACKs of data the client resends
+/// after timeouts. The ACKs that followed echoed the timestamps of the
+/// first SYN and of the first copies, so the client's first sample was
+/// 1 s and each later one as long as the timeout before it, so its RTO
+/// fed on itself: the transfer took 4.2 s (an earlier engine backed off
+/// to 60 s and the server's FIN-WAIT-2 timeout reset the connection). TS.Recent now follows the resent SYN and
+/// the resent data (RFC 7323 section 4.3): 1 s for the lost SYN-ACK, and
+/// about 40 ms for the rest.
+#[test]
+fn stale_timestamp_echoes_do_not_inflate_the_rto() {
+    let mut scenario = Scenario::random(3483);
+    scenario.link.reorder = 0.0;
+    scenario.link.displace = 0.0;
+    scenario.link.jitter = Duration::ZERO;
+    scenario.link.duplicate = 0.0;
+    assert!(scenario.client.timestamps && scenario.server.timestamps);
+    let report = run(&scenario).unwrap_or_else(|e| panic!("{}", e.0));
+    assert!(
+        report.delivered < Duration::from_millis(1_500),
+        "{report:?}"
+    );
+}

@@ -6,7 +6,7 @@
 
 #![allow(dead_code)]
 
-use smoltcp::wire::{Ipv4Address, TcpControl, TcpRepr};
+use smoltcp::wire::{Ipv4Address, TcpControl, TcpRepr, TcpTimestampRepr};
 use uwarp_stack::tcp::sim::{run, LinkConfig, Report, Scenario};
 use uwarp_stack::tcp::{
     bare_header, parse, Config, CongestionControl, Connection, Duration, Endpoint, Event, Instant,
@@ -184,6 +184,26 @@ pub fn forged(control: TcpControl, seq: Seq, ack: Option<Seq>, payload: &[u8]) -
         header,
         payload: Payload {
             first: payload,
+            second: &[],
+        },
+    }
+    .to_bytes()
+}
+
+/// `bytes`, a segment from B to A, with the timestamp option `tsval`
+/// (echoing nothing) instead of its own.
+pub fn retimed(bytes: &[u8], tsval: u32) -> Vec<u8> {
+    let repr = parse(B.addr, A.addr, bytes).expect("a valid segment");
+    Segment {
+        src: B.addr,
+        dst: A.addr,
+        header: TcpRepr {
+            payload: &[],
+            timestamp: Some(TcpTimestampRepr::new(tsval, 0)),
+            ..repr
+        },
+        payload: Payload {
+            first: repr.payload,
             second: &[],
         },
     }

@@ -119,7 +119,11 @@ impl Connection {
 
         if self.state == State::SynReceived && syn && seq == self.irs {
             if ack != Some(self.iss + 1) {
-                // The peer's SYN again: our SYN-ACK was lost.
+                // The peer's SYN again: our SYN-ACK was lost. The next one
+                // echoes this SYN's timestamp (RFC 7323 section 4.3: its
+                // SEG.SEQ is below Last.ACK.sent), or the peer would take
+                // the time since its first SYN for a round trip.
+                self.update_ts_recent(now, seq, seg);
                 self.send_syn = true;
                 return;
             }
@@ -139,6 +143,9 @@ impl Connection {
         let len = seg.payload.len() + usize::from(syn) + usize::from(fin);
         if !self.acceptable(seq, len) {
             self.stats.unacceptable += 1;
+            if !rst && !syn && self.recent_duplicate(seq, len, ack) {
+                self.update_ts_recent(now, seq, seg);
+            }
             self.send_ack |= !rst;
             if !rst {
                 self.note_old_duplicate(seq, seg.payload.len());
@@ -253,6 +260,27 @@ impl Connection {
         }
     }
 
+    /// Whether an unacceptable segment is a copy of data (or a FIN) that
+    /// we acknowledged, resent because that ACK was lost: it ends at or
+    /// below Last.ACK.sent, less than one receive window below it, and
+    /// acknowledges something [`Connection::ack_in_range`] accepts. Its
+    /// timestamp is the one to echo (RFC 7323 section 4.3 rule 2 and
+    /// Appendix D, which update TS.Recent before the acceptability test),
+    /// so the ACK it draws measures a round trip, not the time since the
+    /// first copy. A copy of data not acknowledged yet is left out: the
+    /// ACK echoes the earliest unacknowledged segment (section 4.3 case
+    /// A), which is what shows a timeout spurious (RFC 3522). A blind
+    /// attacker moving TS.Recent ahead (for PAWS to drop everything)
+    /// must still guess a window of sequence space and a valid ACK.
+    fn recent_duplicate(&self, seq: Seq, len: usize, ack: Option<Seq>) -> bool {
+        let end = seq + len as u32;
+        let wnd = self.recv.window().min(u64::from(u32::MAX / 2)) as u32;
+        len > 0
+            && end.le(self.last_ack_sent)
+            && (self.last_ack_sent - wnd).lt(end)
+            && ack.is_some_and(|ack| self.ack_in_range(ack))
+    }
+
     /// The segment acceptability test of RFC 9293 section 3.10.7.4, with
     /// its allowance for ACKs at RCV.NXT when the window is zero.
     fn acceptable(&self, seq: Seq, len: usize) -> bool {
@@ -284,14 +312,13 @@ impl Connection {
     /// The ACK field (RFC 9293 section 3.10.7.4 fifth check, RFC 5961
     /// section 5.2). Returns false when the segment is to be dropped.
     fn process_ack(&mut self, now: Instant, seq: Seq, ack: Seq, seg: &TcpRepr<'_>) -> bool {
-        let una = self.una_seqpos();
-        let nxt = self.nxt_seqpos();
-        let advance = ack.diff(self.seq_of(una));
-        if advance > (nxt - una) as i64 || advance < -(self.max_snd_wnd as i64) {
+        if !self.ack_in_range(ack) {
             self.stats.unacceptable += 1;
             self.send_ack = true;
             return false;
         }
+        let una = self.una_seqpos();
+        let advance = ack.diff(self.seq_of(una));
         if advance < 0 {
             // Overtaken by a later ACK: its SACK blocks are old news, but
             // not a D-SACK.
@@ -352,6 +379,14 @@ impl Connection {
             self.arm_tail_probe(now);
         }
         true
+    }
+
+    /// RFC 5961 section 5.2: an acceptable ACK lies within
+    /// SND.UNA - MAX.SND.WND ..= SND.NXT.
+    fn ack_in_range(&self, ack: Seq) -> bool {
+        let una = self.una_seqpos();
+        let advance = ack.diff(self.seq_of(una));
+        advance <= (self.nxt_seqpos() - una) as i64 && advance >= -(self.max_snd_wnd as i64)
     }
 
     /// Marks segments the peer reports in SACK blocks (RFC 2018 section 5;
