@@ -49,6 +49,10 @@ impl SackHistory {
     /// the left edge.
     pub fn blocks(&self, ooo: &RangeSet) -> [Option<Range<u64>>; MAX_BLOCKS] {
         let mut blocks: [Option<Range<u64>>; MAX_BLOCKS] = Default::default();
+        // Nearly every segment: nothing held out of order, nothing twice.
+        if self.duplicate.is_none() && ooo.is_empty() {
+            return blocks;
+        }
         // The D-SACK block stands apart: the block holding it may repeat
         // it exactly (rule 4 wants it there all the same).
         let first = usize::from(self.duplicate.is_some());
@@ -95,6 +99,15 @@ mod tests {
         history.arrived(12);
         let blocks = history.blocks(&ooo);
         assert_eq!(blocks, [Some(10..20), Some(30..40), Some(70..80)]);
+    }
+
+    #[test]
+    fn in_order_data_has_no_blocks_but_a_duplicate_still_gets_one() {
+        let ooo = RangeSet::new(8);
+        let mut history = SackHistory::default();
+        assert_eq!(history.blocks(&ooo), [None, None, None]);
+        history.duplicate(5..9);
+        assert_eq!(history.blocks(&ooo), [Some(5..9), None, None]);
     }
 
     #[test]
