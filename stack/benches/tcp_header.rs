@@ -49,16 +49,16 @@ fn header_costs(c: &mut Criterion) {
     for (name, sack) in [("timestamps", false), ("timestamps+sack", true)] {
         let mut group = c.benchmark_group(format!("tcp_header/{name}"));
         let header = data_header(sack);
+        let segment = Segment {
+            src: SRC,
+            dst: DST,
+            header,
+            payload: Payload {
+                first: &payload,
+                second: &[],
+            },
+        };
         group.bench_function("uwarp/emit", |b| {
-            let segment = Segment {
-                src: SRC,
-                dst: DST,
-                header,
-                payload: Payload {
-                    first: &payload,
-                    second: &[],
-                },
-            };
             b.iter(|| black_box(&segment).emit_header_for_checksum_offload(black_box(&mut out)))
         });
         group.bench_function("smoltcp/emit", |b| {
@@ -76,15 +76,6 @@ fn header_costs(c: &mut Criterion) {
                 ));
             })
         });
-        let segment = Segment {
-            src: SRC,
-            dst: DST,
-            header,
-            payload: Payload {
-                first: &payload,
-                second: &[],
-            },
-        };
         let octets = segment.to_bytes();
         group.bench_function("uwarp/parse", |b| {
             b.iter(|| uwarp_stack::tcp::parse_verified(black_box(&octets)))
