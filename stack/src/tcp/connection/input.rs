@@ -457,6 +457,9 @@ impl Connection {
         self.reordering.observed(acked.displaced);
         if let Some(episode) = &mut self.episode {
             episode.displaced(acked.displaced_if_spurious);
+            if acked.resent {
+                episode.acknowledged_resent();
+            }
         }
         let data_end = self.send.end();
         self.send.release(ack_pos.min(data_end));
