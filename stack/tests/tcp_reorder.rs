@@ -1,7 +1,9 @@
 //! Reordering tolerance (issue 6) on the simulator: a bulk transfer over a
 //! link that displaces 1 % of the segments by 1 to 3 positions, as the
 //! dataplane's impairment stage does, with each side answering every
-//! segment at once as a dataplane core does. The sender learns how deep
+//! segment at once; and a receive burst taken in before answering, as a
+//! dataplane core does, which must not turn reordering into duplicate
+//! ACKs. The sender learns how deep
 //! the reordering goes from the holes its cumulative ACKs fill and from
 //! D-SACKs (RFC 2883) reporting its retransmissions as duplicates; the few
 //! fast recoveries it makes before that are undone (RFC 3708, RFC 4015).
@@ -12,9 +14,9 @@
 
 mod tcp_common;
 
-use tcp_common::{bulk, played};
+use tcp_common::{bulk, config, no_nagle, played, reassembled, stream, through, Pair, Wire};
 use uwarp_stack::tcp::sim::LinkConfig;
-use uwarp_stack::tcp::CongestionControl;
+use uwarp_stack::tcp::{CongestionControl, Duration, Seq};
 
 /// Spurious fast retransmits a connection may make over the displacing
 /// link before it no longer takes reordering for loss. Each one teaches
@@ -147,4 +149,91 @@ fn tail_losses_on_a_reordering_path_are_probed_not_timed_out() {
     eprintln!("{context}");
     assert!(rescued > 0, "{context}");
     assert!(timeouts[1] < timeouts[0], "{context}");
+}
+
+/// A connection from A that has sent ten segments of a stream, not yet
+/// delivered: the pair, the stream and the segments.
+fn ten_segments() -> (Pair, Vec<u8>, Vec<Wire>) {
+    let mut pair = Pair::connected(no_nagle(), config());
+    let data = stream(10 * pair.a.emss());
+    pair.a.send(&data);
+    let flight = pair.take(true);
+    assert_eq!(flight.len(), 10);
+    (pair, data, flight)
+}
+
+/// Runs `pair` until idle; everything was acknowledged and B has `data`.
+fn settled_intact(pair: &mut Pair, data: &[u8]) {
+    pair.settle(Duration::from_millis(10));
+    assert_eq!(pair.a.send_queue_len(), 0, "everything acknowledged");
+    assert_eq!(reassembled(&pair.b_rx), data);
+}
+
+/// A receive burst, as a dataplane core takes one in before answering:
+/// segments 1 to 3 of a flight, then segment 0 they overtook, then 5 and
+/// 6, then 4 they overtook, then 7. The duplicate ACKs segments 1-3 and
+/// 5-6 owed were for holes filled later in the burst; sent after it, at
+/// the new cumulative ACK, they would be duplicates of data that arrived
+/// in order (RFC 5681 section 4.2 owes one immediate ACK for the segment
+/// filling a gap), and the sender, taking in five identical ACKs, would
+/// fast-retransmit segment 8, never lost. Regression (issue 6): hundreds of spurious recoveries per
+/// run since the dataplane services each flow once per burst.
+#[test]
+fn a_hole_filled_within_a_receive_burst_owes_no_duplicate_acks() {
+    let (mut pair, data, flight) = ten_segments();
+    for i in [1, 2, 3, 0, 5, 6, 4, 7] {
+        pair.deliver(&flight[i]);
+    }
+    let answers = pair.take(false);
+    let end = Seq::from(flight[8].repr().seq_number);
+    let acks: Vec<Seq> = answers
+        .iter()
+        .map(|w| Seq::from(w.repr().ack_number.unwrap()))
+        .collect();
+    assert_eq!(acks, vec![end], "one cumulative ACK, no stale duplicates");
+    for answer in &answers {
+        pair.deliver(answer);
+    }
+    let resent = pair.take(true);
+    assert_eq!(pair.a.stats().fast_recoveries, 0);
+    assert_eq!(pair.a.stats().retransmissions, 0);
+    for wire in flight[8..].iter().chain(&resent) {
+        pair.deliver(wire);
+    }
+    settled_intact(&mut pair, &data);
+    assert_eq!(pair.a.stats().retransmissions, 0);
+}
+
+/// A burst of ACKs, as a dataplane core takes one in before sending:
+/// three duplicate ACKs SACKing segments 1 to 3 start a fast recovery,
+/// and the next ACK of the same burst acknowledges segment 0, which they
+/// overtook, before its retransmission could go out. Nothing is ever
+/// resent: when the recovery ends every original has arrived, and its
+/// window cut is undone as a spurious recovery's (RFC 4015 section 3.2),
+/// with the displacement learned.
+#[test]
+fn a_recovery_whose_hole_arrives_before_it_resends_anything_is_undone() {
+    let (mut pair, data, flight) = ten_segments();
+    let ssthresh = pair.a.ssthresh();
+    let mut acks = Vec::new();
+    for i in [1, 2, 3, 0] {
+        pair.deliver(&flight[i]);
+        acks.extend(pair.take(false));
+    }
+    for ack in &acks {
+        pair.deliver(ack);
+    }
+    assert_eq!(pair.a.stats().fast_recoveries, 1);
+    assert!(pair.a.ssthresh() < ssthresh, "the window was cut");
+    assert_eq!(pair.a.reordering(), 4, "the displacement was measured");
+    let mut pending: Vec<_> = flight[4..].to_vec();
+    pending.extend(pair.take(true));
+    while !pending.is_empty() {
+        let wire = pending.remove(0);
+        pending.extend(through(&mut pair, &wire));
+    }
+    settled_intact(&mut pair, &data);
+    let stats = pair.a.stats();
+    assert_eq!((stats.retransmissions, stats.spurious_recoveries), (0, 1));
+    assert_eq!(pair.a.ssthresh(), ssthresh, "the cut was undone");
 }

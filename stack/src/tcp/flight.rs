@@ -80,6 +80,8 @@ pub struct Acked {
     pub displaced_if_spurious: usize,
     /// The latest [`Sent::order`] of the segments fully acknowledged.
     pub last_sent: Option<u64>,
+    /// Some octet acknowledged had been sent more than once.
+    pub resent: bool,
 }
 
 /// A segment's share of the running totals.
@@ -170,6 +172,7 @@ impl Flight {
                     }
                 }
                 acked.octets += front.seq_len();
+                acked.resent |= front.transmissions > 1;
                 ambiguous |= front.transmissions > 1 || front.lost;
                 acked.rtt_from = Some(front.sent_at);
                 acked.last_sent = acked.last_sent.max(Some(front.order));
@@ -181,6 +184,7 @@ impl Flight {
                 if ack > front.start {
                     let cut = ack.min(front.end);
                     acked.octets += cut - front.start;
+                    acked.resent |= front.transmissions > 1;
                     self.update(0, |sent| sent.start = cut);
                 }
                 break;

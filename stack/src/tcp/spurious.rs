@@ -8,8 +8,10 @@
 //!   timeouts of one loss, counted down by the D-SACKs that report them
 //!   as duplicates (RFC 3708 section 3, with D-SACKs matched to the
 //!   retransmitted ranges rather than counted). When every
-//!   retransmission came back as a duplicate the original segments had
-//!   all arrived: the recovery answered reordering or a delay, not loss,
+//!   retransmission came back as a duplicate, or the recovery ended
+//!   before any was sent (the ACK that filled its hole came in the same
+//!   burst as those that started it), the original segments had all
+//!   arrived: the recovery answered reordering or a delay, not loss,
 //!   and the connection restores the congestion state kept here (the
 //!   response of RFC 4015 section 3.2, see
 //!   [`super::congestion::Congestion::undo`]).
@@ -68,6 +70,10 @@ pub struct Episode {
     timeouts: u64,
     /// Something was resent.
     resent: bool,
+    /// Data resent before the episode was acknowledged during it, before
+    /// the episode resent anything: that retransmission, not a late
+    /// original, may have filled the hole. Never undo.
+    earlier_repair: bool,
     /// A retransmission could not be tracked: never undo.
     untracked: bool,
     /// The largest displacement of a resent hole acknowledged while
@@ -85,6 +91,7 @@ impl Episode {
             limit: MAX_TRACKED,
             timeouts: 0,
             resent: false,
+            earlier_repair: false,
             untracked: false,
             displacement: 0,
         }
@@ -143,9 +150,18 @@ impl Episode {
         self.displacement = self.displacement.max(displacement);
     }
 
-    /// Every retransmission came back as a duplicate.
+    /// A cumulative ACK during the episode covered data that had been
+    /// sent more than once (by the episode itself, once it resent
+    /// something, as far as can be told).
+    pub fn acknowledged_resent(&mut self) {
+        self.earlier_repair |= !self.resent;
+    }
+
+    /// Every retransmission came back as a duplicate (none made counts),
+    /// and no earlier one repaired a hole before the first. Asked once
+    /// the recovery ended: then every original had arrived.
     pub fn spurious(&self) -> bool {
-        self.resent && !self.untracked && self.pending.is_empty()
+        !self.earlier_repair && !self.untracked && self.pending.is_empty()
     }
 
     /// The congestion state before the reduction.
@@ -189,7 +205,10 @@ mod tests {
     #[test]
     fn spurious_once_every_retransmission_is_reported_once() {
         let mut episode = Episode::new(Congestion::new(CongestionControl::NewReno, 1000, 10));
-        assert!(!episode.spurious(), "nothing resent");
+        assert!(episode.spurious(), "nothing resent: nothing was lost");
+        let mut repaired = episode.clone();
+        repaired.acknowledged_resent();
+        assert!(!repaired.spurious(), "a hole resent before filled");
         episode.resent(1000..2000);
         episode.resent(5000..6000);
         assert!(!episode.duplicate(&(1000..1500)), "partial cover");

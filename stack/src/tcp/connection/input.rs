@@ -457,6 +457,9 @@ impl Connection {
         self.reordering.observed(acked.displaced);
         if let Some(episode) = &mut self.episode {
             episode.displaced(acked.displaced_if_spurious);
+            if acked.resent {
+                episode.acknowledged_resent();
+            }
         }
         let data_end = self.send.end();
         self.send.release(ack_pos.min(data_end));
@@ -646,6 +649,13 @@ impl Connection {
             payload.len() as u64 - arrival.new - arrival.declined_dropped;
         self.stats.declined_dropped += arrival.declined_dropped;
         let filled_gap = arrival.advanced && self.recv.left_edge() > pos + data.len() as u64;
+        if arrival.advanced {
+            // Duplicate ACKs still owed were for the old RCV.NXT: sent
+            // now, at the new one, they would report as out of order
+            // data that arrived in order (a burst taken in before
+            // answering). This segment's own ACK tells the sender.
+            self.dup_acks_owed = 0;
+        }
         if !data.is_empty() && !arrival.advanced {
             self.dup_acks_owed = (self.dup_acks_owed + 1).min(MAX_DUP_ACKS_OWED);
         } else if arrival.out_of_order || filled_gap || arrival.new < payload.len() as u64 || fin {

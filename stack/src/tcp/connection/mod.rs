@@ -322,7 +322,8 @@ pub struct Connection {
     send_syn: bool,
     send_ack: bool,
     /// Duplicate ACKs owed for out-of-order segments, one each (RFC 5681
-    /// section 4.2), even when the caller polls once for several.
+    /// section 4.2), even when the caller polls once for several; those
+    /// for an RCV.NXT that has since advanced are dropped.
     dup_acks_owed: u32,
     send_probe: bool,
     pending_rst: Option<(Seq, Option<Seq>)>,
