@@ -259,6 +259,12 @@ impl Receiver {
         self.history.duplicate_reported()
     }
 
+    /// Whether a SACK option has anything to carry: out-of-order data
+    /// held, or a duplicate to report.
+    pub fn has_sack_blocks(&self) -> bool {
+        self.history.any(&self.ooo)
+    }
+
     /// SACK blocks for out-of-order data, newest first (RFC 2018), after
     /// a D-SACK block when a duplicate is to be reported (RFC 2883).
     pub fn sack_blocks(&self) -> [Option<Range<u64>>; MAX_BLOCKS] {

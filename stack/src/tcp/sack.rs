@@ -45,14 +45,17 @@ impl SackHistory {
         self.duplicate.take().is_some()
     }
 
+    /// Whether there is any block to report for `ooo`: data held out of
+    /// order, or a duplicate. Nearly every segment has none, and asking
+    /// first spares it building the array of [`SackHistory::blocks`].
+    pub fn any(&self, ooo: &RangeSet) -> bool {
+        self.duplicate.is_some() || !ooo.is_empty()
+    }
+
     /// The blocks to report for `ooo`, the out-of-order data held beyond
     /// the left edge.
     pub fn blocks(&self, ooo: &RangeSet) -> [Option<Range<u64>>; MAX_BLOCKS] {
         let mut blocks: [Option<Range<u64>>; MAX_BLOCKS] = Default::default();
-        // Nearly every segment: nothing held out of order, nothing twice.
-        if self.duplicate.is_none() && ooo.is_empty() {
-            return blocks;
-        }
         // The D-SACK block stands apart: the block holding it may repeat
         // it exactly (rule 4 wants it there all the same).
         let first = usize::from(self.duplicate.is_some());
@@ -105,8 +108,10 @@ mod tests {
     fn in_order_data_has_no_blocks_but_a_duplicate_still_gets_one() {
         let ooo = RangeSet::new(8);
         let mut history = SackHistory::default();
+        assert!(!history.any(&ooo));
         assert_eq!(history.blocks(&ooo), [None, None, None]);
         history.duplicate(5..9);
+        assert!(history.any(&ooo));
         assert_eq!(history.blocks(&ooo), [Some(5..9), None, None]);
     }
 

@@ -173,7 +173,7 @@ impl Connection {
             field,
         );
         header.timestamp = self.timestamp_option(now);
-        if self.opts.sack {
+        if self.opts.sack && self.recv.has_sack_blocks() {
             let room = self.emss().saturating_sub(payload_len + SACK_OPTION_BASE) / SACK_BLOCK_LEN;
             let base = self.irs + 1;
             for (slot, block) in header
