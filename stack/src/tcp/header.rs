@@ -153,7 +153,6 @@ pub fn parse(segment: &[u8]) -> Option<TcpRepr<'_>> {
         return None;
     }
     let u16_at = |at: usize| u16::from_be_bytes([fixed[at], fixed[at + 1]]);
-    let u32_at = |at: usize| u32::from_be_bytes(fixed[at..at + 4].try_into().unwrap_or([0; 4]));
     let (src_port, dst_port) = (u16_at(0), u16_at(2));
     if src_port == 0 || dst_port == 0 {
         return None;
@@ -172,8 +171,8 @@ pub fn parse(segment: &[u8]) -> Option<TcpRepr<'_>> {
         src_port,
         dst_port,
         control,
-        seq_number: TcpSeqNumber(u32_at(4) as i32),
-        ack_number: flag(ACK).then(|| TcpSeqNumber(u32_at(8) as i32)),
+        seq_number: TcpSeqNumber(u32_at(fixed, 4) as i32),
+        ack_number: flag(ACK).then(|| TcpSeqNumber(u32_at(fixed, 8) as i32)),
         window_len: u16_at(14),
         window_scale: None,
         max_seg_size: None,
@@ -184,6 +183,15 @@ pub fn parse(segment: &[u8]) -> Option<TcpRepr<'_>> {
     };
     read_options(&segment[FIXED_LEN..len], &mut header)?;
     Some(header)
+}
+
+/// The big-endian word at `at` of `octets`, which hold at least `at + 4`
+/// (0 otherwise, which the callers' length checks rule out).
+fn u32_at(octets: &[u8], at: usize) -> u32 {
+    octets
+        .get(at..at + 4)
+        .and_then(|word| word.try_into().ok())
+        .map_or(0, u32::from_be_bytes)
 }
 
 /// Reads `options` into `header` as smoltcp does: the last of each kind
@@ -209,18 +217,13 @@ fn read_options<'a>(mut options: &'a [u8], header: &mut TcpRepr<'a>) -> Option<(
             (MSS | WINDOW_SCALE | SACK_PERMITTED, _) => return None,
             (SACK, _) if len < 10 || (len - 2) % 8 != 0 => return None,
             (SACK, _) => {
-                let mut blocks = value.chunks_exact(8).map(|block| {
-                    let edge = |at: usize| {
-                        u32::from_be_bytes(block[at..at + 4].try_into().unwrap_or([0; 4]))
-                    };
-                    (edge(0), edge(4))
-                });
+                let mut blocks = value
+                    .chunks_exact(8)
+                    .map(|block| (u32_at(block, 0), u32_at(block, 4)));
                 header.sack_ranges = std::array::from_fn(|_| blocks.next());
             }
             (TIMESTAMPS, 10) => {
-                let word =
-                    |at: usize| u32::from_be_bytes(value[at..at + 4].try_into().unwrap_or([0; 4]));
-                header.timestamp = Some(TcpTimestampRepr::new(word(0), word(4)));
+                header.timestamp = Some(TcpTimestampRepr::new(u32_at(value, 0), u32_at(value, 4)));
             }
             _ => {}
         }
