@@ -36,6 +36,8 @@ struct Recovery {
     retransmissions: u64,
     timeouts: u64,
     spurious_timeouts: u64,
+    /// Fast recoveries early retransmit started (RFC 5827).
+    early_retransmits: u64,
     /// The completion times of the transfers, summed.
     delivered: Duration,
 }
@@ -47,6 +49,7 @@ impl Recovery {
         self.retransmissions += client.retransmissions + server.retransmissions;
         self.timeouts += client.timeouts + server.timeouts;
         self.spurious_timeouts += client.spurious_timeouts + server.spurious_timeouts;
+        self.early_retransmits += client.early_retransmits + server.early_retransmits;
         self.delivered = self.delivered + report.delivered;
     }
 
@@ -56,6 +59,7 @@ impl Recovery {
             retransmissions: self.retransmissions + other.retransmissions,
             timeouts: self.timeouts + other.timeouts,
             spurious_timeouts: self.spurious_timeouts + other.spurious_timeouts,
+            early_retransmits: self.early_retransmits + other.early_retransmits,
             delivered: self.delivered + other.delivered,
         }
     }
@@ -65,11 +69,13 @@ impl std::fmt::Display for Recovery {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} scenarios: {} retransmissions, {} timeouts ({} spurious), {:.3} s to deliver",
+            "{} scenarios: {} retransmissions, {} timeouts ({} spurious), \
+             {} early retransmits, {:.3} s to deliver",
             self.scenarios,
             self.retransmissions,
             self.timeouts,
             self.spurious_timeouts,
+            self.early_retransmits,
             self.delivered.micros() as f64 / 1e6
         )
     }

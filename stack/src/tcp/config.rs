@@ -87,6 +87,10 @@ pub struct Config {
     /// timeout was spurious, undoing it if so; off, every timeout resends
     /// the whole flight.
     pub frto: bool,
+    /// Lower the duplicate threshold for a flight of two or three
+    /// segments that no new data can follow (RFC 5827 early retransmit;
+    /// see `connection/early_retransmit.rs`).
+    pub early_retransmit: bool,
 }
 
 impl Default for Config {
@@ -115,6 +119,7 @@ impl Default for Config {
             max_ooo_ranges: 64,
             tail_loss_probes: true,
             frto: true,
+            early_retransmit: true,
         }
     }
 }

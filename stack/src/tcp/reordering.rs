@@ -18,6 +18,14 @@
 //! [`DUP_THRESH`] (as Linux does in `tcp_enter_loss`), so a path whose
 //! reordering went away, or a threshold a hostile receiver talked up,
 //! costs at most one timeout.
+//!
+//! Early retransmit (RFC 5827) lowers the threshold for a flight of two
+//! or three segments to one below its size. Its reordering mitigation
+//! (section 4, the first option: off once shown spurious, as Linux did)
+//! is [`Reordering::early_threshold`]: off for flights whose threshold
+//! the deepest displacement seen, by either measure, would have reached.
+//! That one is never forgotten, as early retransmit has no timeout to
+//! undo it by.
 
 /// RFC 6675's DupThresh, the threshold before any reordering is seen.
 pub const DUP_THRESH: usize = 3;
@@ -32,12 +40,15 @@ pub const MAX_REORDERING: usize = 32;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reordering {
     threshold: usize,
+    /// The deepest displacement observed, 0 before any.
+    deepest: usize,
 }
 
 impl Default for Reordering {
     fn default() -> Self {
         Reordering {
             threshold: DUP_THRESH,
+            deepest: 0,
         }
     }
 }
@@ -57,10 +68,20 @@ impl Reordering {
     /// A segment arrived displaced by `displacement` segments; returns
     /// whether the threshold rose.
     pub fn observed(&mut self, displacement: usize) -> bool {
+        self.deepest = self.deepest.max(displacement);
         let wanted = displacement.saturating_add(1).min(MAX_REORDERING);
         let raised = wanted > self.threshold;
         self.threshold = self.threshold.max(wanted);
         raised
+    }
+
+    /// Early retransmit's threshold (RFC 5827 section 3.1, segment-based:
+    /// ER_thresh, one below the `outstanding` segments) for a flight that
+    /// no new data can follow, if it is below DupThresh and above every
+    /// displacement seen (section 4's mitigation); `None` otherwise.
+    pub fn early_threshold(&self, outstanding: usize) -> Option<usize> {
+        let threshold = outstanding.checked_sub(1)?;
+        (threshold > self.deepest && threshold < DUP_THRESH).then_some(threshold)
     }
 
     /// A retransmission timeout fired outside recovery with `sacked`
@@ -90,6 +111,21 @@ mod tests {
         assert!(!reordering.observed(2), "it never falls on smaller ones");
         assert!(reordering.observed(usize::MAX));
         assert_eq!(reordering.threshold(), MAX_REORDERING);
+    }
+
+    #[test]
+    fn early_threshold_is_for_two_or_three_segments_deeper_than_seen() {
+        let mut reordering = Reordering::default();
+        let early = |r: &Reordering| (0..6).map(|n| r.early_threshold(n)).collect::<Vec<_>>();
+        assert_eq!(
+            early(&reordering),
+            [None, None, Some(1), Some(2), None, None]
+        );
+        reordering.observed(1);
+        assert_eq!(early(&reordering), [None, None, None, Some(2), None, None]);
+        reordering.observed(9);
+        reordering.timed_out(3);
+        assert_eq!(early(&reordering), [None; 6], "never forgotten");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Segment arrival (RFC 9293 section 3.10.7) with the protections of RFC
 //! 5961 (sections 3-5: RST and SYN challenge ACKs, the ACK range check)
 //! and RFC 7323 (PAWS, TS.Recent), ACK processing with RFC 5681 duplicate
-//! ACKs, RFC 6582 NewReno recovery (with section 4.1's ACK heuristic after
+//! ACKs (with RFC 5827 early retransmit, in `early_retransmit.rs`), RFC
+//! 6582 NewReno recovery (with section 4.1's ACK heuristic after
 //! a timeout) and RFC 6675 SACK loss marking with a
 //! learned duplicate threshold, D-SACKs sent for duplicates and read to
 //! undo spurious recoveries and timeouts (RFC 2883, RFC 3708, RFC 4015),
@@ -12,7 +13,6 @@ use super::{Connection, Event, Negotiated, State};
 use crate::tcp::congestion::Congestion;
 use crate::tcp::limited_transmit::LimitedTransmit;
 use crate::tcp::recv::Consumer;
-use crate::tcp::reordering::DUP_THRESH;
 use crate::tcp::seq::Seq;
 use crate::tcp::spurious::{dsack_block, Episode};
 use crate::tcp::time::{Duration, Instant};
@@ -369,10 +369,10 @@ impl Connection {
         // While F-RTO judges a timeout, only the timeout resends.
         if self.opts.sack
             && self.frto.is_none()
-            && self.flight.mark_lost_by_sack(self.reordering.threshold())
+            && self.flight.mark_lost_by_sack(self.loss_threshold())
             && self.may_enter_recovery()
         {
-            self.enter_recovery();
+            self.fast_retransmit();
         }
         self.on_tail_probe_ack(dsack.as_ref());
         if advance > 0 {
@@ -541,23 +541,17 @@ impl Connection {
         true
     }
 
-    /// A duplicate ACK (RFC 5681 section 3.2). With SACK the threshold is
-    /// the learned one; without, nothing can be learned and it stays
-    /// DupThresh.
+    /// A duplicate ACK (RFC 5681 section 3.2), against the threshold of
+    /// [`Connection::loss_threshold`].
     fn on_dup_ack(&mut self) {
         self.dupacks += 1;
-        let threshold = if self.opts.sack {
-            self.reordering.threshold()
-        } else {
-            DUP_THRESH
-        };
         if self.recover.is_some() {
             if !self.opts.sack {
                 self.cc.inflate();
             }
-        } else if self.dupacks as usize >= threshold {
+        } else if self.dupacks as usize >= self.loss_threshold() {
             if self.may_enter_recovery() {
-                self.enter_recovery();
+                self.fast_retransmit();
             } else if self.lost_again_after_timeout() {
                 self.enter_recovery_after_timeout();
             }
@@ -586,6 +580,16 @@ impl Connection {
     /// and duplicates of what it resent needlessly are no sign of loss).
     pub(super) fn may_enter_recovery(&self) -> bool {
         self.recover.is_none() && self.frto.is_none() && self.timeout_recover.is_none()
+    }
+
+    /// [`Connection::enter_recovery`] on a loss the duplicate threshold
+    /// showed, counted as an early retransmit when the threshold was
+    /// early retransmit's (RFC 5827).
+    fn fast_retransmit(&mut self) {
+        if self.early_threshold().is_some() {
+            self.stats.early_retransmits += 1;
+        }
+        self.enter_recovery();
     }
 
     /// Fast retransmit and the start of fast recovery, a new episode that

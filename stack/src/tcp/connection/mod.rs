@@ -20,6 +20,7 @@
 //! probes (RFC 8985 section 7), `frto.rs` finds spurious retransmission
 //! timeouts (RFC 5682) and `timers.rs` handles expiries.
 
+mod early_retransmit;
 mod frto;
 mod input;
 mod output;
@@ -126,6 +127,10 @@ pub struct Stats {
     pub spurious_timeouts: u64,
     /// Fast recovery episodes entered.
     pub fast_recoveries: u64,
+    /// Fast recoveries early retransmit started (RFC 5827): a flight of
+    /// two or three segments, one duplicate ACK fewer than its segments;
+    /// also counted in `fast_recoveries`.
+    pub early_retransmits: u64,
     /// Fast recoveries found spurious by D-SACK and undone: every
     /// retransmission they made arrived as a duplicate (RFC 3708).
     pub spurious_recoveries: u64,

@@ -229,7 +229,7 @@ impl Connection {
     }
 
     /// Whether new data may go out in this state.
-    fn sends_new_data(&self) -> bool {
+    pub(super) fn sends_new_data(&self) -> bool {
         !self.fin_sent && self.sends_data()
     }
 
