@@ -51,8 +51,7 @@ impl Connection {
             return !self.fin_queued;
         }
         let emss = self.emss() as u64;
-        let window_room = (self.send.head() + self.snd_wnd).saturating_sub(self.snd_nxt);
         let nagle = self.nagle && unsent < emss && !self.fin_queued && !self.flight.is_empty();
-        window_room < unsent.min(emss) || nagle
+        self.window_room() < unsent.min(emss) || nagle
     }
 }

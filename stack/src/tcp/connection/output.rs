@@ -228,6 +228,11 @@ impl Connection {
             && u64::from(self.cc.cwnd()) >= self.flight.pipe() + self.emss() as u64
     }
 
+    /// Octets from SND.NXT the peer's window still takes.
+    pub(super) fn window_room(&self) -> u64 {
+        (self.send.head() + self.snd_wnd).saturating_sub(self.snd_nxt)
+    }
+
     /// Whether new data may go out in this state.
     pub(super) fn sends_new_data(&self) -> bool {
         !self.fin_sent && self.sends_data()
@@ -308,7 +313,7 @@ impl Connection {
                 self.cc.resume(now, idle, self.rtt.rto());
             }
             let emss = self.emss() as u64;
-            let window_room = (self.send.head() + self.snd_wnd).saturating_sub(self.snd_nxt);
+            let window_room = self.window_room();
             let (cwnd, pipe) = (u64::from(self.cc.cwnd()), self.flight.pipe());
             if !forced && cwnd.saturating_sub(pipe) < emss {
                 self.cwnd_full_until = self.snd_nxt;
