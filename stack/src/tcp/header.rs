@@ -15,6 +15,7 @@
 //! fifth of the sending core's time and a twentieth of the receiving
 //! core's.
 
+use crate::wire::field::{get_u16, get_u32, set_u16, set_u32};
 use smoltcp::wire::{TcpControl, TcpRepr, TcpSeqNumber, TcpTimestampRepr};
 
 /// The fixed part of the header, before the options.
@@ -71,14 +72,13 @@ pub fn write(header: &TcpRepr<'_>, out: &mut [u8]) -> usize {
     let len = header_len(header);
     assert!(len <= MAX_HEADER_LEN, "a TCP header of {len} octets");
     let out = &mut out[..len];
-    out[0..2].copy_from_slice(&header.src_port.to_be_bytes());
-    out[2..4].copy_from_slice(&header.dst_port.to_be_bytes());
-    out[4..8].copy_from_slice(&header.seq_number.0.to_be_bytes());
-    let ack = header.ack_number.map_or(0, |ack| ack.0);
-    out[8..12].copy_from_slice(&ack.to_be_bytes());
+    set_u16(out, 0, header.src_port);
+    set_u16(out, 2, header.dst_port);
+    set_u32(out, 4, header.seq_number.0 as u32);
+    set_u32(out, 8, header.ack_number.map_or(0, |ack| ack.0 as u32));
     out[12] = ((len / 4) as u8) << 4;
     out[13] = control_flag(header.control) | if header.ack_number.is_some() { ACK } else { 0 };
-    out[14..16].copy_from_slice(&header.window_len.to_be_bytes());
+    set_u16(out, 14, header.window_len);
     out[16..20].fill(0);
     // The padding, at most three octets, lies in the last word: zeroed
     // whole before the options (one store, not a call to memset).
@@ -121,17 +121,17 @@ fn write_options(header: &TcpRepr<'_>, out: &mut [u8]) {
     } else if header.ack_number.is_some() && sack_blocks(header) > 0 {
         let mut blocks = [0u8; 24];
         let mut len = 0;
-        for (left, right) in header.sack_ranges.iter().flatten() {
-            blocks[len..len + 4].copy_from_slice(&left.to_be_bytes());
-            blocks[len + 4..len + 8].copy_from_slice(&right.to_be_bytes());
+        for &(left, right) in header.sack_ranges.iter().flatten() {
+            set_u32(&mut blocks, len, left);
+            set_u32(&mut blocks, len + 4, right);
             len += 8;
         }
         option(SACK, &blocks[..len]);
     }
     if let Some(timestamp) = header.timestamp {
         let mut value = [0u8; 8];
-        value[..4].copy_from_slice(&timestamp.tsval.to_be_bytes());
-        value[4..].copy_from_slice(&timestamp.tsecr.to_be_bytes());
+        set_u32(&mut value, 0, timestamp.tsval);
+        set_u32(&mut value, 4, timestamp.tsecr);
         option(TIMESTAMPS, &value);
     }
     // More than the last word's padding only where smoltcp counts SACK
@@ -152,8 +152,7 @@ pub fn parse(segment: &[u8]) -> Option<TcpRepr<'_>> {
     if len < FIXED_LEN || segment.len() < len {
         return None;
     }
-    let u16_at = |at: usize| u16::from_be_bytes([fixed[at], fixed[at + 1]]);
-    let (src_port, dst_port) = (u16_at(0), u16_at(2));
+    let (src_port, dst_port) = (get_u16(fixed, 0), get_u16(fixed, 2));
     if src_port == 0 || dst_port == 0 {
         return None;
     }
@@ -171,9 +170,9 @@ pub fn parse(segment: &[u8]) -> Option<TcpRepr<'_>> {
         src_port,
         dst_port,
         control,
-        seq_number: TcpSeqNumber(u32_at(fixed, 4) as i32),
-        ack_number: flag(ACK).then(|| TcpSeqNumber(u32_at(fixed, 8) as i32)),
-        window_len: u16_at(14),
+        seq_number: TcpSeqNumber(get_u32(fixed, 4) as i32),
+        ack_number: flag(ACK).then(|| TcpSeqNumber(get_u32(fixed, 8) as i32)),
+        window_len: get_u16(fixed, 14),
         window_scale: None,
         max_seg_size: None,
         sack_permitted: false,
@@ -183,15 +182,6 @@ pub fn parse(segment: &[u8]) -> Option<TcpRepr<'_>> {
     };
     read_options(&segment[FIXED_LEN..len], &mut header)?;
     Some(header)
-}
-
-/// The big-endian word at `at` of `octets`, which hold at least `at + 4`
-/// (0 otherwise, which the callers' length checks rule out).
-fn u32_at(octets: &[u8], at: usize) -> u32 {
-    octets
-        .get(at..at + 4)
-        .and_then(|word| word.try_into().ok())
-        .map_or(0, u32::from_be_bytes)
 }
 
 /// Reads `options` into `header` as smoltcp does: the last of each kind
@@ -211,7 +201,7 @@ fn read_options<'a>(mut options: &'a [u8], header: &mut TcpRepr<'a>) -> Option<(
         let len = usize::from(*options.get(1)?);
         let value = options.get(2..len)?;
         match (kind, len) {
-            (MSS, 4) => header.max_seg_size = Some(u16::from_be_bytes([value[0], value[1]])),
+            (MSS, 4) => header.max_seg_size = Some(get_u16(value, 0)),
             (WINDOW_SCALE, 3) => header.window_scale = Some(value[0].min(MAX_WINDOW_SHIFT)),
             (SACK_PERMITTED, 2) => header.sack_permitted = true,
             (MSS | WINDOW_SCALE | SACK_PERMITTED, _) => return None,
@@ -219,11 +209,12 @@ fn read_options<'a>(mut options: &'a [u8], header: &mut TcpRepr<'a>) -> Option<(
             (SACK, _) => {
                 let mut blocks = value
                     .chunks_exact(8)
-                    .map(|block| (u32_at(block, 0), u32_at(block, 4)));
+                    .map(|block| (get_u32(block, 0), get_u32(block, 4)));
                 header.sack_ranges = std::array::from_fn(|_| blocks.next());
             }
             (TIMESTAMPS, 10) => {
-                header.timestamp = Some(TcpTimestampRepr::new(u32_at(value, 0), u32_at(value, 4)));
+                header.timestamp =
+                    Some(TcpTimestampRepr::new(get_u32(value, 0), get_u32(value, 4)));
             }
             _ => {}
         }

@@ -152,7 +152,11 @@ impl Segment<'_> {
         let out = buf
             .get_mut(..header_len)
             .ok_or(BufferTooSmall { needed: header_len })?;
-        self.write_header(out, Checksum::PseudoHeaderOnly, self.len());
+        self.write_header(
+            out,
+            Checksum::PseudoHeaderOnly,
+            header_len + self.payload.len(),
+        );
         Ok(header_len)
     }
 

@@ -1,4 +1,5 @@
-//! Big-endian field access for the header views.
+//! Big-endian field access for the header views, and for the TCP header
+//! uwarp writes and reads itself (`crate::tcp::header`).
 //!
 //! The views check their buffer length once, in `new_checked`; these helpers
 //! then read and write fixed offsets inside that length. All iWARP header
@@ -7,11 +8,13 @@
 //! [`crate::wire::crc`].
 
 /// Reads the big-endian `u16` at `at`.
+#[inline]
 pub(crate) fn get_u16(buf: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([buf[at], buf[at + 1]])
 }
 
 /// Reads the big-endian `u32` at `at`.
+#[inline]
 pub(crate) fn get_u32(buf: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]])
 }
@@ -24,11 +27,13 @@ pub(crate) fn get_u64(buf: &[u8], at: usize) -> u64 {
 }
 
 /// Writes `value` big-endian at `at`.
+#[inline]
 pub(crate) fn set_u16(buf: &mut [u8], at: usize, value: u16) {
     buf[at..at + 2].copy_from_slice(&value.to_be_bytes());
 }
 
 /// Writes `value` big-endian at `at`.
+#[inline]
 pub(crate) fn set_u32(buf: &mut [u8], at: usize, value: u32) {
     buf[at..at + 4].copy_from_slice(&value.to_be_bytes());
 }

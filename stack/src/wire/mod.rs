@@ -23,7 +23,7 @@ pub mod check;
 pub mod crc;
 pub mod ddp;
 mod error;
-mod field;
+pub(crate) mod field;
 pub mod fpdu;
 pub mod marker;
 pub mod mpa;
