@@ -36,12 +36,6 @@ fn flight(pair: &mut Pair, segments: usize) -> Vec<Wire> {
     burst
 }
 
-/// `a` and `b` are the same segment: sequence number and payload.
-fn same(a: &Wire, b: &Wire) -> bool {
-    let (a, b) = (a.repr(), b.repr());
-    a.seq_number == b.seq_number && a.payload == b.payload
-}
-
 /// The first of `burst` is lost; the others reach B, whose duplicate
 /// ACKs reach A at once (no time passes). Returns what A sent after each.
 fn lose_first(pair: &mut Pair, burst: &[Wire]) -> Vec<Vec<Wire>> {
@@ -55,7 +49,7 @@ fn repaired_early(mut pair: Pair, burst: &[Wire], sent: &[Vec<Wire>]) {
     let (last, before) = sent.split_last().expect("duplicate ACKs came");
     assert!(before.iter().all(Vec::is_empty), "nothing before");
     assert_eq!(last.len(), 1, "one retransmission");
-    assert!(same(&last[0], &burst[0]), "the lost segment");
+    assert!(last[0].same_segment(&burst[0]), "the lost segment");
     through(&mut pair, &last[0]);
     pair.settle(Duration::from_millis(50));
     assert_eq!(pair.a.send_queue_len(), 0, "everything acknowledged");
@@ -98,7 +92,7 @@ fn four_segments_keep_the_threshold_of_three() {
         let sent = lose_first(&mut pair, &burst);
         assert_eq!(sent.len(), 3);
         assert!(sent[..2].iter().all(Vec::is_empty), "not before the third");
-        assert!(same(&sent[2][0], &burst[0]), "fast retransmit");
+        assert!(sent[2][0].same_segment(&burst[0]), "fast retransmit");
         assert_eq!(pair.a.stats().early_retransmits, 0);
         assert_eq!(pair.a.stats().fast_recoveries, 1);
     }
@@ -142,7 +136,7 @@ fn data_nagle_holds_back_does_not_stop_it() {
     assert_eq!(burst.len(), 2, "Nagle holds the rest");
     let sent = through(&mut pair, &burst[1]);
     assert_eq!(sent.len(), 1);
-    assert!(same(&sent[0], &burst[0]));
+    assert!(sent[0].same_segment(&burst[0]));
     // The ACK of the repair lets the rest go.
     for wire in through(&mut pair, &sent[0]) {
         pair.deliver(&wire);
@@ -186,7 +180,7 @@ fn a_spurious_early_retransmit_is_undone_and_not_repeated() {
     let burst = flight(&mut pair, 3);
     let sent = lose_first(&mut pair, &burst);
     assert!(sent[0].is_empty());
-    assert!(same(&sent[1][0], &burst[0]));
+    assert!(sent[1][0].same_segment(&burst[0]));
     assert_eq!(pair.a.stats().early_retransmits, 2);
 }
 

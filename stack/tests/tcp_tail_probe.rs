@@ -40,12 +40,6 @@ fn fire_probe(pair: &mut Pair) -> Wire {
     sent.remove(0)
 }
 
-/// `a` and `b` are the same segment: sequence number and payload.
-fn same(a: &Wire, b: &Wire) -> bool {
-    let (a, b) = (a.repr(), b.repr());
-    a.seq_number == b.seq_number && a.payload == b.payload
-}
-
 #[test]
 fn a_lost_tail_is_probed_and_repaired_without_a_timeout() {
     let (mut pair, burst) = reordering_path_with_five_out();
@@ -55,13 +49,13 @@ fn a_lost_tail_is_probed_and_repaired_without_a_timeout() {
         through(&mut pair, wire);
     }
     let probe = fire_probe(&mut pair);
-    assert!(same(&probe, &burst[4]), "the last segment, whole");
+    assert!(probe.same_segment(&burst[4]), "the last segment, whole");
     // B SACKs the probe above the hole; A takes the hole for lost (it
     // was sent a probe timeout before a segment that arrived) and
     // resends it at once.
     let repair = through(&mut pair, &probe);
     assert_eq!(repair.len(), 1);
-    assert!(same(&repair[0], &burst[3]));
+    assert!(repair[0].same_segment(&burst[3]));
     through(&mut pair, &repair[0]);
     pair.settle(Duration::from_millis(50));
     assert_eq!(pair.a.send_queue_len(), 0, "everything acknowledged");
@@ -85,7 +79,7 @@ fn a_needless_probe_is_reported_as_a_duplicate_and_cuts_nothing() {
     pair.take(false);
     let cwnd = pair.a.cwnd();
     let probe = fire_probe(&mut pair);
-    assert!(same(&probe, &burst[4]));
+    assert!(probe.same_segment(&burst[4]));
     through(&mut pair, &probe);
     assert_eq!(pair.a.send_queue_len(), 0);
     let stats = pair.a.stats();
@@ -97,7 +91,7 @@ fn a_needless_probe_is_reported_as_a_duplicate_and_cuts_nothing() {
     pair.a.send(&stream(3 * pair.a.emss()));
     let next = pair.take(true);
     let probe = fire_probe(&mut pair);
-    assert!(same(&probe, next.last().unwrap()));
+    assert!(probe.same_segment(next.last().unwrap()));
 }
 
 #[test]
@@ -111,7 +105,7 @@ fn a_probe_that_repaired_a_loss_cuts_the_window() {
     }
     pair.take(false);
     let probe = fire_probe(&mut pair);
-    assert!(same(&probe, &burst[4]));
+    assert!(probe.same_segment(&burst[4]));
     through(&mut pair, &probe);
     // B's delayed ACK.
     pair.settle(Duration::from_millis(2));

@@ -32,6 +32,13 @@ impl Wire {
         parse(src.addr, dst.addr, &self.bytes).expect("the engine emits valid segments")
     }
 
+    /// Whether `other` is the same segment: sequence number and payload
+    /// (a retransmission of this one, say).
+    pub fn same_segment(&self, other: &Wire) -> bool {
+        let (a, b) = (self.repr(), other.repr());
+        a.seq_number == b.seq_number && a.payload == b.payload
+    }
+
     pub fn payload_len(&self) -> usize {
         self.repr().payload.len()
     }
