@@ -4,7 +4,10 @@
 //!
 //! It is a ring covering positions `[base, base + capacity)`; `base` never
 //! passes the receiver's left edge nor the oldest octet held, so whatever
-//! the window lets in has a slot.
+//! the window lets in has a slot. Whenever it holds nothing, the next
+//! octet stored goes to the ring's start (its `origin` moves to `base`),
+//! so a connection that needs the buffer now and then keeps reusing its
+//! first pages rather than touching, and keeping resident, all of them.
 
 use super::ranges::RangeSet;
 
@@ -13,6 +16,8 @@ use super::ranges::RangeSet;
 pub struct Reassembly {
     ring: Box<[u8]>,
     base: u64,
+    /// The position whose slot is the ring's start; at most `base`.
+    origin: u64,
     held: RangeSet,
 }
 
@@ -23,6 +28,7 @@ impl Reassembly {
         Reassembly {
             ring: vec![0; capacity.max(1)].into_boxed_slice(),
             base: 0,
+            origin: 0,
             held: RangeSet::new(max_ranges),
         }
     }
@@ -44,11 +50,14 @@ impl Reassembly {
             return 0;
         }
         let fits = (self.limit().saturating_sub(pos) as usize).min(data.len());
+        if self.held.is_empty() {
+            self.origin = self.base;
+        }
         if fits == 0 || !self.held.insert(pos..pos + fits as u64) {
             return 0;
         }
         let cap = self.ring.len();
-        let at = (pos % cap as u64) as usize;
+        let at = self.index(pos);
         let first = fits.min(cap - at);
         self.ring[at..at + first].copy_from_slice(&data[..first]);
         self.ring[..fits - first].copy_from_slice(&data[first..fits]);
@@ -63,9 +72,14 @@ impl Reassembly {
             return None;
         }
         let cap = self.ring.len();
-        let at = (run.start % cap as u64) as usize;
+        let at = self.index(run.start);
         let len = ((run.end.min(left_edge) - run.start) as usize).min(cap - at);
         Some((run.start, &self.ring[at..at + len]))
+    }
+
+    /// The slot of `pos`, a position at or after `origin`.
+    fn index(&self, pos: u64) -> usize {
+        ((pos - self.origin) % self.ring.len() as u64) as usize
     }
 
     /// Forgets everything held below `pos` and moves the ring forward.
@@ -109,5 +123,27 @@ mod tests {
         // Positions up to 13 fit now; the ring wraps.
         assert_eq!(buf.store(7, &[7, 8, 9, 10, 11, 12, 13, 14]), 6);
         assert_eq!(buf.readable(13), Some((5, &[5, 6, 7][..])));
+    }
+
+    #[test]
+    fn an_empty_buffer_stores_from_the_rings_start_again() {
+        let mut buf = Reassembly::new(8, 4);
+        let start = buf.ring.as_ptr() as usize;
+        assert_eq!(buf.store(0, &[0, 1, 2]), 3);
+        buf.release(3, 3);
+        // Empty: position 3 goes to the ring's start, and the next 8
+        // positions all fit without wrapping.
+        assert_eq!(buf.store(5, &[5, 6, 7, 8, 9, 10]), 6);
+        assert_eq!(buf.store(3, &[3, 4]), 2);
+        let (pos, run) = buf.readable(11).unwrap();
+        assert_eq!((pos, run), (3, &[3, 4, 5, 6, 7, 8, 9, 10][..]));
+        assert_eq!(run.as_ptr() as usize, start);
+        // Something still held: no move.
+        buf.release(9, 11);
+        assert_eq!(buf.store(11, &[11, 12]), 2);
+        assert_eq!(buf.readable(13), Some((9, &[9, 10][..])));
+        buf.release(11, 13);
+        assert_eq!(buf.readable(13), Some((11, &[11, 12][..])));
+        assert_eq!(buf.ring[..2], [11, 12]);
     }
 }

@@ -56,6 +56,12 @@ pub struct SendQueue {
     memory: Arc<SendMemory>,
     head: u64,
     tail: u64,
+    /// The position whose octet is at the ring's start. Moved to the tail
+    /// whenever a write finds the queue empty, so a connection whose
+    /// data is acknowledged before more is queued (requests and replies,
+    /// small messages on many connections) keeps reusing the ring's first
+    /// pages instead of touching, and keeping resident, all of them.
+    origin: u64,
     chunks: VecDeque<Chunk>,
     /// Where the oldest chunk began, possibly before `head`.
     front_start: u64,
@@ -88,6 +94,7 @@ impl SendQueue {
             memory: SendMemory::new(capacity),
             head: 0,
             tail: 0,
+            origin: 0,
             chunks: VecDeque::new(),
             front_start: 0,
             released_chunks: 0,
@@ -131,9 +138,24 @@ impl SendQueue {
         self.memory.len() - (self.tail - self.head) as usize
     }
 
+    /// Where `pos` is in the ring.
+    fn index(&self, pos: u64) -> usize {
+        ((pos - self.origin) % self.memory.len() as u64) as usize
+    }
+
+    /// Where the next write goes: the ring's start when nothing is queued
+    /// (every octet written before is acknowledged, so no segment still
+    /// needs any of them; see [`SendMemory`]).
+    fn tail_index(&mut self) -> usize {
+        if self.head == self.tail {
+            self.origin = self.tail;
+        }
+        self.index(self.tail)
+    }
+
     fn write(&mut self, data: &[u8]) {
         let cap = self.memory.len();
-        let mut at = (self.tail % cap as u64) as usize;
+        let mut at = self.tail_index();
         let ring = self.ring_mut();
         for piece in data.chunks(cap) {
             let first = piece.len().min(cap - at);
@@ -162,7 +184,7 @@ impl SendQueue {
             return Err(QueueFull);
         }
         let cap = self.memory.len();
-        let at = (self.tail % cap as u64) as usize;
+        let at = self.tail_index();
         if at + len <= cap {
             self.reserved = Some(Reserved::InRing(len));
             Ok(&mut self.ring_mut()[at..at + len])
@@ -245,7 +267,7 @@ impl SendQueue {
         let cap = ring.len();
         let start = range.start.clamp(self.head, self.tail);
         let len = (range.end.clamp(start, self.tail) - start) as usize;
-        let at = (start % cap as u64) as usize;
+        let at = self.index(start);
         let first = len.min(cap - at);
         Payload {
             first: &ring[at..at + first],
@@ -411,15 +433,111 @@ mod tests {
     }
 
     #[test]
-    fn the_cursor_finds_what_a_search_finds() {
-        let mut q = SendQueue::new(4096);
+    fn an_empty_queue_writes_from_the_rings_start_again() {
+        let mut q = SendQueue::new(64);
+        let base = q.memory().as_ptr() as usize;
+        let offset =
+            |q: &SendQueue, pos: u64| q.payload(pos..pos + 1).first.as_ptr() as usize - base;
+        q.push_record(&[1; 10]).unwrap();
+        q.push_record(&[2; 10]).unwrap();
+        // Something still queued: the next record follows it.
+        q.release(10);
+        q.push_record(&[3; 10]).unwrap();
+        assert_eq!(offset(&q, 20), 20);
+        // Everything acknowledged: the next record and the next bytes
+        // start at the ring's start, whatever their position.
+        q.release(30);
+        q.push_record(&[4; 10]).unwrap();
+        assert_eq!(
+            (offset(&q, 30), q.payload(30..40).to_vec()),
+            (0, vec![4; 10])
+        );
+        q.release(40);
+        assert_eq!(q.push_bytes(&[5; 64]), 64);
+        assert_eq!(offset(&q, 40), 0);
+        assert_eq!(q.payload(40..104).to_vec(), vec![5; 64]);
+        assert!(q.is_boundary(40) && q.cut(40, 100, 100, SplitPermit::EmssOnly).unwrap().len == 64);
+        // A reservation made empty is committed where it was written.
+        q.release(104);
+        q.reserve_record(8).unwrap().fill(6);
+        q.commit_record();
+        assert_eq!(
+            (offset(&q, 104), q.payload(104..112).to_vec()),
+            (0, vec![6; 8])
+        );
+    }
+
+    /// A xorshift generator: `next(n)` is below `n`.
+    fn numbers() -> impl FnMut(u64) -> u64 {
         let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |n: u64| {
+        move |n| {
             state ^= state << 13;
             state ^= state >> 7;
             state ^= state << 17;
             state % n
+        }
+    }
+
+    #[test]
+    fn payloads_are_the_octets_queued_however_the_ring_moves() {
+        let mut q = SendQueue::new(1000);
+        let mut model: VecDeque<u8> = VecDeque::new();
+        let mut next = numbers();
+        let mut byte = 0u8;
+        let mut octets = |len: u64| -> Vec<u8> {
+            (0..len)
+                .map(|_| {
+                    byte = byte.wrapping_add(1);
+                    byte
+                })
+                .collect()
         };
+        for _ in 0..20_000 {
+            match next(5) {
+                0 => {
+                    let record = octets(1 + next(400));
+                    if q.push_record(&record).is_ok() {
+                        model.extend(&record);
+                    }
+                }
+                1 => {
+                    let record = octets(1 + next(400));
+                    if let Ok(room) = q.reserve_record(record.len()) {
+                        room.copy_from_slice(&record);
+                        q.commit_record();
+                        model.extend(&record);
+                    }
+                }
+                2 => {
+                    let data = octets(1 + next(300));
+                    let taken = q.push_bytes(&data);
+                    model.extend(&data[..taken]);
+                }
+                3 => {
+                    // Often everything, so the ring restarts at its start.
+                    let acked = next(model.len() as u64 + 1).max(model.len() as u64 * next(2));
+                    q.release(q.head() + acked);
+                    model.drain(..acked as usize);
+                }
+                _ => {
+                    let start = q.head() + next(model.len() as u64 + 1);
+                    let end = start + next(q.end() - start + 1);
+                    let from = (start - q.head()) as usize;
+                    let expected: Vec<u8> = model
+                        .range(from..from + (end - start) as usize)
+                        .copied()
+                        .collect();
+                    assert_eq!(q.payload(start..end).to_vec(), expected, "{start}..{end}");
+                }
+            }
+            assert_eq!(q.end() - q.head(), model.len() as u64);
+        }
+    }
+
+    #[test]
+    fn the_cursor_finds_what_a_search_finds() {
+        let mut q = SendQueue::new(4096);
+        let mut next = numbers();
         for _ in 0..5000 {
             match next(4) {
                 0 => {

@@ -96,6 +96,9 @@ pub struct ConnsResult {
     pub resident_setup: i64,
     /// Resident memory per connection once each carried a message.
     pub resident_traffic: i64,
+    /// Resident memory per connection after the measured phase: what the
+    /// rings kept of the traffic.
+    pub resident_measured: i64,
     /// The measured phase.
     pub measured: Phase,
     /// How long one poll of both ends takes once every connection is
@@ -175,6 +178,7 @@ fn run_count(run: &ConnsRun, count: usize) -> Result<ConnsResult, String> {
     traffic.run_to(count)?;
     let resident_traffic = per_connection(resident(), before, count);
     let measured = measured_phase(&mut traffic, total)?;
+    let resident_measured = per_connection(resident(), before, count);
     traffic.verify(total)?;
     let idle_poll = idle(&pair, IDLE_POLLS)? / IDLE_POLLS as u32;
     let close = close_all(&pair, &client, &server)?;
@@ -183,6 +187,7 @@ fn run_count(run: &ConnsRun, count: usize) -> Result<ConnsResult, String> {
         setup,
         resident_setup,
         resident_traffic,
+        resident_measured,
         measured,
         idle_poll,
         close,

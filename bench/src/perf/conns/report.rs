@@ -43,11 +43,12 @@ fn describe(run: &ConnsRun) -> String {
 pub fn to_text(run: &ConnsRun, results: &[ConnsResult]) -> String {
     let mut out = format!("conns: {}\n", describe(run));
     out.push_str(&format!(
-        "{:>11} {:>13} {:>14} {:>16} {:>10} {:>9} {:>9} {:>11} {:>12} {:>13}\n",
+        "{:>11} {:>13} {:>14} {:>16} {:>13} {:>10} {:>9} {:>9} {:>11} {:>12} {:>13}\n",
         "connections",
         "setup us/conn",
         "resident/conn",
         "after traffic",
+        "after run",
         "frames/msg",
         "ns/frame",
         "ns/msg",
@@ -59,11 +60,12 @@ pub fn to_text(run: &ConnsRun, results: &[ConnsResult]) -> String {
         let (ns_frame, ns_msg, msg_rate) = rates(result);
         let phase = &result.measured;
         out.push_str(&format!(
-            "{:>11} {:>13.1} {:>14} {:>16} {:>10.2} {:>9.1} {:>9.1} {:>11.0} {:>12.1} {:>13.1}\n",
+            "{:>11} {:>13.1} {:>14} {:>16} {:>13} {:>10.2} {:>9.1} {:>9.1} {:>11.0} {:>12.1} {:>13.1}\n",
             result.connections,
             us_per_connection(result, result.setup),
             result.resident_setup,
             result.resident_traffic,
+            result.resident_measured,
             phase.frames as f64 / phase.messages.max(1) as f64,
             ns_frame,
             ns_msg,
@@ -86,6 +88,7 @@ pub fn to_json(run: &ConnsRun, results: &[ConnsResult]) -> Value {
                 "setup_us_per_conn": us_per_connection(result, result.setup),
                 "resident_bytes_per_conn": result.resident_setup,
                 "resident_bytes_per_conn_after_traffic": result.resident_traffic,
+                "resident_bytes_per_conn_after_run": result.resident_measured,
                 "messages": result.measured.messages,
                 "frames": result.measured.frames,
                 "ns_per_frame": ns_per_frame,
