@@ -37,6 +37,15 @@ fn assert_result(result: &serde_json::Value, connections: u64, messages: u64) {
     ] {
         assert!(result[field].as_f64().unwrap() > 0.0, "{field}: {result}");
     }
+    // Resident memory is a difference, which the allocator may make
+    // negative, but it is always measured.
+    for field in [
+        "resident_bytes_per_conn",
+        "resident_bytes_per_conn_after_traffic",
+        "resident_bytes_per_conn_after_run",
+    ] {
+        assert!(result[field].as_i64().is_some(), "{field}: {result}");
+    }
 }
 
 #[test]
