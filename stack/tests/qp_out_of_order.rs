@@ -42,6 +42,10 @@ struct ReorderingLink {
     held: BTreeMap<u64, Vec<u8>>,
     /// Octets that went through `held`.
     held_octets: u64,
+    /// Where the link started: the receiver's offset then.
+    start: u64,
+    /// Segments placed early before any octet arrived in order.
+    placed_before_first: u64,
 }
 
 impl ReorderingLink {
@@ -51,6 +55,8 @@ impl ReorderingLink {
             sent: to.engine.rx_offset(),
             held: BTreeMap::new(),
             held_octets: 0,
+            start: to.engine.rx_offset(),
+            placed_before_first: 0,
         }
     }
 
@@ -83,7 +89,11 @@ impl ReorderingLink {
     fn arrive(&mut self, to: &mut Side, offset: u64, octets: Vec<u8>) {
         if offset == to.engine.rx_offset() {
             to.engine.on_bytes(&octets);
-        } else if !to.engine.place_out_of_order(offset, &octets) {
+        } else if to.engine.place_out_of_order(offset, &octets) {
+            if to.engine.rx_offset() == self.start {
+                self.placed_before_first += 1;
+            }
+        } else {
             self.held_octets += octets.len() as u64;
             self.held.insert(offset, octets);
         }
@@ -205,6 +215,52 @@ fn reordered(setup: Setup, seed: u64, reach: u64) -> (Outcome, u64, Side) {
     common::pump(&mut a, &mut b);
     let held = link.held_octets;
     (scenario.outcome(&mut a, &mut b), held, b)
+}
+
+/// The scenario from the connection's start, the initiator's first FPDU
+/// (its RTR, if any) among the segments the link reorders within
+/// `reach`; returns the outcome and the link.
+fn from_the_start(setup: Setup, seed: u64, reach: u64) -> (Outcome, ReorderingLink) {
+    let (mut a, mut b) = pair(setup);
+    let scenario = Scenario::new(&a, &b);
+    scenario.post(&mut a, &mut b, seed);
+    let mut rng = SimRng::new(seed ^ 0x5eed);
+    let mut link = ReorderingLink::new(&b);
+    let segments = link.segments(&mut a, 3, &mut rng);
+    for (offset, octets) in reorder(segments, reach, &mut rng) {
+        link.arrive(&mut b, offset, octets);
+    }
+    common::pump(&mut a, &mut b);
+    (scenario.outcome(&mut a, &mut b), link)
+}
+
+/// What follows the initiator's first FPDU is placed even when it comes
+/// first, unless that first FPDU is a Send RTR: until the RTR has taken
+/// its MSN, which receive a Send fills is not known, and the segment
+/// waits for it.
+#[test]
+fn placement_starts_before_the_first_fpdu_unless_a_send_rtr_is_awaited() {
+    for rtr in [None, Some(Rtr::Write), Some(Rtr::Read), Some(Rtr::Send)] {
+        let setup = Setup {
+            rtr,
+            ..Setup::default()
+        };
+        let (mut before_first, mut held) = (0, 0);
+        for seed in 0..10 {
+            let (expected, _) = from_the_start(setup, seed, 0);
+            let (got, link) = from_the_start(setup, seed, 6);
+            assert_eq!(got, expected, "{rtr:?} seed {seed}");
+            before_first += link.placed_before_first;
+            held += link.held_octets;
+        }
+        if rtr == Some(Rtr::Send) {
+            assert_eq!(before_first, 0);
+            assert!(held > 0, "some segment came before the RTR");
+        } else {
+            assert!(before_first > 0, "{rtr:?}");
+            assert_eq!(held, 0, "{rtr:?}: aligned FPDUs never wait");
+        }
+    }
 }
 
 #[test]
@@ -431,7 +487,7 @@ fn an_early_fpdu_inside_another_ends_the_stream() {
 }
 
 #[test]
-fn early_placement_is_refused_before_the_responders_first_fpdu_and_in_order() {
+fn early_placement_is_refused_in_order_and_for_what_is_not_whole() {
     let (mut a, mut b) = pair(Setup::default());
     let sink = b.region(4096, REMOTE_ALL);
     let source = a.region(4096, Access::LOCAL_WRITE);
@@ -440,11 +496,10 @@ fn early_placement_is_refused_before_the_responders_first_fpdu_and_in_order() {
     assert!(a.engine.poll_transmit(&mut fpdu, 1) > 0);
     // In order is never out of order.
     assert!(!b.engine.place_out_of_order(0, &fpdu));
-    // The responder waits for the initiator's first FPDU in order.
-    assert!(!b.engine.place_out_of_order(100, &fpdu));
-    b.engine.on_bytes(&fpdu);
-    // Now it places; a second FPDU must still be whole.
+    // Ahead of the initiator's first FPDU it places (no Send RTR is
+    // awaited); an FPDU must still be whole.
     assert!(b.engine.place_out_of_order(100, &fpdu));
+    b.engine.on_bytes(&fpdu);
     assert!(!b.engine.place_out_of_order(300, &fpdu[..fpdu.len() - 1]));
     // A Read Request is kept whole for the in-order stream; a Terminate
     // waits in the LLP.

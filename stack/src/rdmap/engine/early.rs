@@ -16,6 +16,10 @@
 //! application that needs the Read to see the older data fences the
 //! Write (the verbs' fence), as RFC 5040 section 5.5 leaves it.
 //!
+//! Placement may start before the peer's first FPDU has arrived, unless
+//! that first FPDU is a Send RTR (RFC 6581): it takes an MSN and no
+//! receive, so until it is in, no Send can be matched to its receive.
+//!
 //! A segment qualifies only if every FPDU in it places; otherwise the LLP
 //! keeps it and it arrives in order later (what was written meanwhile is
 //! written again with the same octets). Without CRCs, or with Markers, an
@@ -33,6 +37,7 @@ use super::terminate::Fault;
 use super::QpEngine;
 use crate::mem::Stag;
 use crate::mpa::framer::front_fpdu;
+use crate::mpa::Rtr;
 use crate::wire::ddp::{BufferModel, DdpRepr};
 use crate::wire::rdmap::{Opcode, RdmapControl, RdmapSegment, QN_READ_REQUEST, READ_REQUEST_LEN};
 use crate::wire::terminate::TermError;
@@ -73,7 +78,7 @@ impl QpEngine {
     pub fn place_out_of_order(&mut self, offset: u64, data: &[u8]) -> bool {
         let allowed = self.early_placement
             && self.accepts_work()
-            && self.peer_started
+            && self.knows_receive_msns()
             && offset > self.rx_offset
             && !data.is_empty()
             && self.early.by_offset.len() < MAX_EARLY;
@@ -100,6 +105,16 @@ impl QpEngine {
         }
         self.early.segment = segment;
         true
+    }
+
+    /// Whether a Send's MSN tells which posted receive it fills. Not
+    /// before a Send RTR the responder waits for has arrived: that RTR
+    /// takes an MSN of its own and no receive (RFC 6581 section 9.2),
+    /// and until it has, a later Send would be matched one receive off.
+    /// Any other first FPDU changes nothing for the ones behind it, so
+    /// they may be placed before it arrives.
+    fn knows_receive_msns(&self) -> bool {
+        self.peer_started || self.expected_rtr != Some(Rtr::Send)
     }
 
     /// Places the FPDU at the front of `data`, if it is whole, its CRC
