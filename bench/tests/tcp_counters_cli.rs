@@ -3,7 +3,8 @@
 //! on the DPDK link makes uwarp's TCP retransmit, and the JSON and the
 //! table say so; on a clean link whatever a timer resent early arrived
 //! twice and was reported so. The server's counters show where
-//! reordered data went.
+//! reordered data went. Each DPDK end's host counters (`Device::close`)
+//! show the connections it set up and every frame it dropped.
 
 mod common;
 
@@ -48,6 +49,26 @@ fn loss_on_the_dpdk_link_shows_as_retransmissions() {
     let report: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
     let [retransmissions, ..] = counters(&report, "dpdk");
     assert!(retransmissions > 0, "{report}");
+    // Each end's host counted the frames its impairment stage dropped,
+    // among every frame it dropped.
+    let mut impaired = 0;
+    for end in ["counters", "server_counters"] {
+        let host = |name: &str| host_count(&report, end, name);
+        assert!(
+            host("frames_dropped") >= host("impairment_dropped"),
+            "{report}"
+        );
+        impaired += host("impairment_dropped");
+    }
+    assert!(impaired > 0, "{report}");
+}
+
+/// `name` of the DPDK `end`'s host counters (`counters` for the client,
+/// `server_counters` for the server) in a JSON report.
+fn host_count(report: &serde_json::Value, end: &str, name: &str) -> u64 {
+    report["dpdk"][end]["host"][name]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{end} host {name}: {report}"))
 }
 
 #[test]
@@ -83,6 +104,31 @@ fn a_clean_link_loses_nothing() {
     assert!(retransmissions <= server("dsacks_sent"), "{report}");
     assert_eq!(server("segments_placed_out_of_order"), 0, "{report}");
     assert_eq!(server("bytes_reassembled"), 0, "{report}");
+    for end in ["counters", "server_counters"] {
+        let host = |name: &str| host_count(&report, end, name);
+        // The bandwidth and the latency run's connections, and the five
+        // of the setup run, each handed to the end's dataplane core.
+        assert_eq!(host("handed_over"), 7, "{report}");
+        for none in [
+            "resets_sent",
+            "syns_dropped",
+            "handshakes_failed",
+            "malformed",
+        ] {
+            assert_eq!(host(none), 0, "{end} {none}: {report}");
+        }
+        assert!(host("frames_received") > 0, "{report}");
+        // The only frame a clean link drops: the peer's gratuitous ARP,
+        // when it comes before this end resolves the peer's address.
+        assert_eq!(
+            host("frames_dropped"),
+            host("interface_dropped"),
+            "{report}"
+        );
+        assert!(host("interface_dropped") <= 1, "{report}");
+        // The ends settle before they close: nothing is left in flight.
+        assert_eq!(host("dropped_at_shutdown"), 0, "{report}");
+    }
 }
 
 #[test]
@@ -92,6 +138,11 @@ fn the_socket_transport_reports_its_counters() {
     // Only retransmissions come from the kernel (TCP_INFO); its loopback
     // loses nothing, and the rest has no source.
     assert_eq!(counters(&report, "socket"), [0; 8], "{report}");
+    // It has no cores of uwarp's to count anything.
+    assert!(
+        report["socket"]["counters"].get("host").is_none(),
+        "{report}"
+    );
 }
 
 #[test]
@@ -113,4 +164,13 @@ fn the_table_prints_the_tcp_counters() {
             .any(|l| l.starts_with("dpdk server placement: ") && l.contains("CRC errors 0")),
         "{text}"
     );
+    for end in ["client", "server"] {
+        let prefix = format!("dpdk {end} host: connections handed over ");
+        assert!(
+            text.lines().any(|l| l.starts_with(&prefix)
+                && l.contains(", frames dropped ")
+                && l.contains(", mbufs dropped at shutdown ")),
+            "{text}"
+        );
+    }
 }

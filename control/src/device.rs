@@ -20,6 +20,7 @@ use crate::cq::CompletionQueue;
 use crate::dpdk::rdma::cores::DpdkCores;
 use crate::dpdk::rdma::stream::StreamContext;
 use crate::dpdk::rdma::DpdkConfig;
+use crate::dpdk::HostReport;
 use crate::driver::Driver;
 use crate::error::Error;
 use crate::pd::ProtectionDomain;
@@ -54,7 +55,8 @@ pub(crate) struct Shared {
 /// An open device, on the kernel-socket transport ([`Device::open`]) or
 /// on uwarp's TCP over DPDK ([`Device::open_dpdk`]). Dropping it stops its
 /// cores; on the socket transport it first resets every connection still
-/// open.
+/// open. [`Device::close`] does the same and returns what a DPDK device's
+/// cores counted.
 pub struct Device {
     shared: Shared,
     pds: ProtectionDomains,
@@ -212,17 +214,30 @@ impl Device {
         self.control.send(cmd).map_err(|_| Error::DeviceClosed)?;
         self.driver.wait(&answer)?
     }
-}
 
-impl Drop for Device {
-    fn drop(&mut self) {
+    /// Closes the device as dropping it does, and returns what its cores
+    /// counted: `None` on the socket transport; on the DPDK transport the
+    /// [`HostReport`] of its control and dataplane cores, read after they
+    /// stopped (connections still open were dropped with them, so the
+    /// report is final).
+    pub fn close(mut self) -> Option<HostReport> {
+        self.stop()
+    }
+
+    /// Stops the control thread and the cores (once: a second call finds
+    /// nothing to stop and returns `None`).
+    fn stop(&mut self) -> Option<HostReport> {
         let _ = self.control.send(ControlCmd::Shutdown);
         for thread in self.threads.drain(..) {
             let _ = thread.join();
         }
-        if let Some(cores) = self.dpdk.take() {
-            cores.shutdown();
-        }
+        self.dpdk.take().and_then(DpdkCores::shutdown)
+    }
+}
+
+impl Drop for Device {
+    fn drop(&mut self) {
+        let _ = self.stop();
     }
 }
 

@@ -28,6 +28,7 @@
 //! - `workload.rs`: the loopback run, and the connection setup rate.
 //! - `calibrate.rs`: this core's memcpy and CRC32c rates.
 //! - `report.rs`: the numbers and their text and JSON forms.
+//! - `host.rs`: what a DPDK end's cores counted, as text and JSON.
 //! - `progress.rs`: the progress bar of long runs.
 //! - `plot.rs`: the SVG chart of a size sweep.
 //! - `conns/`: `uwarp-perf conns`.
@@ -35,6 +36,7 @@
 mod calibrate;
 pub mod conns;
 mod endpoint;
+mod host;
 mod loops;
 mod mode;
 pub mod perftest;
@@ -52,7 +54,7 @@ use std::time::Duration;
 pub use calibrate::{calibrate, Calibration};
 pub use mode::{Metric, Mode, Op};
 pub use report::{Latency, Measurement, Report, RunReport};
-pub use transport::{LinkOptions, Transport, ETHERNET_MTU};
+pub use transport::{HostReports, LinkOptions, Transport, ETHERNET_MTU};
 pub use workload::Workload;
 
 /// How long each calibration loop runs.

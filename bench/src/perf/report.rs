@@ -11,8 +11,9 @@ use serde_json::{json, Map, Value};
 use uwarp_control::{QpCounters, Rtr};
 
 use super::calibrate::Calibration;
+use super::host;
 use super::session::Outcome;
-use super::{LinkOptions, Metric, Mode, Workload};
+use super::{HostReports, LinkOptions, Metric, Mode, Workload};
 
 /// Latency percentiles (from hdrhistogram), one way: half a round trip
 /// (the whole round trip for RDMA Reads).
@@ -116,7 +117,7 @@ fn columns(bandwidth: Option<(f64, f64)>, latency: Option<Latency>) -> String {
 }
 
 /// One transport's result.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Measurement {
     /// Payload bandwidth in gigabits per second.
     pub bw_gbps: f64,
@@ -133,17 +134,26 @@ pub struct Measurement {
     /// received, so where out-of-order placement and the reassembly
     /// buffer show.
     pub server_counters: QpCounters,
+    /// What each end's cores counted over the whole run, on the DPDK
+    /// transport (read when its devices closed).
+    pub hosts: Option<HostReports>,
 }
 
 impl Measurement {
-    fn to_json(self) -> Value {
+    /// The numbers, the client's counters as `counters` and the server's
+    /// as `server_counters`, each with its end's `host` on the DPDK
+    /// transport.
+    fn to_json(&self) -> Value {
         let mut out = fields(Some((self.bw_gbps, self.msg_rate)), Some(self.latency));
         out.insert("setup_per_s".into(), json!(self.setup_per_s));
-        out.insert("counters".into(), counters_json(&self.counters));
-        out.insert(
-            "server_counters".into(),
-            counters_json(&self.server_counters),
-        );
+        let mut client = counters_json(&self.counters);
+        let mut server = counters_json(&self.server_counters);
+        if let Some(hosts) = &self.hosts {
+            client["host"] = host::json(&hosts.client);
+            server["host"] = host::json(&hosts.server);
+        }
+        out.insert("counters".into(), client);
+        out.insert("server_counters".into(), server);
         Value::Object(out)
     }
 }
@@ -265,6 +275,10 @@ impl Report {
         for (name, m) in &self.runs {
             out += &format!("{name} client {}", tcp_text(&m.counters));
             out += &format!("{name} server {}", placement_text(&m.server_counters));
+            if let Some(hosts) = &m.hosts {
+                out += &format!("{name} client {}", host::text(&hosts.client));
+                out += &format!("{name} server {}", host::text(&hosts.server));
+            }
         }
         if let Some(ratios) = self.ratios() {
             out += "dpdk/socket:";

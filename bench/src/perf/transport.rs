@@ -13,10 +13,12 @@
 //! ([`LinkOptions`]); the kernel's loopback has neither.
 
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use smoltcp::wire::{
     EthernetAddress, Ipv4Address, ETHERNET_HEADER_LEN, IPV4_HEADER_LEN, TCP_HEADER_LEN,
 };
+use uwarp_control::dpdk::HostReport;
 use uwarp_control::{CoreThreads, Device, DeviceConfig, DpdkConfig, HostConfig};
 use uwarp_dataplane::runtime::ImpairConfig;
 use uwarp_dataplane::{ring_pair, Eal, EalConfig, MempoolConfig};
@@ -50,6 +52,13 @@ pub const ETHERNET_MTU: u16 = 1500;
 
 /// IPv4 and TCP headers without options: the MSS is the MTU less these.
 const IP_TCP_HEADERS: usize = IPV4_HEADER_LEN + TCP_HEADER_LEN;
+
+/// How long both DPDK ends find no work before they close: longer than
+/// the delayed ACK (1 ms).
+const QUIET: Duration = Duration::from_millis(10);
+
+/// The longest the ends are stepped before they close.
+const SETTLE_FOR: Duration = Duration::from_secs(1);
 
 /// Octets an mbuf keeps in front of the frame (`RTE_PKTMBUF_HEADROOM`).
 const MBUF_HEADROOM: u32 = 128;
@@ -126,6 +135,15 @@ impl LinkOptions {
     }
 }
 
+/// What each end's cores counted, on the DPDK transport.
+#[derive(Debug, Clone)]
+pub struct HostReports {
+    /// The client's.
+    pub client: HostReport,
+    /// The server's.
+    pub server: HostReport,
+}
+
 /// The ends of one run.
 pub struct Ends {
     /// The transport.
@@ -169,6 +187,35 @@ impl Ends {
     /// The client's device.
     pub fn client(&self) -> &Device {
         self.client.as_ref().unwrap_or(&self.server)
+    }
+
+    /// Closes both ends' devices; on the DPDK transport, returns what
+    /// each one's cores counted. Inline cores are first stepped until
+    /// neither finds work for [`QUIET`] (at most [`SETTLE_FOR`]), so the
+    /// frames still on the link (the last ACKs) are received and the
+    /// mbufs dropped at shutdown are those a run really left behind.
+    pub fn close(self) -> Option<HostReports> {
+        if self.inline() {
+            self.settle();
+        }
+        let client = self.client.and_then(Device::close);
+        let server = self.server.close();
+        Some(HostReports {
+            client: client?,
+            server: server?,
+        })
+    }
+
+    /// Steps both ends' cores until neither finds work for [`QUIET`], or
+    /// for [`SETTLE_FOR`] at most.
+    fn settle(&self) {
+        let start = Instant::now();
+        let mut idle_since = start;
+        while idle_since.elapsed() < QUIET && start.elapsed() < SETTLE_FOR {
+            if self.server.progress() + self.client().progress() > 0 {
+                idle_since = Instant::now();
+            }
+        }
     }
 
     /// Whether each end's thread runs its device's cores (so the server

@@ -98,6 +98,7 @@ fn measure(transport: Transport, workload: &Workload) -> Result<Measurement, Str
     } else {
         None
     };
+    let hosts = ends.close();
     Ok(Measurement {
         bw_gbps,
         msg_rate,
@@ -105,6 +106,7 @@ fn measure(transport: Transport, workload: &Workload) -> Result<Measurement, Str
         setup_per_s,
         counters: bandwidth_counters + latency_counters,
         server_counters: bandwidth_server + latency_server,
+        hosts,
     })
 }
 

@@ -11,8 +11,8 @@ use std::time::Duration;
 use smoltcp::wire::{EthernetAddress, Ipv4Address};
 use uwarp_dataplane::net::{InterfaceAddress, InterfaceConfig, NetCounters};
 use uwarp_dataplane::runtime::{
-    assemble, check_cores, port_config, DataplaneCounters, ImpairCounters, ImpairSwitch,
-    Impairment, Placement, Runtime, TxCounters,
+    assemble, check_cores, port_config, ControlHandler, DataplaneCounters, ImpairCounters,
+    ImpairSwitch, Impairment, Placement, Runtime, Stopped, TxCounters,
 };
 use uwarp_dataplane::{Device, Eal, Mempool, MempoolConfig, Port, PortConfig, Queues};
 use uwarp_stack::tcp::{Config, Endpoint};
@@ -186,28 +186,30 @@ impl<A: TcpApp> TcpHost<A> {
     pub fn shutdown(mut self) -> HostReport {
         let stopped = self.runtime.shutdown();
         let _ = self.port.stop();
+        HostReport::of(&stopped, TcpSetup::counters)
+    }
+}
+
+impl HostReport {
+    /// What the cores of `stopped` counted: every dataplane core's TCP,
+    /// receive path, transmit queue and impairment stage, the control
+    /// core's interface, and the control core's TCP, which `setup` finds
+    /// in the control core's handler (a [`TcpSetup`], or the handler
+    /// running one underneath).
+    pub(crate) fn of<C: ControlHandler, A: TcpApp>(
+        stopped: &Stopped<C, TcpCore<A>>,
+        setup: impl FnOnce(&C) -> &SetupCounters,
+    ) -> Self {
+        let cores = &stopped.dataplanes;
         HostReport {
-            setup: stopped.control.handler().counters().clone(),
-            cores: stopped
-                .dataplanes
+            setup: setup(stopped.control.handler()).clone(),
+            cores: cores
                 .iter()
-                .map(|core| core.handler().counters().clone())
+                .map(|c| c.handler().counters().clone())
                 .collect(),
-            dataplanes: stopped
-                .dataplanes
-                .iter()
-                .map(|core| core.counters().clone())
-                .collect(),
-            transmit: stopped
-                .dataplanes
-                .iter()
-                .map(|core| core.tx().counters().clone())
-                .collect(),
-            impaired: stopped
-                .dataplanes
-                .iter()
-                .map(|core| core.impair_counters())
-                .collect(),
+            dataplanes: cores.iter().map(|c| c.counters().clone()).collect(),
+            transmit: cores.iter().map(|c| c.tx().counters().clone()).collect(),
+            impaired: cores.iter().map(|c| c.impair_counters()).collect(),
             net: stopped.control.iface().counters().clone(),
             dropped_at_shutdown: stopped.dropped_at_shutdown,
         }

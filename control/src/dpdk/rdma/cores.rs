@@ -14,7 +14,7 @@ use super::control::RdmaControl;
 use super::stream::{RdmaStream, StreamContext};
 use crate::cm::ControlCmd;
 use crate::dpdk::host::{isn_secret, PortUp};
-use crate::dpdk::{Clock, HostConfig, TcpCore, TcpSetup};
+use crate::dpdk::{Clock, HostConfig, HostReport, TcpCore, TcpSetup};
 use crate::driver::{Driver, InlineCores};
 use crate::error::Error;
 
@@ -110,21 +110,23 @@ impl DpdkCores {
         &self.impairment
     }
 
-    /// Stops the cores and the port.
-    pub(crate) fn shutdown(self) {
-        match self.running {
-            Running::Threads(runtime) => drop(runtime.shutdown()),
+    /// Stops the cores and the port; returns what the cores counted
+    /// (`None` if the inline cores were gone already).
+    pub(crate) fn shutdown(self) -> Option<HostReport> {
+        let stopped = match self.running {
+            Running::Threads(runtime) => Some(runtime.shutdown()),
             Running::Inline(cores) => {
+                // Taken out of the lock first: the cores shut down
+                // without holding it.
                 let stepper = cores
                     .lock()
                     .unwrap_or_else(|poisoned| poisoned.into_inner())
                     .take();
-                if let Some(stepper) = stepper {
-                    drop(stepper.shutdown());
-                }
+                stepper.map(Stepper::shutdown)
             }
-        }
+        };
         let mut port = self.port;
         let _ = port.stop();
+        stopped.map(|stopped| HostReport::of(&stopped, |control| control.tcp().counters()))
     }
 }

@@ -1,0 +1,118 @@
+//! What a DPDK end's cores counted over a loopback run
+//! ([`uwarp_control::Device::close`]'s [`HostReport`], summed over the
+//! dataplane cores), as one line of text and as the JSON object `host`:
+//! the connection set-up of the control core, the frames received, and
+//! every way a frame was dropped.
+
+use serde_json::{Map, Value};
+use uwarp_control::dpdk::HostReport;
+
+/// A counter: its JSON name, its words in the text line, its value.
+type Count = (&'static str, &'static str, u64);
+
+/// `value` summed over `items`.
+fn sum<T>(items: &[T], value: impl Fn(&T) -> u64) -> u64 {
+    items.iter().map(value).sum()
+}
+
+/// The control core's TCP and the frames received.
+fn counts(r: &HostReport) -> [Count; 7] {
+    let s = &r.setup;
+    [
+        ("handed_over", "connections handed over", s.handed_over),
+        ("forwarded", "segments forwarded", s.forwarded),
+        ("handshakes_failed", "handshakes failed", s.failed),
+        ("resets_sent", "resets sent", s.resets_sent),
+        ("syns_dropped", "SYNs dropped", s.syns_dropped),
+        (
+            "malformed",
+            "malformed segments",
+            s.malformed + sum(&r.cores, |c| c.malformed),
+        ),
+        (
+            "frames_received",
+            "frames received",
+            sum(&r.dataplanes, |d| d.rx_frames),
+        ),
+    ]
+}
+
+/// Every way a frame was dropped, on receive and on transmit.
+fn drops(r: &HostReport) -> [Count; 8] {
+    let (d, t) = (&r.dataplanes, &r.transmit);
+    [
+        ("classify_dropped", "classify", sum(d, |d| d.net.dropped)),
+        ("interface_dropped", "interface", r.net.dropped),
+        (
+            "control_ring_full",
+            "control ring full",
+            sum(d, |d| d.control_ring_full),
+        ),
+        (
+            "gather_failed",
+            "no mbuf to gather",
+            sum(d, |d| d.gather_failed),
+        ),
+        ("stale_packets", "stale", sum(d, |d| d.stale_packets)),
+        (
+            "tx_backlog_full",
+            "transmit backlog full",
+            sum(t, |t| t.backlog_full),
+        ),
+        (
+            "tx_no_buffer",
+            "no mbuf to send",
+            sum(t, |t| t.no_buffer) + r.net.tx_no_buffer,
+        ),
+        (
+            "impairment_dropped",
+            "impairment",
+            sum(&r.impaired, |(rx, tx)| rx.dropped + tx.dropped),
+        ),
+    ]
+}
+
+/// The sum of `counts`.
+fn total(counts: &[Count]) -> u64 {
+    counts.iter().map(|(_, _, value)| value).sum()
+}
+
+/// `label value` of each count, comma separated.
+fn words(counts: &[Count]) -> String {
+    let words: Vec<String> = counts
+        .iter()
+        .map(|(_, label, value)| format!("{label} {value}"))
+        .collect();
+    words.join(", ")
+}
+
+/// One line for people: the counts, the frames dropped and why, the
+/// mbufs dropped at shutdown.
+pub fn text(r: &HostReport) -> String {
+    let drops = drops(r);
+    format!(
+        "host: {}, frames dropped {} ({}), mbufs dropped at shutdown {}\n",
+        words(&counts(r)),
+        total(&drops),
+        words(&drops),
+        r.dropped_at_shutdown,
+    )
+}
+
+/// The same as a JSON object: each count and drop by its name, their
+/// total `frames_dropped`, and `dropped_at_shutdown`.
+pub fn json(r: &HostReport) -> Value {
+    let drops = drops(r);
+    let dropped = total(&drops);
+    let mut out: Map<String, Value> = counts(r)
+        .into_iter()
+        .chain(drops)
+        .map(|(name, _, value)| (name.to_string(), value.into()))
+        .collect();
+    out.insert("frames_dropped".into(), dropped.into());
+    out.insert(
+        "dropped_at_shutdown".into(),
+        (r.dropped_at_shutdown as u64).into(),
+    );
+    Value::Object(out)
+}
