@@ -72,7 +72,7 @@ pub use counters::QpCounters;
 pub use cq::CompletionQueue;
 pub use device::{Device, DeviceConfig};
 pub use dpdk::rdma::{CoreThreads, DpdkConfig};
-pub use dpdk::HostConfig;
+pub use dpdk::{HostConfig, HostReport};
 pub use error::Error;
 pub use pd::{MemoryRegion, ProtectionDomain};
 pub use qp::{QpCaps, QpInit, QueuePair};

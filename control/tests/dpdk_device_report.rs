@@ -12,8 +12,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use dpdk_common::device_pair;
-use uwarp_control::dpdk::HostReport;
 use uwarp_control::rping::{self, Options};
+use uwarp_control::HostReport;
 use uwarp_control::{CoreThreads, Device, DeviceConfig};
 
 const PINGS: u64 = 20;

@@ -5,7 +5,7 @@
 //! every way a frame was dropped.
 
 use serde_json::{Map, Value};
-use uwarp_control::dpdk::HostReport;
+use uwarp_control::HostReport;
 
 /// A counter: its JSON name, its words in the text line, its value.
 type Count = (&'static str, &'static str, u64);

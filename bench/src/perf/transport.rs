@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use smoltcp::wire::{
     EthernetAddress, Ipv4Address, ETHERNET_HEADER_LEN, IPV4_HEADER_LEN, TCP_HEADER_LEN,
 };
-use uwarp_control::dpdk::HostReport;
+use uwarp_control::HostReport;
 use uwarp_control::{CoreThreads, Device, DeviceConfig, DpdkConfig, HostConfig};
 use uwarp_dataplane::runtime::ImpairConfig;
 use uwarp_dataplane::{ring_pair, Eal, EalConfig, MempoolConfig};
