@@ -34,9 +34,11 @@ impl Doorbell {
         }
     }
 
-    /// Asks the core to drive the flow at its next poll.
+    /// Asks the core to drive the flow at its next poll. Called after
+    /// the work is posted; see [`answered`](Self::answered) for why both
+    /// sides use sequentially consistent operations.
     pub fn ring(&self) {
-        if !self.armed.swap(true, Ordering::AcqRel) {
+        if !self.armed.swap(true, Ordering::SeqCst) {
             self.rung.push(self.tuple);
         }
     }
@@ -53,8 +55,16 @@ impl Doorbell {
     /// The core is about to drive the flow (for its doorbell, or for
     /// input or a timer): the next ring queues it again. Called before the
     /// flow is driven, so work posted while it is driven rings anew.
+    ///
+    /// A swap, not a store: the drive then reads whether work was posted,
+    /// and a plain store could still wait in this core's store buffer
+    /// while that read runs (x86 lets a load pass an older store). An
+    /// application posting at that moment would find the doorbell still
+    /// armed and not ring, and the drive would not see its work: posted
+    /// and never sent. With both this and [`ring`](Self::ring)
+    /// sequentially consistent, one of them sees the other.
     pub(crate) fn answered(&self) {
-        self.armed.store(false, Ordering::Release);
+        self.armed.swap(false, Ordering::SeqCst);
     }
 
     /// Rung and not yet answered. A queue entry whose doorbell is not
