@@ -75,6 +75,10 @@ pub(crate) struct QpShared {
     pub(crate) connected: AtomicBool,
     pub(crate) disconnect: AtomicBool,
     pub(crate) abort: AtomicBool,
+    /// Set after the application posts work or asks for a close; the
+    /// dataplane clears it before it takes the work, so a connection that
+    /// was only sent an ACK does not read its queues' cache lines.
+    pub(crate) posted: AtomicBool,
     events_tx: Sender<QpEvent>,
     events_rx: Receiver<QpEvent>,
     /// On the DPDK transport, the doorbell of the dataplane core that owns
@@ -96,6 +100,7 @@ impl QpShared {
     /// Tells the dataplane that the application posted work or asked for
     /// a close.
     fn notify(&self) {
+        self.posted.store(true, Ordering::Release);
         if let Some(doorbell) = self.doorbell.get() {
             doorbell.ring();
         }
@@ -147,6 +152,7 @@ impl QueuePair {
                 connected: AtomicBool::new(false),
                 disconnect: AtomicBool::new(false),
                 abort: AtomicBool::new(false),
+                posted: AtomicBool::new(false),
                 events_tx,
                 events_rx,
                 doorbell: OnceLock::new(),

@@ -51,6 +51,14 @@ impl QpLink {
     /// disconnect) into the engine; returns whether there was any.
     pub(crate) fn take_work(&mut self) -> bool {
         let shared = &self.qp.shared;
+        // Read before it is cleared: a swap would take the cache line,
+        // which the application reads on every post, on every drive. On
+        // the DPDK transport `Doorbell::answered` comes first, so work
+        // this read misses rings the doorbell again; the socket
+        // transport reads it at every poll.
+        if !(shared.posted.load(Ordering::Acquire) && shared.posted.swap(false, Ordering::AcqRel)) {
+            return false;
+        }
         let mut busy = false;
         if shared.abort.swap(false, Ordering::AcqRel) {
             self.engine.abort();
