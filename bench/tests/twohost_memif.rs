@@ -102,9 +102,18 @@ fn every_mode_runs_between_two_processes_over_memif() {
     let _serial = serial();
     for mode in MODES {
         let (server, client, _socket) = start(mode, "modes", PORT, &small_run(mode));
-        let (_, client) = finish_and_check(server, client, mode, ITERS);
+        let (server, client) = finish_and_check(server, client, mode, ITERS);
         assert_eq!(client["transport"], "dpdk");
         assert_eq!(client["mpa"]["rtr"], "write", "{client}");
+        // Each process's cores: the one connection set up and handed
+        // over, frames received, nothing malformed or reset.
+        for report in [&server, &client] {
+            let host = &report["host"];
+            assert_eq!(host["handed_over"], 1, "{report}");
+            assert!(host["frames_received"].as_u64().unwrap() > 0, "{report}");
+            assert_eq!(host["malformed"], 0, "{report}");
+            assert_eq!(host["resets_sent"], 0, "{report}");
+        }
     }
 }
 

@@ -8,7 +8,7 @@
 use hdrhistogram::Histogram;
 use serde_json::{json, Map, Value};
 
-use uwarp_control::{QpCounters, Rtr};
+use uwarp_control::{HostReport, QpCounters, Rtr};
 
 use super::calibrate::Calibration;
 use super::host;
@@ -303,6 +303,9 @@ pub struct RunReport {
     pub transport: &'static str,
     /// What the run did.
     pub outcome: Outcome,
+    /// What this process's cores counted, on the DPDK transport (read
+    /// when the device closed after the run).
+    pub host: Option<HostReport>,
 }
 
 /// An RTR's name.
@@ -352,6 +355,7 @@ impl RunReport {
             "verification": self.mode.verification(),
             "results": results,
             "counters": counters_json(&o.counters),
+            "host": self.host.as_ref().map(host::json),
         })
     }
 
@@ -398,6 +402,9 @@ impl RunReport {
             self.mode.verification()
         );
         out += &counters_text(&o.counters);
+        if let Some(report) = &self.host {
+            out += &host::text(report);
+        }
         out
     }
 }

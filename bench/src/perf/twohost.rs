@@ -55,7 +55,8 @@ pub struct TwoHost {
     pub run: ClientRun,
 }
 
-/// Opens the device, runs this side, and reports.
+/// Opens the device, runs this side, closes the device, and reports
+/// (with what its cores counted, on DPDK).
 pub fn run(config: &TwoHost) -> Result<RunReport, String> {
     let (device, transport) = open_device(&config.carrier)?;
     let inline = transport == Transport::Dpdk;
@@ -72,6 +73,7 @@ pub fn run(config: &TwoHost) -> Result<RunReport, String> {
         }
         Side::Client { peer } => run_client(&device, inline, peer, &config.run)?,
     };
+    let host = device.close();
     Ok(RunReport {
         mode: config.run.mode,
         role: match config.side {
@@ -80,6 +82,7 @@ pub fn run(config: &TwoHost) -> Result<RunReport, String> {
         },
         transport: transport.name(),
         outcome,
+        host,
     })
 }
 
