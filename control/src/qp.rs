@@ -99,8 +99,17 @@ impl QpShared {
 
     /// Tells the dataplane that the application posted work or asked for
     /// a close.
+    ///
+    /// The flag is set with a sequentially consistent swap, not a store,
+    /// because the doorbell is read next: a store could still wait in
+    /// this thread's store buffer while that read runs (x86 lets a load
+    /// pass an older store). While the connection is being handed to its
+    /// dataplane core, which sets the doorbell, answers it (a sequentially
+    /// consistent swap) and then reads the flag, the application could
+    /// otherwise find no doorbell and the core no work: posted and never
+    /// sent until some segment or timer drove the flow.
     fn notify(&self) {
-        self.posted.store(true, Ordering::Release);
+        self.posted.swap(true, Ordering::SeqCst);
         if let Some(doorbell) = self.doorbell.get() {
             doorbell.ring();
         }

@@ -131,3 +131,69 @@ impl QpLink {
         cq.shared.push(wc)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use uwarp_stack::mem::{PdId, StagTable};
+    use uwarp_stack::mpa::Negotiated;
+    use uwarp_stack::rdmap::{EngineConfig, Role};
+    use uwarp_stack::verbs::{Payload, RecvWr, SendOp, SendWr};
+    use uwarp_stack::wire::mpa::Revision;
+
+    use super::*;
+    use crate::cq::CompletionQueue;
+    use crate::driver::Driver;
+    use crate::qp::QpInit;
+
+    fn link() -> (QueuePair, QpLink) {
+        let cq = CompletionQueue::new(16, Driver::default());
+        let pd = PdId::from_raw(1);
+        let qp = QueuePair::new(pd, QpInit::new(&cq), Driver::default());
+        let engine = QpEngine::new(EngineConfig {
+            negotiated: Negotiated {
+                revision: Revision::Enhanced,
+                crc: true,
+                markers_tx: false,
+                markers_rx: false,
+                ird: 8,
+                ord: 8,
+                peer_ird: Some(8),
+                peer_ord: Some(8),
+                rtr: None,
+            },
+            role: Role::Initiator,
+            mulpdu: 1024,
+            pd,
+            table: Arc::new(StagTable::default()),
+            srq: None,
+        });
+        (qp.clone(), QpLink::new(engine, qp))
+    }
+
+    #[test]
+    fn a_drive_takes_what_was_posted_since_the_last_and_only_that() {
+        let (qp, mut link) = link();
+        assert!(!link.take_work(), "nothing posted");
+        qp.post_recv(RecvWr {
+            wr_id: 1,
+            sgl: Vec::new(),
+        })
+        .unwrap();
+        assert!(link.take_work());
+        assert!(!link.take_work(), "taken once");
+        let send = SendWr::new(2, SendOp::Send, Payload::Inline(vec![7; 4]));
+        qp.post_send(send).unwrap();
+        assert!(link.take_work());
+        let mut stream = Vec::new();
+        assert!(
+            link.engine.poll_transmit(&mut stream, 1) > 0,
+            "the Send went in"
+        );
+        // A close asked for is work too.
+        qp.disconnect();
+        assert!(link.take_work());
+        assert!(!link.take_work());
+    }
+}
