@@ -207,13 +207,17 @@ impl Ends {
     }
 
     /// Steps both ends' cores until neither finds work for [`QUIET`], or
-    /// for [`SETTLE_FOR`] at most.
+    /// for [`SETTLE_FOR`] at most. It stops only after a pass that found
+    /// nothing: a thread descheduled just after a busy pass must not take
+    /// that time for quiet.
     fn settle(&self) {
         let start = Instant::now();
         let mut idle_since = start;
-        while idle_since.elapsed() < QUIET && start.elapsed() < SETTLE_FOR {
+        loop {
             if self.server.progress() + self.client().progress() > 0 {
                 idle_since = Instant::now();
+            } else if idle_since.elapsed() >= QUIET || start.elapsed() >= SETTLE_FOR {
+                return;
             }
         }
     }
