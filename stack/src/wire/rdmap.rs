@@ -242,7 +242,8 @@ impl<'a> RdmapSegment<'a> {
     /// buffer model the segment uses.
     pub fn parse(ulpdu: &'a [u8]) -> Result<Self> {
         let segment = DdpSegment::new_checked(ulpdu)?;
-        let ddp = DdpRepr::parse(&segment)?;
+        DdpRepr::check(&segment)?;
+        let ddp = DdpRepr::read(&segment);
         let control = RdmapControl::parse(ddp.ulp_control)?;
         if control.opcode.tagged() != ddp.tagged() {
             return Err(WireError::OpcodeModelMismatch {
