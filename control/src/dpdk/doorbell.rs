@@ -35,8 +35,9 @@ impl Doorbell {
     }
 
     /// Asks the core to drive the flow at its next poll. Called after
-    /// the work is posted; see [`answered`](Self::answered) for why both
-    /// sides use sequentially consistent operations.
+    /// the work is posted. Sequentially consistent, as the core's answer
+    /// is: of a ring and an answer that race, one sees the other, so the
+    /// work is never left with no drive to take it.
     pub fn ring(&self) {
         if !self.armed.swap(true, Ordering::SeqCst) {
             self.rung.push(self.tuple);
