@@ -239,7 +239,10 @@ pub struct RdmapSegment<'a> {
 impl<'a> RdmapSegment<'a> {
     /// Parses a ULPDU: the DDP header (version 1), the RDMAP control field
     /// (version 1, a known opcode) and checks that the opcode travels in the
-    /// buffer model the segment uses.
+    /// buffer model the segment uses. Inlined, so that its caller gets
+    /// the fields in registers rather than a `Result` to read back from
+    /// memory.
+    #[inline]
     pub fn parse(ulpdu: &'a [u8]) -> Result<Self> {
         let segment = DdpSegment::new_checked(ulpdu)?;
         DdpRepr::check(&segment)?;

@@ -82,14 +82,14 @@ impl QpEngine {
     /// Handles one whole ULPDU.
     fn on_ulpdu(&mut self, ulpdu: &[u8]) {
         let first = !std::mem::replace(&mut self.peer_started, true);
-        let result = RdmapSegment::parse(ulpdu)
-            .map_err(|err| Fault::new(parse_error(err, ulpdu)))
-            .and_then(|segment| {
-                if first && self.is_expected_rtr(&segment) {
-                    return self.consume_rtr(&segment);
-                }
-                self.dispatch(&segment, Payload::Octets(segment.payload))
-            });
+        // A match, not `map_err` and `and_then`: those pass the parsed
+        // segment through a `Result` on the stack, which is read back in
+        // pieces the store buffer cannot forward (a stall per FPDU).
+        let result = match RdmapSegment::parse(ulpdu) {
+            Err(err) => Err(Fault::new(parse_error(err, ulpdu))),
+            Ok(segment) if first && self.is_expected_rtr(&segment) => self.consume_rtr(&segment),
+            Ok(segment) => self.dispatch(&segment, Payload::Octets(segment.payload)),
+        };
         if let Err(fault) = result {
             self.send_terminate(fault, ulpdu);
         }
