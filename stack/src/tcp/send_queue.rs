@@ -261,7 +261,10 @@ impl SendQueue {
         i
     }
 
-    /// The queued octets in `range`, which must lie in the queue.
+    /// The queued octets in `range`, which must lie in the queue. Inlined:
+    /// returned through memory, its two slices are read back wider than
+    /// they were written, a store-forwarding stall per segment sent.
+    #[inline]
     pub fn payload(&self, range: Range<u64>) -> Payload<'_> {
         let ring = self.ring();
         let cap = ring.len();
