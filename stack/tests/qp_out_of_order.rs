@@ -202,7 +202,28 @@ fn in_order(setup: Setup, seed: u64) -> Outcome {
 /// The scenario over a reordering link; returns the outcome and the
 /// octets held for in-order delivery.
 fn reordered(setup: Setup, seed: u64, reach: u64) -> (Outcome, u64, Side) {
-    let (mut a, mut b) = started_pair(setup);
+    let (a, b) = started_pair(setup);
+    let (outcome, link, b) = over_reordering_link(a, b, seed, reach);
+    (outcome, link.held_octets, b)
+}
+
+/// The scenario from the connection's start, the initiator's first FPDU
+/// (its RTR, if any) among the segments the link reorders within
+/// `reach`; returns the outcome and the link.
+fn from_the_start(setup: Setup, seed: u64, reach: u64) -> (Outcome, ReorderingLink) {
+    let (a, b) = pair(setup);
+    let (outcome, link, _) = over_reordering_link(a, b, seed, reach);
+    (outcome, link)
+}
+
+/// The work of `seed` from `a` to `b` over a link that reorders segments
+/// within `reach`; the outcome, the link and the receiving side.
+fn over_reordering_link(
+    mut a: Side,
+    mut b: Side,
+    seed: u64,
+    reach: u64,
+) -> (Outcome, ReorderingLink, Side) {
     let scenario = Scenario::new(&a, &b);
     scenario.post(&mut a, &mut b, seed);
     let mut rng = SimRng::new(seed ^ 0x5eed);
@@ -213,25 +234,7 @@ fn reordered(setup: Setup, seed: u64, reach: u64) -> (Outcome, u64, Side) {
     }
     assert!(link.held.is_empty(), "everything was handed over");
     common::pump(&mut a, &mut b);
-    let held = link.held_octets;
-    (scenario.outcome(&mut a, &mut b), held, b)
-}
-
-/// The scenario from the connection's start, the initiator's first FPDU
-/// (its RTR, if any) among the segments the link reorders within
-/// `reach`; returns the outcome and the link.
-fn from_the_start(setup: Setup, seed: u64, reach: u64) -> (Outcome, ReorderingLink) {
-    let (mut a, mut b) = pair(setup);
-    let scenario = Scenario::new(&a, &b);
-    scenario.post(&mut a, &mut b, seed);
-    let mut rng = SimRng::new(seed ^ 0x5eed);
-    let mut link = ReorderingLink::new(&b);
-    let segments = link.segments(&mut a, 3, &mut rng);
-    for (offset, octets) in reorder(segments, reach, &mut rng) {
-        link.arrive(&mut b, offset, octets);
-    }
-    common::pump(&mut a, &mut b);
-    (scenario.outcome(&mut a, &mut b), link)
+    (scenario.outcome(&mut a, &mut b), link, b)
 }
 
 /// What follows the initiator's first FPDU is placed even when it comes
