@@ -52,10 +52,12 @@ impl QpLink {
     pub(crate) fn take_work(&mut self) -> bool {
         let shared = &self.qp.shared;
         // Read before it is cleared: a swap would take the cache line,
-        // which the application reads on every post, on every drive. On
-        // the DPDK transport `Doorbell::answered` comes first, so work
-        // this read misses rings the doorbell again; the socket
-        // transport reads it at every poll.
+        // which the application reads on every post, on every drive.
+        // Work this read misses is not lost: on the DPDK transport its
+        // post either rang the doorbell or found it armed, and either way
+        // a drive that answers the doorbell (`Doorbell::answered`) before
+        // reading this flag follows; the socket transport reads it at
+        // every poll.
         if !(shared.posted.load(Ordering::Acquire) && shared.posted.swap(false, Ordering::AcqRel)) {
             return false;
         }
