@@ -16,6 +16,8 @@
 //! - [`MemoryBuffer`]: memory to register, accessed only by raw copies
 //!   (`buffer.rs`, which states the access contract).
 //! - [`RegionSpec`]: what to register (`region.rs`, with the bounds checks).
+//! - [`BufferSlice`]: registered octets held in place for zero-copy
+//!   transmit (`slice.rs`).
 //! - [`StagTable`]: the table (`table.rs`), its slot state word
 //!   (`state.rs`), and [`GracePeriod`] / [`Deregistered`] (`grace.rs`).
 //! - [`TaggedError`], [`InvalidateError`], [`MemError`] and their
@@ -48,6 +50,7 @@ mod error;
 mod grace;
 mod pd;
 mod region;
+mod slice;
 mod stag;
 mod state;
 mod table;
@@ -58,5 +61,6 @@ pub use error::{InvalidateError, MemError, TaggedError};
 pub use grace::{Deregistered, GracePeriod};
 pub use pd::{PdId, ProtectionDomains};
 pub use region::RegionSpec;
+pub use slice::BufferSlice;
 pub use stag::{Stag, INDEX_BITS, INDEX_LIMIT};
 pub use table::{StagInfo, StagTable};

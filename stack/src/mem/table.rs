@@ -23,6 +23,7 @@ use super::error::{InvalidateError, MemError, TaggedError};
 use super::grace::{Deregistered, GracePeriod};
 use super::pd::PdId;
 use super::region::{Region, RegionSpec};
+use super::slice::BufferSlice;
 use super::stag::{Stag, INDEX_LIMIT};
 use super::state::State;
 
@@ -334,6 +335,50 @@ impl StagTable {
         })
     }
 
+    /// The `len` octets at Tagged Offset `to` of the region `stag` names,
+    /// held in place instead of copied, after the checks of
+    /// [`local_read`](Self::local_read): a Send's or RDMA Write's data
+    /// sent straight from the application's memory. The slice keeps the
+    /// memory alive after a deregistration, so frames still referring to
+    /// it stay readable. Unlike the copying accesses, a zero length is
+    /// checked too.
+    pub fn local_slice(
+        &self,
+        stag: Stag,
+        pd: PdId,
+        to: u64,
+        len: usize,
+    ) -> Result<BufferSlice, TaggedError> {
+        self.slice(stag, pd, Access::NONE, to, len)
+    }
+
+    /// Like [`local_slice`](Self::local_slice) with the checks of
+    /// [`fetch`](Self::fetch) (remote read): an RDMA Read Response's data
+    /// sent from where it lies.
+    pub fn fetch_slice(
+        &self,
+        stag: Stag,
+        pd: PdId,
+        to: u64,
+        len: usize,
+    ) -> Result<BufferSlice, TaggedError> {
+        self.slice(stag, pd, Access::REMOTE_READ, to, len)
+    }
+
+    fn slice(
+        &self,
+        stag: Stag,
+        pd: PdId,
+        needed: Access,
+        to: u64,
+        len: usize,
+    ) -> Result<BufferSlice, TaggedError> {
+        let guard = &epoch::pin();
+        let (region, at) = self.locate(stag, pd, needed, to, len, guard)?;
+        Ok(BufferSlice::new(region.buffer.clone(), at, len)
+            .expect("registration keeps regions inside their buffers"))
+    }
+
     /// Runs every check of [`place`](Self::place) for `len` octets at `to`
     /// with the access right `needed`, and moves nothing: how the Data
     /// Source validates a whole RDMA Read Request when it arrives (RFC 5040
@@ -450,13 +495,28 @@ impl StagTable {
             return Ok(());
         }
         let guard = &epoch::pin();
+        let (region, at) = self.locate(stag, pd, needed, to, len, guard)?;
+        copy(&region.buffer, at).expect("registration keeps regions inside their buffers");
+        Ok(())
+    }
+
+    /// The checks shared by every data-path access, in RFC 5041 section
+    /// 7.1's order: the region of `stag` and where `len` octets at `to`
+    /// lie in its buffer.
+    fn locate<'g>(
+        &'g self,
+        stag: Stag,
+        pd: PdId,
+        needed: Access,
+        to: u64,
+        len: usize,
+        guard: &'g Guard,
+    ) -> Result<(&'g Region, usize), TaggedError> {
         let (state, region) = self.resolve(stag, pd, guard)?;
         if !state.access().contains(needed) {
             return Err(TaggedError::AccessRights);
         }
-        let at = region.locate(to, len)?;
-        copy(&region.buffer, at).expect("registration keeps regions inside their buffers");
-        Ok(())
+        Ok((region, region.locate(to, len)?))
     }
 
     /// The first two checks: the STag is valid with its key, and its

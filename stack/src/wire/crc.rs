@@ -34,6 +34,42 @@ pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
     digest.finalize() as u32
 }
 
+/// A CRC32c fed in pieces, for data that does not lie in one place (an
+/// FPDU whose payload stays in registered memory): equal to the CRC over
+/// the pieces' concatenation.
+#[derive(Clone)]
+pub struct Crc32c(crc_fast::Digest);
+
+impl Crc32c {
+    /// A CRC over nothing yet.
+    pub fn new() -> Self {
+        Crc32c(crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi))
+    }
+
+    /// Feeds the next piece.
+    pub fn update(&mut self, data: &[u8]) {
+        self.0.update(data);
+    }
+
+    /// The CRC over everything fed so far.
+    pub fn value(&self) -> u32 {
+        // A CRC32 digest's value fits in 32 bits.
+        self.0.finalize() as u32
+    }
+}
+
+impl Default for Crc32c {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl core::fmt::Debug for Crc32c {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Crc32c({:#010x})", self.value())
+    }
+}
+
 /// The CRC field as it goes on the wire: least significant octet first.
 pub fn to_wire(crc: u32) -> [u8; CRC_LEN] {
     crc.to_le_bytes()
@@ -52,6 +88,18 @@ mod tests {
     fn check_value_of_crc32c() {
         // The standard check value of CRC-32C for the ASCII digits 1..9.
         assert_eq!(crc32c(b"123456789"), 0xE306_9283);
+    }
+
+    #[test]
+    fn pieces_equal_whole() {
+        let data: Vec<u8> = (0..=255u8).cycle().take(3000).collect();
+        for at in [0, 1, 7, 1001, 3000] {
+            let mut crc = Crc32c::new();
+            crc.update(&data[..at]);
+            crc.update(&data[at..]);
+            assert_eq!(crc.value(), crc32c(&data), "split at {at}");
+        }
+        assert_eq!(Crc32c::default().value(), crc32c(&[]));
     }
 
     #[test]
