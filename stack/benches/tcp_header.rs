@@ -53,10 +53,7 @@ fn header_costs(c: &mut Criterion) {
             src: SRC,
             dst: DST,
             header,
-            payload: Payload {
-                first: &payload,
-                second: &[],
-            },
+            payload: Payload::of(&payload),
         };
         group.bench_function("uwarp/emit", |b| {
             b.iter(|| black_box(&segment).emit_header_for_checksum_offload(black_box(&mut out)))

@@ -237,10 +237,7 @@ fn paws_still_drops_old_acks_and_data() {
         src: B.addr,
         dst: A.addr,
         header,
-        payload: uwarp_stack::tcp::Payload {
-            first: b"old",
-            second: &[],
-        },
+        payload: uwarp_stack::tcp::Payload::of(b"old"),
     }
     .to_bytes();
     inject(&mut pair, &data);

@@ -47,7 +47,8 @@ impl Route {
     /// `sink`; false when the sink had no room (TCP retransmits).
     ///
     /// A payload of at least [`MIN_REFERENCED_PAYLOAD`] octets, contiguous
-    /// in that memory, goes by reference where the sink can send it so;
+    /// in that memory (none of it held in registered memory instead), goes
+    /// by reference where the sink can send it so;
     /// otherwise the frame is [`transmit`](Self::transmit)'s copy.
     ///
     /// [`Connection::send_memory`]: uwarp_stack::tcp::Connection::send_memory
@@ -58,7 +59,8 @@ impl Route {
         sink: &mut dyn FrameSink,
     ) -> bool {
         let payload = segment.payload;
-        if payload.second.is_empty() && payload.first.len() >= MIN_REFERENCED_PAYLOAD {
+        let in_ring = payload.second.is_empty() && payload.references.is_empty();
+        if in_ring && payload.first.len() >= MIN_REFERENCED_PAYLOAD {
             let tcp_len = segment.len();
             let headers_len = HEADERS_LEN + segment.header_len();
             let referenced = sink.send_tcp_frame_referencing(

@@ -9,6 +9,8 @@
 //! a close; after an error the reader yields nothing more, since the
 //! stream's framing can no longer be trusted.
 
+use crate::mem::BufferSlice;
+use crate::wire::crc;
 use crate::wire::fpdu::{self, CrcVerdict, Fpdu};
 use crate::wire::marker::{self, MarkedFpdu};
 use crate::wire::terminate::TermError;
@@ -26,6 +28,27 @@ pub trait FpduSink {
 
     /// Keeps the FPDU written into the last reservation.
     fn commit(&mut self);
+
+    /// The smallest payload this sink holds by reference instead of
+    /// taking it framed ([`reserve_referencing`](Self::reserve_referencing),
+    /// zero-copy transmit); `None`, the default, when it takes none.
+    fn references_from(&self) -> Option<usize> {
+        None
+    }
+
+    /// Room for an FPDU of `head` octets, then `payload` held by
+    /// reference, then `tail` octets: the rooms for the two parts, kept
+    /// by [`commit`](Self::commit) like [`reserve`](Self::reserve)'s.
+    /// `None` when there is no room now, or the sink takes no references.
+    fn reserve_referencing(
+        &mut self,
+        head: usize,
+        payload: BufferSlice,
+        tail: usize,
+    ) -> Option<(&mut [u8], &mut [u8])> {
+        let _ = (head, payload, tail);
+        None
+    }
 }
 
 /// An [`FpduSink`] that appends committed FPDUs to a vector.
@@ -140,6 +163,65 @@ impl FpduWriter {
             fill(&mut out[start..start + ulpdu_len])?;
             fpdu::seal(ulpdu_len, self.crc, out)?
         };
+        self.offset = self.offset.wrapping_add(written as u64);
+        Ok(written)
+    }
+
+    /// The lengths of the parts around a payload of `payload_len` octets
+    /// held by reference, after a ULPDU header of `header_len`: the MPA
+    /// length field and the header before it, the pad and CRC after.
+    /// `None` with Markers on (they would fall inside the payload) or
+    /// when the ULPDU is too long for an FPDU.
+    pub fn referencing_parts(
+        &self,
+        header_len: usize,
+        payload_len: usize,
+    ) -> Option<(usize, usize)> {
+        let ulpdu_len = header_len + payload_len;
+        if self.markers || ulpdu_len > fpdu::MAX_ULPDU_LEN {
+            return None;
+        }
+        let head = fpdu::LENGTH_FIELD_LEN + header_len;
+        Some((head, fpdu::fpdu_len(ulpdu_len) - head - payload_len))
+    }
+
+    /// Frames the next FPDU around `payload`, held by reference: the MPA
+    /// length field and the ULPDU's `header` into `head`, the pad and the
+    /// CRC (over all three parts, the payload read where it lies) into
+    /// `tail`, sized as [`referencing_parts`](Self::referencing_parts)
+    /// says. Returns the FPDU's length.
+    pub fn write_referencing(
+        &mut self,
+        header: &[u8],
+        payload: &BufferSlice,
+        head: &mut [u8],
+        tail: &mut [u8],
+    ) -> WireResult<usize> {
+        let (head_len, tail_len) = self
+            .referencing_parts(header.len(), payload.len())
+            .ok_or(WireError::UlpduTooLong(header.len() + payload.len()))?;
+        if head.len() != head_len || tail.len() != tail_len {
+            return Err(WireError::Truncated {
+                needed: head_len + tail_len,
+                available: head.len() + tail.len(),
+            });
+        }
+        let ulpdu_len = (header.len() + payload.len()) as u16;
+        head[..fpdu::LENGTH_FIELD_LEN].copy_from_slice(&ulpdu_len.to_be_bytes());
+        head[fpdu::LENGTH_FIELD_LEN..].copy_from_slice(header);
+        let (pad, field) = tail.split_at_mut(tail_len - crc::CRC_LEN);
+        pad.fill(0);
+        let value = if self.crc {
+            let mut crc = crc::Crc32c::new();
+            crc.update(head);
+            payload.crc32c_update(&mut crc);
+            crc.update(pad);
+            crc.value()
+        } else {
+            0
+        };
+        field.copy_from_slice(&crc::to_wire(value));
+        let written = head_len + payload.len() + tail_len;
         self.offset = self.offset.wrapping_add(written as u64);
         Ok(written)
     }

@@ -65,7 +65,8 @@ pub use isn::IsnGenerator;
 pub use listener::{ListenOutcome, Listener, ListenerStats};
 pub use recv::{ByteStream, Consumer, Disposition, WindowPolicy};
 pub use segment::{
-    bare_header, parse, parse_verified, reset_reply, BufferTooSmall, ParseError, Payload, Segment,
+    bare_header, parse, parse_verified, reset_reply, BufferTooSmall, ParseError, Payload,
+    References, Segment,
 };
 pub use send_memory::SendMemory;
 pub use seq::Seq;

@@ -5,7 +5,10 @@
 //! answers a segment for no connection (RFC 9293 section 3.10.7.1).
 
 use super::header;
+use super::send_queue::Chunk;
 use super::seq::Seq;
+use crate::mem::BufferSlice;
+use core::ops::Range;
 use smoltcp::wire::{
     checksum, IpAddress, IpProtocol, Ipv4Address, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber,
 };
@@ -39,16 +42,29 @@ pub fn parse_verified(bytes: &[u8]) -> Result<TcpRepr<'_>, ParseError> {
 
 /// The payload of an outgoing segment: up to two slices of the send
 /// queue's ring, so a dataplane can copy or reference them without an
-/// intermediate buffer.
+/// intermediate buffer, and the runs of it that the queue holds by
+/// reference in registered memory instead (zero-copy transmit).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Payload<'a> {
-    /// The first part.
+    /// The first part of the ring's image of the payload.
     pub first: &'a [u8],
     /// The part after the ring wrapped, often empty.
     pub second: &'a [u8],
+    /// Runs held by reference: where they lie, the two slices hold stale
+    /// octets. Empty unless the send queue was given such runs.
+    pub references: References<'a>,
 }
 
-impl Payload<'_> {
+impl<'a> Payload<'a> {
+    /// A payload of `bytes`, in one piece (segments built outside a send
+    /// queue: tests, tools).
+    pub fn of(bytes: &'a [u8]) -> Self {
+        Payload {
+            first: bytes,
+            ..Payload::default()
+        }
+    }
+
     /// Octets in the payload.
     pub fn len(&self) -> usize {
         self.first.len() + self.second.len()
@@ -60,16 +76,96 @@ impl Payload<'_> {
     }
 
     /// Copies the payload into the front of `out`, which must be at least
-    /// [`Payload::len`] octets.
+    /// [`Payload::len`] octets: the ring's octets, and the referenced runs
+    /// from their memory.
     pub fn copy_to(&self, out: &mut [u8]) {
-        let (head, tail) = out.split_at_mut(self.first.len());
-        head.copy_from_slice(self.first);
-        tail[..self.second.len()].copy_from_slice(self.second);
+        if self.references.is_empty() {
+            let (head, tail) = out.split_at_mut(self.first.len());
+            head.copy_from_slice(self.first);
+            tail[..self.second.len()].copy_from_slice(self.second);
+            return;
+        }
+        let mut at = 0;
+        for (span, slice, offset) in self.references.iter() {
+            self.copy_ring(at..span.start, out);
+            let copied = slice.read(offset, &mut out[span.clone()]);
+            debug_assert!(copied, "a run lies inside its memory");
+            at = span.end;
+        }
+        self.copy_ring(at..self.len(), out);
+    }
+
+    /// Copies the ring's octets at offsets `range` of the payload into the
+    /// same offsets of `out`.
+    fn copy_ring(&self, range: Range<usize>, out: &mut [u8]) {
+        let split = self.first.len();
+        let first = range.start.min(split)..range.end.min(split);
+        out[first.clone()].copy_from_slice(&self.first[first]);
+        let second = range.start.max(split)..range.end.max(split);
+        out[second.clone()].copy_from_slice(&self.second[second.start - split..second.end - split]);
     }
 
     /// The payload gathered into a vector (tests and slow paths).
     pub fn to_vec(&self) -> Vec<u8> {
-        [self.first, self.second].concat()
+        let mut out = vec![0; self.len()];
+        self.copy_to(&mut out);
+        out
+    }
+}
+
+/// The runs of a payload that its send queue holds by reference: the
+/// queue's chunks that overlap it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct References<'a> {
+    /// The payload's first position.
+    start: u64,
+    /// Position after its last octet.
+    end: u64,
+    /// Where the first chunk begins.
+    first_start: u64,
+    /// The chunks overlapping the payload, in order, in two parts (a
+    /// ring's).
+    chunks: [&'a [Chunk]; 2],
+}
+
+impl<'a> References<'a> {
+    /// The `chunks` overlapping a payload at positions `range`, the first
+    /// beginning at `first_start`.
+    pub(crate) fn new(range: Range<u64>, first_start: u64, chunks: [&'a [Chunk]; 2]) -> Self {
+        References {
+            start: range.start,
+            end: range.end,
+            first_start,
+            chunks,
+        }
+    }
+
+    /// No run at all: the ring holds the whole payload.
+    pub fn is_empty(&self) -> bool {
+        self.iter().next().is_none()
+    }
+
+    /// Each run, clipped to the payload: the offsets it takes in the
+    /// payload, its memory, and the offset in that memory of its first
+    /// octet in the payload.
+    pub fn iter(&self) -> impl Iterator<Item = (Range<usize>, &'a BufferSlice, usize)> + '_ {
+        let (start, end) = (self.start, self.end);
+        let chunks = self.chunks.iter().flat_map(|part| part.iter());
+        chunks
+            .scan(self.first_start, |chunk_start, chunk| {
+                let begins = *chunk_start;
+                *chunk_start = chunk.end();
+                Some(chunk.referenced(begins))
+            })
+            .flatten()
+            .filter_map(move |(run_start, slice)| {
+                let from = run_start.max(start);
+                let to = (run_start + slice.len() as u64).min(end);
+                (from < to).then(|| {
+                    let span = (from - start) as usize..(to - start) as usize;
+                    (span, slice, (from - run_start) as usize)
+                })
+            })
     }
 }
 
@@ -290,7 +386,11 @@ mod tests {
             src: A,
             dst: B,
             header,
-            payload: Payload { first, second },
+            payload: Payload {
+                first,
+                second,
+                ..Payload::default()
+            },
         };
         let full = segment.to_bytes();
         let mut offloaded = vec![0; segment.len()];

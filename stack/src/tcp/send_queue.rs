@@ -2,13 +2,20 @@
 //! records (MPA FPDUs) and byte-stream runs, and the rule that cuts
 //! segments only at record boundaries (RFC 5044 A.1).
 //!
+//! A record may hold a run of octets by reference instead ([`BufferSlice`],
+//! registered memory sent without a copy: zero-copy transmit). The ring
+//! keeps the stream's layout all the same, with the run's place left
+//! unwritten, so positions map to ring offsets the same way for every
+//! octet; a segment's [`Payload`] names the runs it covers.
+//!
 //! A record is never split unless it is longer than the EMSS, or the caller
 //! forces it because the peer's window stayed below the record; the cut
 //! reports a split so it can be counted. Byte-stream runs (the MPA startup
 //! phase, plain TCP use) can be cut anywhere.
 
-use super::segment::Payload;
+use super::segment::{Payload, References};
 use super::send_memory::SendMemory;
+use crate::mem::BufferSlice;
 use core::cell::Cell;
 use core::ops::Range;
 use std::collections::VecDeque;
@@ -18,11 +25,34 @@ use std::sync::Arc;
 /// searches instead.
 const CURSOR_STEPS: usize = 4;
 
-/// A run of queued octets ending at `end`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Chunk {
+/// A run of queued octets ending at `end`: a record, or byte stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Chunk {
     end: u64,
     record: bool,
+    /// Octets of the record held by reference, if any.
+    run: Option<Run>,
+}
+
+/// Octets a record holds by reference, after its first `head` octets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Run {
+    head: usize,
+    slice: BufferSlice,
+}
+
+impl Chunk {
+    /// The chunk's referenced octets, if it has any, with the position of
+    /// the first; `start` is where the chunk begins.
+    pub(crate) fn referenced(&self, start: u64) -> Option<(u64, &BufferSlice)> {
+        let run = self.run.as_ref()?;
+        Some((start + run.head as u64, &run.slice))
+    }
+
+    /// Position after the chunk's last octet.
+    pub(crate) fn end(&self) -> u64 {
+        self.end
+    }
 }
 
 /// A record could not be queued: not enough room.
@@ -63,6 +93,8 @@ pub struct SendQueue {
     /// pages instead of touching, and keeping resident, all of them.
     origin: u64,
     chunks: VecDeque<Chunk>,
+    /// How many chunks hold a run by reference.
+    referencing: usize,
     /// Where the oldest chunk began, possibly before `head`.
     front_start: u64,
     /// Chunks dropped from the front so far.
@@ -74,17 +106,27 @@ pub struct SendQueue {
     /// The record reserved and not yet committed.
     reserved: Option<Reserved>,
     /// Where a reserved record that would wrap around the ring's end is
-    /// written, to be copied in at commit.
+    /// written, to be copied in at commit; also where the octets around a
+    /// referenced run are written.
     wrap_scratch: Vec<u8>,
 }
 
-/// A record reserved by [`SendQueue::reserve_record`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A record reserved by [`SendQueue::reserve_record`] or
+/// [`SendQueue::reserve_record_referencing`].
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Reserved {
     /// Written in place at the tail of the ring.
     InRing(usize),
     /// Written into the wrap scratch.
     Wrapped(usize),
+    /// `run.head` octets, the run, `tail` octets; the two parts written in
+    /// place, or into the wrap scratch (`wrapped`) when either would
+    /// straddle the ring's end.
+    Referencing {
+        run: Run,
+        tail: usize,
+        wrapped: bool,
+    },
 }
 
 impl SendQueue {
@@ -96,6 +138,7 @@ impl SendQueue {
             tail: 0,
             origin: 0,
             chunks: VecDeque::new(),
+            referencing: 0,
             front_start: 0,
             released_chunks: 0,
             cursor: Cell::new(0),
@@ -153,9 +196,17 @@ impl SendQueue {
         self.index(self.tail)
     }
 
+    /// Appends `data` at the tail.
     fn write(&mut self, data: &[u8]) {
+        self.tail_index();
+        self.write_at(self.tail, data);
+        self.tail += data.len() as u64;
+    }
+
+    /// Writes `data` at position `pos` and on, around the ring's end.
+    fn write_at(&mut self, pos: u64, data: &[u8]) {
         let cap = self.memory.len();
-        let mut at = self.tail_index();
+        let mut at = self.index(pos);
         let ring = self.ring_mut();
         for piece in data.chunks(cap) {
             let first = piece.len().min(cap - at);
@@ -163,7 +214,6 @@ impl SendQueue {
             ring[..piece.len() - first].copy_from_slice(&piece[first..]);
             at = (at + piece.len()) % cap;
         }
-        self.tail += data.len() as u64;
     }
 
     /// Queues a whole record, or nothing.
@@ -195,6 +245,48 @@ impl SendQueue {
         }
     }
 
+    /// Room for a record of `head` octets, the run `run` held by
+    /// reference, and `tail` octets: the two rooms for the caller to
+    /// write, queued by [`commit_record`](Self::commit_record) like
+    /// [`reserve_record`](Self::reserve_record)'s. The run counts against
+    /// the queue's room like octets of its own.
+    pub fn reserve_record_referencing(
+        &mut self,
+        head: usize,
+        run: BufferSlice,
+        tail: usize,
+    ) -> Result<(&mut [u8], &mut [u8]), QueueFull> {
+        self.reserved = None;
+        let len = head + run.len() + tail;
+        if len > self.free() {
+            return Err(QueueFull);
+        }
+        let cap = self.memory.len();
+        let head_at = self.tail_index();
+        let tail_at = (head_at + head + run.len()) % cap;
+        let wrapped = head_at + head > cap || tail_at + tail > cap;
+        let slice = run;
+        self.reserved = Some(Reserved::Referencing {
+            run: Run { head, slice },
+            tail,
+            wrapped,
+        });
+        if wrapped {
+            self.wrap_scratch.resize(head + tail, 0);
+            return Ok(self.wrap_scratch.split_at_mut(head));
+        }
+        // Two disjoint places in the ring; the tail's comes first when the
+        // run wrapped around the ring's end.
+        let ring = self.ring_mut();
+        Ok(if head_at + head <= tail_at {
+            let (left, right) = ring.split_at_mut(tail_at);
+            (&mut left[head_at..head_at + head], &mut right[..tail])
+        } else {
+            let (left, right) = ring.split_at_mut(head_at);
+            (&mut right[..head], &mut left[tail_at..tail_at + tail])
+        })
+    }
+
     /// Queues the record last reserved; does nothing without one.
     pub fn commit_record(&mut self) {
         match self.reserved.take() {
@@ -205,10 +297,33 @@ impl SendQueue {
                 self.write(&scratch[..len]);
                 self.wrap_scratch = scratch;
             }
+            Some(Reserved::Referencing { run, tail, wrapped }) => {
+                let head = run.head;
+                let len = (head + run.slice.len() + tail) as u64;
+                if len == 0 {
+                    return;
+                }
+                if wrapped {
+                    let scratch = std::mem::take(&mut self.wrap_scratch);
+                    self.write_at(self.tail, &scratch[..head]);
+                    let tail_pos = self.tail + len - tail as u64;
+                    self.write_at(tail_pos, &scratch[head..head + tail]);
+                    self.wrap_scratch = scratch;
+                }
+                self.tail += len;
+                self.referencing += 1;
+                self.chunks.push_back(Chunk {
+                    end: self.tail,
+                    record: true,
+                    run: Some(run),
+                });
+                return;
+            }
         }
         self.chunks.push_back(Chunk {
             end: self.tail,
             record: true,
+            run: None,
         });
     }
 
@@ -226,6 +341,7 @@ impl SendQueue {
             _ => self.chunks.push_back(Chunk {
                 end: self.tail,
                 record: false,
+                run: None,
             }),
         }
         taken
@@ -236,6 +352,7 @@ impl SendQueue {
         self.head = pos.clamp(self.head, self.tail);
         while let Some(front) = self.chunks.front().filter(|c| c.end <= self.head) {
             self.front_start = front.end;
+            self.referencing -= usize::from(front.run.is_some());
             self.chunks.pop_front();
             self.released_chunks += 1;
         }
@@ -275,7 +392,36 @@ impl SendQueue {
         Payload {
             first: &ring[at..at + first],
             second: &ring[..len - first],
+            references: self.references(start..start + len as u64),
         }
+    }
+
+    /// The chunks that overlap `range`, where any of the queue's holds a
+    /// run by reference.
+    #[inline]
+    fn references(&self, range: Range<u64>) -> References<'_> {
+        if self.referencing == 0 || range.is_empty() {
+            return References::default();
+        }
+        let from = self.chunk_at(range.start);
+        let to = from
+            + self
+                .chunks
+                .range(from..)
+                .take_while(|chunk| chunk.end < range.end)
+                .count()
+            + 1;
+        let to = to.min(self.chunks.len());
+        let first_start = from
+            .checked_sub(1)
+            .map_or(self.front_start, |p| self.chunks[p].end);
+        let (front, back) = self.chunks.as_slices();
+        let split = front.len();
+        let chunks = [
+            &front[from.min(split)..to.min(split)],
+            &back[from.max(split) - split..to.max(split) - split],
+        ];
+        References::new(range, first_start, chunks)
     }
 
     /// Whether a segment may start at `pos` without splitting a record.
@@ -470,6 +616,82 @@ mod tests {
         );
     }
 
+    /// `len` octets of registered memory counting up from `first`.
+    fn memory(first: u8, len: usize) -> BufferSlice {
+        let buffer = Arc::new(crate::mem::MemoryBuffer::new(len + 8));
+        let data: Vec<u8> = (0..len).map(|i| first.wrapping_add(i as u8)).collect();
+        buffer.write_at(8, &data).unwrap();
+        BufferSlice::new(buffer, 8, len).unwrap()
+    }
+
+    /// Queues a record of `head`, the run `run` and `tail`; false when it
+    /// did not fit.
+    fn push_referencing(q: &mut SendQueue, head: &[u8], run: BufferSlice, tail: &[u8]) -> bool {
+        let Ok((h, t)) = q.reserve_record_referencing(head.len(), run, tail.len()) else {
+            return false;
+        };
+        h.copy_from_slice(head);
+        t.copy_from_slice(tail);
+        q.commit_record();
+        true
+    }
+
+    #[test]
+    fn records_hold_runs_by_reference_wherever_the_ring_puts_them() {
+        // A ring of 32: the record of 4 + 16 + 4 octets at every start
+        // offset, so the head, the run and the tail each straddle the end.
+        for offset in 0..32u64 {
+            let mut q = SendQueue::new(32);
+            assert_eq!(q.push_bytes(&vec![0; offset as usize]), offset as usize);
+            q.release(offset);
+            // Keep one octet queued so the ring does not restart at 0.
+            if offset > 0 {
+                q.push_bytes(&[0xEE]);
+            }
+            let start = q.end();
+            assert!(push_referencing(
+                &mut q,
+                &[1, 2, 3, 4],
+                memory(100, 16),
+                &[5, 6, 7, 8]
+            ));
+            let mut expected = vec![1, 2, 3, 4];
+            expected.extend(100..116);
+            expected.extend([5, 6, 7, 8]);
+            assert_eq!(
+                q.payload(start..start + 24).to_vec(),
+                expected,
+                "at {offset}"
+            );
+            // Any part of it, as a split segment would carry it.
+            assert_eq!(q.payload(start + 6..start + 21).to_vec(), expected[6..21]);
+            assert!(!q.payload(start..start + 24).references.is_empty());
+            assert!(q.payload(start..start + 4).references.is_empty());
+            assert!(q.is_boundary(start) && q.is_boundary(start + 24));
+            assert!(!q.is_boundary(start + 4));
+            // The run counts against the room.
+            assert!(!push_referencing(&mut q, &[], memory(0, 9), &[]));
+            q.release(start + 24);
+            assert_eq!((q.referencing, q.chunks.len()), (0, 0));
+        }
+    }
+
+    #[test]
+    fn a_referencing_record_that_does_not_fit_leaves_nothing() {
+        let mut q = SendQueue::new(16);
+        assert_eq!(
+            q.reserve_record_referencing(2, memory(0, 14), 1),
+            Err(QueueFull)
+        );
+        q.commit_record();
+        assert_eq!((q.end(), q.referencing), (0, 0));
+        // A reservation replaced by another is dropped with its run.
+        let _ = q.reserve_record_referencing(2, memory(0, 4), 2).unwrap();
+        q.push_bytes(&[9]);
+        q.commit_record();
+        assert_eq!((q.end(), q.referencing), (1, 0));
+    }
+
     /// A xorshift generator: `next(n)` is below `n`.
     fn numbers() -> impl FnMut(u64) -> u64 {
         let mut state = 0x2545_f491_4f6c_dd1du64;
@@ -496,7 +718,18 @@ mod tests {
                 .collect()
         };
         for _ in 0..20_000 {
-            match next(5) {
+            match next(6) {
+                5 => {
+                    let head = octets(1 + next(30));
+                    let run = octets(1 + next(300));
+                    let tail = octets(next(8));
+                    let slice = memory(run[0], run.len());
+                    if push_referencing(&mut q, &head, slice, &tail) {
+                        model.extend(&head);
+                        model.extend(&run);
+                        model.extend(&tail);
+                    }
+                }
                 0 => {
                     let record = octets(1 + next(400));
                     if q.push_record(&record).is_ok() {

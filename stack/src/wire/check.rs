@@ -404,10 +404,7 @@ pub fn tcp_segment(data: &[u8]) -> bool {
             payload: &[],
             ..header
         },
-        payload: Payload {
-            first: header.payload,
-            second: &[],
-        },
+        payload: Payload::of(header.payload),
     };
     let bytes = segment.to_bytes();
     let again = parse_verified(&bytes).expect("a re-emitted TCP segment parses");

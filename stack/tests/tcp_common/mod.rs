@@ -189,10 +189,7 @@ pub fn forged(control: TcpControl, seq: Seq, ack: Option<Seq>, payload: &[u8]) -
         src: B.addr,
         dst: A.addr,
         header,
-        payload: Payload {
-            first: payload,
-            second: &[],
-        },
+        payload: Payload::of(payload),
     }
     .to_bytes()
 }
@@ -209,10 +206,7 @@ pub fn retimed(bytes: &[u8], tsval: u32) -> Vec<u8> {
             timestamp: Some(TcpTimestampRepr::new(tsval, 0)),
             ..repr
         },
-        payload: Payload {
-            first: repr.payload,
-            second: &[],
-        },
+        payload: Payload::of(repr.payload),
     }
     .to_bytes()
 }

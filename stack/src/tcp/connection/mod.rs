@@ -43,6 +43,7 @@ use super::spurious::Episode;
 use super::tail_probe::TailProbe;
 use super::time::{Duration, Instant};
 use super::timer::Timers;
+use crate::mem::BufferSlice;
 use crate::mpa::FpduSink;
 use smoltcp::wire::{Ipv4Address, TcpRepr};
 use std::collections::VecDeque;
@@ -262,6 +263,8 @@ pub struct Connection {
     opts: Negotiated,
     local_mss: u16,
     nagle: bool,
+    /// The smallest FPDU payload framed by reference, if any.
+    references_from: Option<usize>,
 
     iss: Seq,
     syn_acked: bool,
@@ -355,6 +358,7 @@ impl Connection {
             cwnd_full_until: 0,
             rtt: RttEstimator::new(config.rto_initial, config.rto_min, config.rto_max),
             nagle: config.nagle,
+            references_from: None,
             local,
             remote,
             state: State::Closed,
@@ -594,6 +598,40 @@ impl Connection {
         self.send.commit_record();
     }
 
+    /// Lets MPA records hold payloads of at least `min` octets by
+    /// reference in registered memory, read again whenever a segment
+    /// carrying them is built (zero-copy transmit; see [`FpduSink`]);
+    /// `None`, the default, frames every payload into the send queue.
+    pub fn set_references_from(&mut self, min: Option<usize>) {
+        self.references_from = min;
+    }
+
+    /// Room for a record of `head` octets, `payload` held by reference
+    /// and `tail` octets, queued by [`commit_record`](Self::commit_record)
+    /// (see [`reserve_record`](Self::reserve_record)).
+    pub fn reserve_record_referencing(
+        &mut self,
+        head: usize,
+        payload: BufferSlice,
+        tail: usize,
+    ) -> Result<(&mut [u8], &mut [u8]), SendError> {
+        if !self.accepts_data() {
+            return Err(SendError::Closed);
+        }
+        Ok(self.send.reserve_record_referencing(head, payload, tail)?)
+    }
+
+    /// The stream position up to which the peer acknowledged our data
+    /// (SND.UNA as a position: 0 is the first octet after the SYN).
+    pub fn send_acknowledged(&self) -> u64 {
+        self.send.head()
+    }
+
+    /// The stream position after the last octet queued.
+    pub fn send_queued_end(&self) -> u64 {
+        self.send.end()
+    }
+
     /// The oldest in-order data held in the reassembly buffer (data the
     /// consumer declined), with its stream position.
     pub fn received(&self) -> Option<(u64, &[u8])> {
@@ -756,5 +794,19 @@ impl FpduSink for Connection {
 
     fn commit(&mut self) {
         self.commit_record();
+    }
+
+    fn references_from(&self) -> Option<usize> {
+        self.references_from
+    }
+
+    fn reserve_referencing(
+        &mut self,
+        head: usize,
+        payload: BufferSlice,
+        tail: usize,
+    ) -> Option<(&mut [u8], &mut [u8])> {
+        self.references_from?;
+        self.reserve_record_referencing(head, payload, tail).ok()
     }
 }

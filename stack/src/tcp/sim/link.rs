@@ -132,10 +132,7 @@ impl Link {
             src: self.src,
             dst: self.dst,
             header,
-            payload: Payload {
-                first: payload,
-                second: &[],
-            },
+            payload: Payload::of(payload),
         }
         .to_bytes()
     }
