@@ -186,6 +186,8 @@ pub struct QpEngine {
     events: VecDeque<QpEvent>,
     llp_close: Option<LlpClose>,
     peer_closed: bool,
+    /// How far the LLP acknowledged the octets this end sent.
+    acknowledged: u64,
     counters: EngineCounters,
 }
 
@@ -226,6 +228,7 @@ impl QpEngine {
             events: VecDeque::new(),
             llp_close: None,
             peer_closed: false,
+            acknowledged: 0,
             counters: EngineCounters::default(),
         }
     }
@@ -279,10 +282,17 @@ impl QpEngine {
 
     /// The next completion, with the queue it belongs on.
     pub fn poll_completion(&mut self) -> Option<(CqKind, WorkCompletion)> {
-        while let Some(wc) = self.sq.next_completion() {
+        while let Some(wc) = self.sq.next_completion(self.acknowledged) {
             self.completions.push_back((CqKind::Send, wc));
         }
         self.completions.pop_front()
+    }
+
+    /// The LLP acknowledged the first `offset` octets this end sent in
+    /// Full Operation: work requests whose data went by reference up to
+    /// there may complete (see [`FpduSink::references_from`](crate::mpa::FpduSink::references_from)).
+    pub fn on_acknowledged(&mut self, offset: u64) {
+        self.acknowledged = self.acknowledged.max(offset);
     }
 
     /// The next event.

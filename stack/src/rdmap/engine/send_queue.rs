@@ -3,7 +3,7 @@
 //! most the MULPDU, the fence, the ORD limit on RDMA Reads, and completions
 //! released strictly in send queue order.
 
-use crate::mem::{Access, PdId, Stag, StagTable, TaggedError};
+use crate::mem::{Access, BufferSlice, PdId, Stag, StagTable, TaggedError};
 use crate::mpa::Rtr;
 use crate::rdmap::OutboundReads;
 use crate::verbs::{Payload, SendOp, SendWr, Sge, WcStatus, WorkCompletion};
@@ -67,6 +67,9 @@ struct Pending {
     signaled: bool,
     completion: WorkCompletion,
     done: bool,
+    /// Done, but its data was sent by reference: it completes once the
+    /// LLP acknowledged the stream up to this offset.
+    until: Option<u64>,
 }
 
 /// The message being segmented.
@@ -81,6 +84,9 @@ struct Outgoing {
     sent: usize,
     /// The last segment has been handed out.
     finished: bool,
+    /// The stream offset after the last segment sent by reference, if any
+    /// was.
+    referenced_until: Option<u64>,
 }
 
 impl Outgoing {
@@ -94,6 +100,7 @@ impl Outgoing {
             source,
             sent: 0,
             finished: false,
+            referenced_until: None,
         }
     }
 }
@@ -315,17 +322,53 @@ impl SendQueue {
         }
     }
 
-    /// Counts `segment`, the one [`next_segment`] gave last, as handed to
-    /// the LLP. A Send or Write completes with its last segment: the LLP
-    /// delivers it reliably (RFC 5040 section 5.1).
+    /// The payload of `segment`, the one [`next_segment`] gave last, held
+    /// in place: `None` when it is not one piece of registered memory
+    /// (inline data, or it spans two elements of the gather list), an
+    /// error when its region went away since the request started.
     ///
     /// [`next_segment`]: Self::next_segment
-    pub fn segment_sent(&mut self, segment: &TxSegment) {
+    pub fn payload_slice(
+        &self,
+        segment: &TxSegment,
+        table: &StagTable,
+        pd: PdId,
+    ) -> Option<Result<BufferSlice, TaggedError>> {
+        let current = self.current.as_ref()?;
+        let Source::Gather(sgl) = &current.source else {
+            return None;
+        };
+        let mut skip = current.sent;
+        let sge = sgl.iter().find(|sge| {
+            let inside = skip < sge.length as usize;
+            if !inside {
+                skip -= sge.length as usize;
+            }
+            inside
+        })?;
+        if skip + segment.payload_len > sge.length as usize {
+            return None;
+        }
+        Some(table.local_slice(sge.lkey, pd, sge.addr + skip as u64, segment.payload_len))
+    }
+
+    /// Counts `segment`, the one [`next_segment`] gave last, as handed to
+    /// the LLP. A Send or Write completes with its last segment: the LLP
+    /// delivers it reliably (RFC 5040 section 5.1). When any of its
+    /// segments went by reference (`referenced_until` is the stream
+    /// offset after this one's, when it did), it completes only once the
+    /// LLP acknowledged those: until then a retransmission reads the
+    /// application's memory again.
+    ///
+    /// [`next_segment`]: Self::next_segment
+    pub fn segment_sent(&mut self, segment: &TxSegment, referenced_until: Option<u64>) {
         let Some(out) = self.current.as_mut() else {
             return;
         };
         out.sent += segment.payload_len;
         out.finished = segment.last;
+        out.referenced_until = referenced_until.or(out.referenced_until);
+        let until = out.referenced_until;
         let is_read = matches!(
             out.kind,
             OutKind::Untagged {
@@ -335,7 +378,9 @@ impl SendQueue {
         );
         if let Some(seq) = out.seq.filter(|_| segment.last && !is_read) {
             let len = len_u32(out.len);
-            self.mark_done(seq, WcStatus::Success, len);
+            if let Some(pending) = self.mark_done(seq, WcStatus::Success, len) {
+                pending.until = until;
+            }
         }
     }
 
@@ -456,6 +501,7 @@ impl SendQueue {
             signaled: wr.signaled,
             completion: WorkCompletion::new(wr.wr_id, wr.op.wc_opcode(), WcStatus::Success),
             done: false,
+            until: None,
         });
         seq
     }
@@ -481,24 +527,27 @@ impl SendQueue {
         self.reads.covers(sink_stag, sink_to, len)
     }
 
-    fn mark_done(&mut self, seq: u64, status: WcStatus, byte_len: u32) {
+    fn mark_done(&mut self, seq: u64, status: WcStatus, byte_len: u32) -> Option<&mut Pending> {
         // Sequence numbers are consecutive in `order`: the index follows
         // from the oldest one, with no search on the per-message path.
         let index = self
             .order
             .front()
             .and_then(|oldest| usize::try_from(seq.checked_sub(oldest.seq)?).ok());
-        if let Some(pending) = index.and_then(|i| self.order.get_mut(i)) {
-            pending.done = true;
-            pending.completion.status = status;
-            pending.completion.byte_len = byte_len;
-        }
+        let pending = index.and_then(|i| self.order.get_mut(i))?;
+        pending.done = true;
+        pending.completion.status = status;
+        pending.completion.byte_len = byte_len;
+        Some(pending)
     }
 
     /// The next completion in send queue order, if the oldest work request
-    /// has finished. Successful unsignaled requests are passed over.
-    pub fn next_completion(&mut self) -> Option<WorkCompletion> {
-        while self.order.front().is_some_and(|p| p.done) {
+    /// has finished (and, if it was sent by reference, the LLP has
+    /// acknowledged the stream up to `acknowledged`, at least as far as
+    /// its data). Successful unsignaled requests are passed over.
+    pub fn next_completion(&mut self, acknowledged: u64) -> Option<WorkCompletion> {
+        let ready = |p: &Pending| p.done && p.until.is_none_or(|until| until <= acknowledged);
+        while self.order.front().is_some_and(ready) {
             let pending = self.order.pop_front().expect("checked above");
             if pending.signaled || pending.completion.status != WcStatus::Success {
                 return Some(pending.completion);

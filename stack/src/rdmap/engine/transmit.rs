@@ -9,12 +9,17 @@
 //! Each FPDU is framed in room the transport's [`FpduSink`] gives, and its
 //! payload is read from registered memory straight into that room, so a
 //! transport that hands out room in its TCP send queue sends data that was
-//! copied once on its way out of the application's memory.
+//! copied once on its way out of the application's memory. A sink that
+//! takes payloads by reference ([`FpduSink::references_from`]) gets large
+//! ones as a [`BufferSlice`] of the application's memory instead, with
+//! only the headers, pad and CRC framed (zero-copy transmit); a Send or
+//! Write sent so completes once the LLP acknowledged it
+//! ([`QpEngine::on_acknowledged`]), since until then a retransmission
+//! reads that memory again.
 
 use super::send_queue::LocalFault;
 use super::{terminate, LlpClose, QpEngine};
-use crate::mem::Stag;
-use crate::mem::TaggedError;
+use crate::mem::{BufferSlice, Stag, TaggedError};
 use crate::mpa::{FpduSink, FpduWriter, VecSink};
 use crate::verbs::QpState;
 use crate::verbs::WcStatus;
@@ -102,14 +107,24 @@ impl QpEngine {
             }
         };
         let (sq, table, pd) = (&self.sq, &self.table, self.pd);
-        let framed = frame(&mut self.writer, sink, segment.ulpdu_len(), |out| {
-            let (header, payload) = out.split_at_mut(segment.header_len);
-            header.copy_from_slice(&segment.header[..segment.header_len]);
-            sq.copy_payload(&segment, table, pd, payload)
-        });
+        let header = &segment.header[..segment.header_len];
+        let slice = references(sink, segment.payload_len)
+            .then(|| sq.payload_slice(&segment, table, pd))
+            .flatten();
+        let referenced = slice.is_some();
+        let framed = match slice {
+            Some(Ok(payload)) => frame_referencing(&mut self.writer, sink, header, payload),
+            Some(Err(err)) => Framed::Failed(err),
+            None => frame(&mut self.writer, sink, segment.ulpdu_len(), |out| {
+                let (head, payload) = out.split_at_mut(header.len());
+                head.copy_from_slice(header);
+                sq.copy_payload(&segment, table, pd, payload)
+            }),
+        };
         match framed {
             Framed::Sent(len) => {
-                self.sq.segment_sent(&segment);
+                let until = referenced.then(|| self.writer.offset());
+                self.sq.segment_sent(&segment, until);
                 self.counters.fpdus_sent += 1;
                 Some(len)
             }
@@ -138,16 +153,23 @@ impl QpEngine {
         let segment = self.inbound_reads.peek_segment(self.mulpdu)?;
         let header = segment.header();
         let (table, pd) = (&self.table, self.pd);
-        let framed = frame(
-            &mut self.writer,
-            sink,
-            header.len() + segment.len as usize,
-            |out| {
+        let (stag, to, len) = (
+            Stag(segment.source_stag),
+            segment.source_to,
+            segment.len as usize,
+        );
+        let framed = if references(sink, len) {
+            match table.fetch_slice(stag, pd, to, len) {
+                Ok(payload) => frame_referencing(&mut self.writer, sink, &header, payload),
+                Err(err) => Framed::Failed(err),
+            }
+        } else {
+            frame(&mut self.writer, sink, header.len() + len, |out| {
                 let (head, payload) = out.split_at_mut(header.len());
                 head.copy_from_slice(&header);
-                table.fetch(Stag(segment.source_stag), pd, segment.source_to, payload)
-            },
-        );
+                table.fetch(stag, pd, to, payload)
+            })
+        };
         let len = match framed {
             Framed::NoRoom => return None,
             Framed::Sent(len) => {
@@ -193,6 +215,33 @@ impl From<WireError> for FillError {
     fn from(err: WireError) -> Self {
         FillError::Wire(err)
     }
+}
+
+/// Whether `sink` takes a payload of `len` octets by reference.
+fn references<S: FpduSink + ?Sized>(sink: &S, len: usize) -> bool {
+    sink.references_from().is_some_and(|min| len >= min)
+}
+
+/// Frames the ULPDU of `header` and `payload`, held by reference, into
+/// room from `sink`, and commits it.
+fn frame_referencing<S: FpduSink + ?Sized>(
+    writer: &mut FpduWriter,
+    sink: &mut S,
+    header: &[u8],
+    payload: BufferSlice,
+) -> Framed {
+    const FITS: &str = "every ULPDU the engine builds fits an FPDU, and a sink that takes references runs without Markers";
+    let (head_len, tail_len) = writer
+        .referencing_parts(header.len(), payload.len())
+        .expect(FITS);
+    let Some((head, tail)) = sink.reserve_referencing(head_len, payload.clone(), tail_len) else {
+        return Framed::NoRoom;
+    };
+    let written = writer
+        .write_referencing(header, &payload, head, tail)
+        .expect(FITS);
+    sink.commit();
+    Framed::Sent(written)
 }
 
 /// Frames the ULPDU of `ulpdu_len` octets that `fill` writes into room
