@@ -39,7 +39,7 @@ use uwarp_bench::tcp::compare::{self, CompareConfig, Pinning};
 use uwarp_bench::tcp::{self, Open, Role, TcpRun};
 use uwarp_control::dpdk::End;
 use uwarp_control::perftest::{Options as PerftestOptions, Test};
-use uwarp_control::{Revision, RtrSet};
+use uwarp_control::{Revision, RtrSet, ZERO_COPY_FROM};
 use uwarp_dataplane::runtime::{Impairment, Placement};
 use uwarp_stack::tcp::CongestionControl;
 use uwarp_stack::wire::terminate::LayoutHint;
@@ -138,6 +138,12 @@ struct TwoHostArgs {
     /// in on).
     #[arg(long, default_value_t = 1)]
     cores: u16,
+    /// Zero-copy transmit (dpdk): send the payload of each FPDU of at
+    /// least BYTES octets from registered memory, not from a copy in the
+    /// TCP send queue; Sends and Writes then complete when TCP
+    /// acknowledges them. 0 turns it off; default 4096 (jumbo frames).
+    #[arg(long, value_name = "BYTES")]
+    zero_copy_from: Option<usize>,
     /// Message size in octets (default: 65536 for bandwidth, 8 for
     /// latency).
     #[arg(long, short = 's', conflicts_with = "all")]
@@ -395,6 +401,12 @@ struct LoopbackArgs {
     /// external-buffer segment into the send queue, not a copy.
     #[arg(long)]
     payloads_by_reference: bool,
+    /// Zero-copy transmit: send the payload of each FPDU of at least BYTES
+    /// octets from the sender's registered memory, not from a copy in the
+    /// TCP send queue; Writes then complete when TCP acknowledges them.
+    /// 0 turns it off; default 4096 (only jumbo frames' segments reach it).
+    #[arg(long, value_name = "BYTES")]
+    zero_copy_from: Option<usize>,
     /// One JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -550,6 +562,7 @@ fn loopback(args: &LoopbackArgs, transports: &[Transport]) -> Result<(), String>
                 .map_err(|e| format!("--impair-rx: {e}"))?,
             cores: args.cores,
             payloads_by_reference: args.payloads_by_reference,
+            zero_copy_from: zero_copy(args.zero_copy_from),
         },
     };
     let report = perf::measure(transports, &workload)?;
@@ -679,7 +692,10 @@ fn two_host_config(mode: Mode, args: &TwoHostArgs) -> Result<TwoHost, String> {
                 args.gateway,
             )?;
             host.cores = args.cores;
-            Carrier::Dpdk(host)
+            Carrier::Dpdk {
+                port: host,
+                zero_copy_from: zero_copy(args.zero_copy_from),
+            }
         }
         TransportArg::Socket => {
             if args.eal.is_some()
@@ -687,9 +703,12 @@ fn two_host_config(mode: Mode, args: &TwoHostArgs) -> Result<TwoHost, String> {
                 || args.mac.is_some()
                 || args.gateway.is_some()
                 || args.cores != 1
+                || args.zero_copy_from.is_some()
             {
                 return Err(
-                    "--eal, --device, --mac, --gateway and --cores are for --transport dpdk".into(),
+                    "--eal, --device, --mac, --gateway, --cores and --zero-copy-from \
+                            are for --transport dpdk"
+                        .into(),
                 );
             }
             let bind = args
@@ -970,4 +989,14 @@ fn decode(args: &DecodeArgs) -> Result<(), String> {
             Err(e.to_string())
         }
     })
+}
+
+/// The zero-copy threshold `--zero-copy-from` gives: the device's default
+/// when it is absent, none for 0.
+fn zero_copy(arg: Option<usize>) -> Option<usize> {
+    match arg {
+        None => Some(ZERO_COPY_FROM),
+        Some(0) => None,
+        Some(from) => Some(from),
+    }
 }

@@ -61,11 +61,27 @@ fn jumbo_frames_and_reordering_on_the_dpdk_link() {
         "reorder=0.02,seed=7",
     ]);
     assert_eq!(report["mtu"], 9000);
+    // Jumbo frames' segments reach the default zero-copy threshold.
+    assert_eq!(report["zero_copy_from"], 4096);
     assert_eq!(
         report["impair_rx"],
         "loss=0,reorder=0.02,dup=0,delay=0us,seed=7"
     );
     assert_measured(&report, "dpdk");
+}
+
+/// Every operation with zero-copy transmit: the Writes, Sends and Read
+/// Responses go from registered memory, and each run's data is checked
+/// by the server (its verdict fails the run otherwise).
+#[test]
+fn every_operation_runs_with_zero_copy_transmit() {
+    for op in ["write", "read", "send"] {
+        let report = run(&["loopback", "--op", op, "--crc", "--zero-copy-from", "1024"]);
+        assert_eq!(report["zero_copy_from"], 1024);
+        assert_measured(&report, "dpdk");
+    }
+    let off = run(&["loopback", "--zero-copy-from", "0"]);
+    assert!(off["zero_copy_from"].is_null(), "{off}");
 }
 
 #[test]
@@ -117,6 +133,16 @@ fn bad_arguments_are_refused_with_a_message() {
                 "--transport",
                 "socket",
                 "--payloads-by-reference",
+            ],
+            "need the dpdk transport",
+        ),
+        (
+            &[
+                "loopback",
+                "--transport",
+                "socket",
+                "--zero-copy-from",
+                "1024",
             ],
             "need the dpdk transport",
         ),

@@ -1,8 +1,9 @@
 //! The two-host modes between two `uwarp-perf` processes on DPDK, joined
 //! by a net_memif link (each process with its own `--file-prefix`, which
 //! `uwarp-perf` gives it): every mode at a small count with its data
-//! verified, a size sweep with its chart, Sends for a duration over four
-//! queue pairs, and a refused connection. Needs root (DPDK's memif).
+//! verified, the bandwidth modes with zero-copy transmit, a size sweep
+//! with its chart, Sends for a duration over four queue pairs, and a
+//! refused connection. Needs root (DPDK's memif).
 
 mod common;
 
@@ -114,6 +115,23 @@ fn every_mode_runs_between_two_processes_over_memif() {
             assert_eq!(host["malformed"], 0, "{report}");
             assert_eq!(host["resets_sent"], 0, "{report}");
         }
+    }
+}
+
+/// The bandwidth modes with the client sending from registered memory
+/// (`--zero-copy-from`): its Writes and Sends go by reference and
+/// complete on TCP's ACK, and the server checks the data.
+#[test]
+fn bandwidth_modes_run_with_zero_copy_transmit() {
+    if !root_or_skip("DPDK's net_memif") {
+        return;
+    }
+    let _serial = serial();
+    for mode in ["write-bw", "send-bw", "read-bw"] {
+        let mut client_args = small_run(mode);
+        client_args.extend(args(&["--zero-copy-from", "1024"]));
+        let (server, client, _socket) = start(mode, "zero-copy", PORT, &client_args);
+        finish_and_check(server, client, mode, ITERS);
     }
 }
 

@@ -124,6 +124,7 @@ impl Device {
             shared: shared.clone(),
             control: control_tx.clone(),
             startup_timeout: config.startup_timeout.as_micros() as Micros,
+            zero_copy_from: dpdk.zero_copy_from,
         };
         let (cores, driver) = DpdkCores::start(eal, port, &dpdk, control_rx, context)?;
         Ok(Self {

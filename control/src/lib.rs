@@ -71,7 +71,7 @@ pub use cm::{ConnectParams, Connection, IncomingRequest, Listener};
 pub use counters::QpCounters;
 pub use cq::CompletionQueue;
 pub use device::{Device, DeviceConfig};
-pub use dpdk::rdma::{CoreThreads, DpdkConfig};
+pub use dpdk::rdma::{CoreThreads, DpdkConfig, ZERO_COPY_FROM};
 pub use dpdk::{HostConfig, HostReport};
 pub use error::Error;
 pub use pd::{MemoryRegion, ProtectionDomain};

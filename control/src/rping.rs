@@ -300,10 +300,7 @@ pub fn open_dpdk_vdev(vdev: &str, ip: Ipv4Address, prefix_len: u8) -> Result<Dev
     let eal = Eal::init(&EalConfig::virtual_devices(Vec::<String>::new()))?;
     let (name, args) = vdev.split_once(',').unwrap_or((vdev, ""));
     let port = uwarp_dataplane::Device::create_vdev(eal, name, args)?;
-    let dpdk = DpdkConfig {
-        host: HostConfig::new(ip, prefix_len),
-        threads: CoreThreads::Inline,
-    };
+    let dpdk = DpdkConfig::new(HostConfig::new(ip, prefix_len), CoreThreads::Inline);
     Device::open_dpdk(eal, port, DeviceConfig::default(), dpdk)
 }
 

@@ -21,10 +21,10 @@ const PINGS: u64 = 20;
 /// Two devices joined by a net_ring pair: 10.68.0.1 (the server) and
 /// 10.68.0.2.
 fn devices(threads: CoreThreads) -> (Device, Device) {
-    device_pair(68, 1024, threads, |host| {
+    device_pair(68, 1024, threads, |dpdk| {
         // Small pools: the tests of this binary run side by side in the
         // EAL's 256 MiB.
-        host.mempool.capacity = 2047;
+        dpdk.host.mempool.capacity = 2047;
     })
 }
 

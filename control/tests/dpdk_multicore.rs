@@ -189,10 +189,7 @@ fn rdma_operations_over_two_stepped_cores_each() {
         private_veth_pair();
         let (a_port, b_port) = af_packet_ports("rdma");
         let open = |port, last| {
-            let dpdk = DpdkConfig {
-                host: host_config(last),
-                threads: CoreThreads::Inline,
-            };
+            let dpdk = DpdkConfig::new(host_config(last), CoreThreads::Inline);
             Device::open_dpdk(eal(), port, DeviceConfig::default(), dpdk).expect("a device")
         };
         let server = open(a_port, 1);

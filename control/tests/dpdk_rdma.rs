@@ -13,16 +13,22 @@ use std::time::Duration;
 
 use dpdk_common::device_pair;
 use uwarp_control::rping::{self, Options};
-use uwarp_control::{ConnectParams, CoreThreads, Device, Error, LocalParams, QpInit};
+use uwarp_control::{ConnectParams, CoreThreads, Device, DpdkConfig, Error, LocalParams, QpInit};
 
 const PINGS: u64 = 100;
 
 /// Two devices joined by a net_ring pair: 10.66.0.1 and 10.66.0.2.
 fn devices(threads: CoreThreads) -> (Device, Device) {
-    device_pair(66, 1024, threads, |host| {
+    devices_tuned(threads, |_| {})
+}
+
+/// [`devices`] with each device's settings changed by `tune` too.
+fn devices_tuned(threads: CoreThreads, tune: impl Fn(&mut DpdkConfig)) -> (Device, Device) {
+    device_pair(66, 1024, threads, |dpdk| {
         // Small pools: the tests of this binary run side by side in the
         // EAL's 256 MiB.
-        host.mempool.capacity = 2047;
+        dpdk.host.mempool.capacity = 2047;
+        tune(dpdk);
     })
 }
 
@@ -56,6 +62,20 @@ fn rping_between(server: Device, client: Device, size: usize) {
 fn rping_on_threaded_cores_at_every_size() {
     for size in [64, 3000, 65536] {
         let (server, client) = devices(CoreThreads::Spawned);
+        rping_between(server, client, size);
+    }
+}
+
+/// Sends, Reads and Writes whose payloads go from registered memory by
+/// reference: rping validates every ping's data, and each side rewrites
+/// its buffer only after the completion that now waits for TCP's ACK.
+#[test]
+fn rping_with_zero_copy_transmit() {
+    for size in [3000, 65536] {
+        // Below the default, which MTU 1500's segments never reach.
+        let (server, client) = devices_tuned(CoreThreads::Spawned, |dpdk| {
+            dpdk.zero_copy_from = Some(1024);
+        });
         rping_between(server, client, size);
     }
 }

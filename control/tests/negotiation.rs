@@ -115,7 +115,9 @@ struct Dpdk;
 
 impl Transport for Dpdk {
     fn testbed() -> Testbed {
-        let (server, client) = device_pair(SUBNET, 1024, CoreThreads::Spawned, small_pool);
+        let (server, client) = device_pair(SUBNET, 1024, CoreThreads::Spawned, |dpdk| {
+            small_pool(&mut dpdk.host)
+        });
         Testbed {
             server,
             client,

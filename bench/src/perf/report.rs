@@ -212,6 +212,7 @@ impl Report {
             "crc": w.crc,
             "mtu": w.link.mtu,
             "impair_rx": w.link.impair_rx.to_string(),
+            "zero_copy_from": w.link.zero_copy_from,
             "calibrate": self.calibrate.to_json(),
         });
         for (name, m) in &self.runs {
@@ -246,8 +247,12 @@ impl Report {
             w.latency_size,
         );
         if w.link != LinkOptions::default() {
+            let zero_copy = w
+                .link
+                .zero_copy_from
+                .map_or_else(|| "off".to_string(), |from| format!("from {from} B"));
             out += &format!(
-                "dpdk link: MTU {}, receive impairment {}\n",
+                "dpdk link: MTU {}, receive impairment {}, zero-copy transmit {zero_copy}\n",
                 w.link.mtu, w.link.impair_rx
             );
         }

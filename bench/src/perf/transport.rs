@@ -19,7 +19,7 @@ use smoltcp::wire::{
     EthernetAddress, Ipv4Address, ETHERNET_HEADER_LEN, IPV4_HEADER_LEN, TCP_HEADER_LEN,
 };
 use uwarp_control::HostReport;
-use uwarp_control::{CoreThreads, Device, DeviceConfig, DpdkConfig, HostConfig};
+use uwarp_control::{CoreThreads, Device, DeviceConfig, DpdkConfig, HostConfig, ZERO_COPY_FROM};
 use uwarp_dataplane::runtime::ImpairConfig;
 use uwarp_dataplane::{ring_pair, Eal, EalConfig, MempoolConfig};
 
@@ -78,6 +78,10 @@ pub struct LinkOptions {
     /// Send TCP payloads by reference to the send queue instead of copying
     /// them into mbufs (`HostConfig::payloads_by_reference`).
     pub payloads_by_reference: bool,
+    /// Send FPDU payloads of at least this many octets from the
+    /// application's memory, not from a copy in the send queue
+    /// (`DpdkConfig::zero_copy_from`, whose default is this one's).
+    pub zero_copy_from: Option<usize>,
 }
 
 impl Default for LinkOptions {
@@ -87,6 +91,7 @@ impl Default for LinkOptions {
             impair_rx: ImpairConfig::default(),
             cores: 1,
             payloads_by_reference: false,
+            zero_copy_from: Some(ZERO_COPY_FROM),
         }
     }
 }
@@ -98,7 +103,8 @@ impl LinkOptions {
     pub fn check(&self, transports: &[Transport]) -> Result<(), String> {
         if !transports.contains(&Transport::Dpdk) && *self != LinkOptions::default() {
             return Err(
-                "--mtu, --impair-rx, --cores and --payloads-by-reference need the dpdk transport"
+                "--mtu, --impair-rx, --cores, --payloads-by-reference and --zero-copy-from \
+                 need the dpdk transport"
                     .into(),
             );
         }
@@ -242,10 +248,8 @@ fn dpdk_device(
     // (and the kernel's loopback, the socket transport's link) leave them.
     host.memory_link_offloads = true;
     link.apply(&mut host);
-    let dpdk = DpdkConfig {
-        host,
-        threads: CoreThreads::Inline,
-    };
+    let mut dpdk = DpdkConfig::new(host, CoreThreads::Inline);
+    dpdk.zero_copy_from = link.zero_copy_from;
     Device::open_dpdk(eal, port, DeviceConfig::default(), dpdk)
         .map_err(|e| format!("the DPDK device: {e}"))
 }

@@ -20,7 +20,13 @@ use crate::port::PortHost;
 #[derive(Debug, Clone)]
 pub enum Carrier {
     /// uwarp's TCP on a DPDK port.
-    Dpdk(PortHost),
+    Dpdk {
+        /// The port and the host on it.
+        port: PortHost,
+        /// Zero-copy transmit from payloads of this many octets
+        /// (`DpdkConfig::zero_copy_from`).
+        zero_copy_from: Option<usize>,
+    },
     /// The kernel's TCP; a server binds `bind` (default: any address).
     Socket {
         /// The server's address.
@@ -90,10 +96,13 @@ pub fn run(config: &TwoHost) -> Result<RunReport, String> {
 /// calling thread, which runs them whenever it waits.
 pub fn open_device(carrier: &Carrier) -> Result<(Device, Transport), String> {
     let (device, transport) = match carrier {
-        Carrier::Dpdk(setup) => {
+        Carrier::Dpdk {
+            port: setup,
+            zero_copy_from,
+        } => {
             let (eal, port, host) = setup.open()?;
-            let threads = CoreThreads::Inline;
-            let config = DpdkConfig { host, threads };
+            let mut config = DpdkConfig::new(host, CoreThreads::Inline);
+            config.zero_copy_from = *zero_copy_from;
             (
                 Device::open_dpdk(eal, port, DeviceConfig::default(), config),
                 Transport::Dpdk,
@@ -110,7 +119,7 @@ pub fn open_device(carrier: &Carrier) -> Result<(Device, Transport), String> {
 /// scripts and tests wait for it before they connect.
 pub fn listen(device: &Device, carrier: &Carrier, port: u16) -> Result<Listener, String> {
     let ip = match carrier {
-        Carrier::Dpdk(setup) => IpAddr::V4(setup.ip),
+        Carrier::Dpdk { port, .. } => IpAddr::V4(port.ip),
         Carrier::Socket { bind } => bind.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
     };
     let addr = SocketAddr::new(ip, port);

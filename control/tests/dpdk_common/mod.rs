@@ -65,18 +65,18 @@ pub fn eal() -> &'static Eal {
 
 /// Two iWARP devices joined by a net_ring pair of `ring_size` descriptors:
 /// 10.`subnet`.0.1 (the first) and 10.`subnet`.0.2, with MACs of the same
-/// numbers, their cores placed as `threads` says, each host's settings
+/// numbers, their cores placed as `threads` says, each device's settings
 /// changed by `tune` before it opens.
 pub fn device_pair(
     subnet: u8,
     ring_size: u32,
     threads: CoreThreads,
-    tune: impl Fn(&mut HostConfig),
+    tune: impl Fn(&mut DpdkConfig),
 ) -> (Device, Device) {
     let (a, b) = ring_pair(eal(), 1, ring_size).expect("a ring pair");
     let open = |port, last: u8| {
-        let host = host_config(subnet, last, &tune);
-        let dpdk = DpdkConfig { host, threads };
+        let mut dpdk = DpdkConfig::new(host_config(subnet, last, |_| {}), threads);
+        tune(&mut dpdk);
         Device::open_dpdk(eal(), port, DeviceConfig::default(), dpdk).expect("a DPDK device")
     };
     (open(a, 1), open(b, 2))
@@ -93,10 +93,7 @@ pub fn device_beside_tcp_host(
     tune: impl Fn(&mut HostConfig),
 ) -> (Device, TcpHost<TestApp>) {
     let (a, b) = ring_pair(eal(), 1, 1024).expect("a ring pair");
-    let dpdk = DpdkConfig {
-        host: host_config(subnet, 1, &tune),
-        threads: CoreThreads::Spawned,
-    };
+    let dpdk = DpdkConfig::new(host_config(subnet, 1, &tune), CoreThreads::Spawned);
     let device = Device::open_dpdk(eal(), a, config, dpdk).expect("a DPDK device");
     let host = TcpHost::start(eal(), b, host_config(subnet, 2, &tune)).expect("a TCP host");
     (device, host)

@@ -36,10 +36,7 @@ impl Pair {
             host.mac = Some(EthernetAddress([0x02, 0, 0, 0x98, 0, last]));
             host.tcp.send_buffer = buffer;
             host.tcp.recv_buffer = buffer;
-            let dpdk = DpdkConfig {
-                host,
-                threads: CoreThreads::Inline,
-            };
+            let dpdk = DpdkConfig::new(host, CoreThreads::Inline);
             Device::open_dpdk(eal, port, DeviceConfig::default(), dpdk)
                 .map_err(|e| format!("the DPDK device at {ip}: {e}"))
         };

@@ -37,6 +37,37 @@ pub struct DpdkConfig {
     pub host: HostConfig,
     /// Where the cores run.
     pub threads: CoreThreads,
+    /// Zero-copy transmit: the payload of an FPDU of a Send, RDMA Write or
+    /// Read Response with at least this many octets, lying in one region,
+    /// stays in the application's registered memory, and segments carrying
+    /// it read it from there instead of from a copy in TCP's send queue
+    /// (one copy on the way out, not two). A Send or Write sent so
+    /// completes once TCP has acknowledged it, not as soon as it is
+    /// queued: the application must not change the data before its
+    /// completion (RDMAC verbs), since a retransmission reads it again.
+    /// `None` copies every payload into the send queue.
+    ///
+    /// [`ZERO_COPY_FROM`] by default, which only jumbo frames' segments
+    /// reach: on the perf tool's memory link, `loopback --crc` measured
+    /// 10-19% faster with it at MTU 9000 and 9% slower with it at every
+    /// 1448-octet segment of MTU 1500, where keeping the reference costs
+    /// about what the copy it saves does.
+    pub zero_copy_from: Option<usize>,
+}
+
+/// The default of [`DpdkConfig::zero_copy_from`]: payloads of 4 KiB and
+/// more.
+pub const ZERO_COPY_FROM: usize = 4096;
+
+impl DpdkConfig {
+    /// `host` with its cores on `threads`, and the other settings' defaults.
+    pub fn new(host: HostConfig, threads: CoreThreads) -> Self {
+        DpdkConfig {
+            host,
+            threads,
+            zero_copy_from: Some(ZERO_COPY_FROM),
+        }
+    }
 }
 
 enum Running {

@@ -11,5 +11,5 @@ pub mod cores;
 pub mod stream;
 
 pub use control::RdmaControl;
-pub use cores::{CoreThreads, DpdkConfig};
+pub use cores::{CoreThreads, DpdkConfig, ZERO_COPY_FROM};
 pub use stream::RdmaStream;

@@ -44,6 +44,9 @@ pub(crate) struct StreamContext {
     pub(crate) control: Sender<ControlCmd>,
     /// How long a responder waits for the Request.
     pub(crate) startup_timeout: Micros,
+    /// The smallest payload sent from registered memory by reference
+    /// ([`DpdkConfig::zero_copy_from`](crate::DpdkConfig::zero_copy_from)).
+    pub(crate) zero_copy_from: Option<usize>,
 }
 
 /// An active open, waiting for the Reply.
@@ -87,6 +90,8 @@ struct Operating {
     /// The TCP stream position of the engine's offset 0, the first octet
     /// of Full Operation.
     base: u64,
+    /// The same for the octets the engine sends.
+    tx_base: u64,
     /// The answer to `connect` or `accept`, sent once on a dataplane core.
     answer: Option<(Answer, Established)>,
     doorbell: Option<Doorbell>,
@@ -244,7 +249,7 @@ impl RdmaStream {
 
     /// Starts Full Operation as `start` says; `leftover` are the octets
     /// that followed the last startup frame, the first of Full Operation.
-    fn operate(&mut self, conn: &Connection, start: Start, leftover: &[u8]) {
+    fn operate(&mut self, conn: &mut Connection, start: Start, leftover: &[u8]) {
         let Start {
             negotiated,
             role,
@@ -268,6 +273,7 @@ impl RdmaStream {
             peer_addr: socket_addr(conn.remote()),
             mulpdu,
         };
+        conn.set_references_from(self.context.zero_copy_from);
         let mut link = QpLink::new(engine, qp);
         // Receives posted before the connection came up take what arrived
         // with the last startup frame.
@@ -275,6 +281,7 @@ impl RdmaStream {
         self.phase = Phase::Operating(Box::new(Operating {
             link,
             base: self.rx_next - leftover.len() as u64,
+            tx_base: conn.send_queued_end(),
             answer: Some((answer, established)),
             doorbell: None,
             closed: false,
@@ -504,7 +511,7 @@ impl RdmaStream {
     }
 
     /// Starts the Full Operation a holding stream waits for.
-    fn end_hold(&mut self, conn: &Connection) {
+    fn end_hold(&mut self, conn: &mut Connection) {
         if let Phase::Holding(holding) = std::mem::replace(&mut self.phase, Phase::Finished) {
             self.operate(conn, holding.start, &holding.leftover);
         }
@@ -607,6 +614,10 @@ impl TcpApp for RdmaStream {
             operating.link.take_work();
             operating.transmit(conn);
             operating.close_if_asked(conn);
+            // Until the peer acknowledged our last startup frame (the
+            // responder's Reply), nothing of Full Operation is.
+            let acknowledged = conn.send_acknowledged().saturating_sub(operating.tx_base);
+            operating.link.engine.on_acknowledged(acknowledged);
             self.counters.take_tcp(conn.stats());
             operating.link.set_transport_counters(self.counters);
             operating.link.report();
