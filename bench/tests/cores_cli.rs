@@ -38,7 +38,7 @@ fn cores_need_the_dpdk_transport_and_at_least_one() {
         "2",
     ]);
     assert!(
-        two_host.contains("--cores are for --transport dpdk"),
+        two_host.contains("--cores") && two_host.contains("are for --transport dpdk"),
         "{two_host}"
     );
 }

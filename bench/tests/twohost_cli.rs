@@ -151,7 +151,7 @@ fn bad_arguments_are_refused_with_one_line() {
         assert!(reason.contains(cause), "{list:?}: {reason}");
     };
     // A socket client with one bad option each.
-    let clients: [(&str, &[&str], &str); 7] = [
+    let clients: [(&str, &[&str], &str); 8] = [
         ("write-lat", &["-q", "2"], "one queue pair"),
         ("write-bw", &["-q", "17"], "-q must be 1 to 16"),
         ("send-bw", &["-t", "0"], "-t (tx-depth) must be 1 to"),
@@ -165,6 +165,11 @@ fn bad_arguments_are_refused_with_one_line() {
         (
             "read-lat",
             &["--eal", "--vdev net_tap0"],
+            "are for --transport dpdk",
+        ),
+        (
+            "write-bw",
+            &["--zero-copy-from", "1024"],
             "are for --transport dpdk",
         ),
     ];
