@@ -28,6 +28,8 @@ fn settings(crc: bool, markers: bool, responder: bool, rtr: u8) -> u8 {
 
 /// The settings bit that reorders the pieces.
 const REORDER: u8 = 0x20;
+/// The settings bit that has the engine send payloads by reference.
+const ZERO_COPY: u8 = 0x40;
 
 /// What a well-behaved peer sends: Writes, a two-segment Send, a Send with
 /// Invalidate, a Read Request and, when the engine is the initiator (whose
@@ -159,9 +161,9 @@ fn seeds() -> Vec<Vec<u8>> {
 fn a_well_behaved_peer_keeps_the_stream_open() {
     for seed in seeds() {
         for piece in [0u8, 1, 7, 200] {
-            for reorder in [0, REORDER] {
+            for extra in [0, REORDER, ZERO_COPY, REORDER | ZERO_COPY] {
                 let mut input = seed.clone();
-                input[0] |= reorder;
+                input[0] |= extra;
                 input[1] = piece;
                 assert!(
                     engine(&input),
@@ -181,8 +183,9 @@ fn every_mutation_of_the_seeds_keeps_every_promise() {
                 let mut input = seed.clone();
                 input[at] ^= flip;
                 engine(&input);
-                // The same, one FPDU a piece, every second one early.
-                input[0] |= REORDER;
+                // The same, one FPDU a piece, every second one early,
+                // the engine sending by reference.
+                input[0] |= REORDER | ZERO_COPY;
                 engine(&input);
             }
             engine(&seed[..at]);

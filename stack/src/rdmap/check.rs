@@ -13,7 +13,10 @@
 //!
 //! The input: octet 0 holds the settings (bit 0 CRC, bit 1 Markers in
 //! what the peer sends, bit 2 the engine is the responder, bits 3-4 the
-//! RTR: none, Write, Send, Read, bit 5 reordering); octet 1 the size of
+//! RTR: none, Write, Send, Read, bit 5 reordering, bit 6 zero-copy
+//! transmit: the engine's FPDUs go into a sink that takes every payload
+//! by reference, as the DPDK transport's TCP send queue does, and reads
+//! it from its memory when the FPDU is committed); octet 1 the size of
 //! the pieces the rest is fed in (0: all at once, or with reordering one
 //! FPDU a piece, as the ULPDU_Length fields cut it); the rest is the
 //! peer's stream. With reordering, of each two pieces the second arrives first
@@ -28,7 +31,7 @@
 //! | `i` | rights | protection domain | role |
 //! | --- | --- | --- | --- |
 //! | 0 | remote read and write, local write | the stream's | |
-//! | 1 | remote read | the stream's | never written |
+//! | 1 | remote read | the stream's | never written; the source of an RDMA Write |
 //! | 2 | remote write | the stream's | |
 //! | 3 | local write | the stream's | two receives of 128 octets |
 //! | 4 | local write | the stream's | the sink of an RDMA Read |
@@ -36,8 +39,8 @@
 
 use std::sync::Arc;
 
-use crate::mem::{Access, MemoryBuffer, PdId, RegionSpec, Stag, StagTable};
-use crate::mpa::{FpduReader, Negotiated, Rtr};
+use crate::mem::{Access, BufferSlice, MemoryBuffer, PdId, RegionSpec, Stag, StagTable};
+use crate::mpa::{FpduReader, FpduSink, Negotiated, Rtr};
 use crate::rdmap::{CqKind, EngineConfig, QpEngine, Role};
 use crate::verbs::{Payload, QpState, RecvWr, SendOp, SendWr, Sge};
 use crate::wire::fpdu;
@@ -63,7 +66,7 @@ const REGIONS: [(Access, bool, bool); 6] = [
     (Access::ALL, false, false),
 ];
 
-const SENDS: [u64; 3] = [1, 2, 3];
+const SENDS: [u64; 4] = [1, 2, 3, 4];
 const RECEIVES: [u64; 2] = [10, 11];
 
 struct Region {
@@ -111,6 +114,75 @@ fn sge(i: usize, offset: usize, length: usize) -> Sge {
         addr: (i as u64 + 1) * REGION_TO_STEP + offset as u64,
         length: length as u32,
         lkey: Stag((i as u32 + 1) << 8),
+    }
+}
+
+/// An [`FpduSink`] that appends FPDUs to a vector like
+/// [`VecSink`](crate::mpa::VecSink), but takes every payload by reference
+/// and reads it from its memory when the FPDU is committed: the engine's
+/// zero-copy transmit path, its output checked like the copying one's.
+struct ReferencingSink<'a> {
+    out: &'a mut Vec<u8>,
+    /// Length of `out` up to the last committed FPDU.
+    kept: usize,
+    /// The reservation's payload, and how many octets precede it.
+    run: Option<(BufferSlice, usize)>,
+}
+
+impl<'a> ReferencingSink<'a> {
+    fn new(out: &'a mut Vec<u8>) -> Self {
+        let kept = out.len();
+        ReferencingSink {
+            out,
+            kept,
+            run: None,
+        }
+    }
+
+    /// Room for `len` octets after the last committed FPDU.
+    fn room(&mut self, len: usize) -> &mut [u8] {
+        self.run = None;
+        self.out.resize(self.kept + len, 0);
+        &mut self.out[self.kept..]
+    }
+}
+
+impl FpduSink for ReferencingSink<'_> {
+    fn reserve(&mut self, len: usize) -> Option<&mut [u8]> {
+        Some(self.room(len))
+    }
+
+    fn commit(&mut self) {
+        if let Some((run, head)) = self.run.take() {
+            // The reservation holds head and tail; the run goes between.
+            let mut payload = vec![0; run.len()];
+            assert!(run.read(0, &mut payload), "a slice reads inside itself");
+            let at = self.kept + head;
+            self.out.splice(at..at, payload);
+        }
+        self.kept = self.out.len();
+    }
+
+    fn references_from(&self) -> Option<usize> {
+        Some(1)
+    }
+
+    fn reserve_referencing(
+        &mut self,
+        head: usize,
+        payload: BufferSlice,
+        tail: usize,
+    ) -> Option<(&mut [u8], &mut [u8])> {
+        self.room(head + tail);
+        self.run = Some((payload, head));
+        Some(self.out[self.kept..].split_at_mut(head))
+    }
+}
+
+impl Drop for ReferencingSink<'_> {
+    /// Drops a reservation that was never committed.
+    fn drop(&mut self) {
+        self.out.truncate(self.kept);
     }
 }
 
@@ -196,11 +268,23 @@ pub fn engine(input: &[u8]) -> bool {
         Payload::Inline(b"uwarp".to_vec()),
     ));
     engine.post_send(SendWr::new(SENDS[2], write, Payload::Inline(vec![9; 16])));
+    engine.post_send(SendWr::new(
+        SENDS[3],
+        write,
+        Payload::Sgl(vec![sge(1, 0, REGION_LEN)]),
+    ));
 
     let mut sent = Vec::new();
     let mut completions = Vec::new();
+    let zero_copy = settings & 0x40 != 0;
     let mut drain = |engine: &mut QpEngine, sent: &mut Vec<u8>| {
-        engine.poll_transmit(sent, 1 << 16);
+        if zero_copy {
+            while engine.poll_fpdu(&mut ReferencingSink::new(sent)) {}
+            // Everything sent counts as acknowledged at once.
+            engine.on_acknowledged(u64::MAX);
+        } else {
+            engine.poll_transmit(sent, 1 << 16);
+        }
         while let Some(c) = engine.poll_completion() {
             completions.push(c);
         }
