@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{pair, write_to, Setup, REMOTE_ALL};
+use common::{pair, write_to, Region, Setup, Side, REMOTE_ALL};
 use uwarp_stack::mem::{Access, BufferSlice};
 use uwarp_stack::mpa::{FpduSink, VecSink};
 use uwarp_stack::rdmap::CqKind;
@@ -99,6 +99,36 @@ impl FpduSink for Referencing {
         self.head = vec![0xEE; head];
         self.tail = vec![0xEE; tail];
         Some((&mut self.head, &mut self.tail))
+    }
+}
+
+/// `a`'s Write of a `len`-octet region (filled) to `b`'s, posted as work
+/// request 1 and framed to the end into a [`Referencing`] sink that takes
+/// payloads from `from` octets.
+struct WriteByReference {
+    a: Side,
+    b: Side,
+    src: Region,
+    dst: Region,
+    written: Vec<u8>,
+    sink: Referencing,
+}
+
+fn write_by_reference(setup: Setup, len: usize, from: usize) -> WriteByReference {
+    let (mut a, b) = pair(setup);
+    let src = a.region(len, Access::NONE);
+    let dst = b.region(len, REMOTE_ALL);
+    let written = src.fill(3);
+    a.post(1, write_to(&dst, 0), vec![src.whole()]);
+    let mut sink = Referencing::new(from);
+    while a.engine.poll_fpdu(&mut sink) {}
+    WriteByReference {
+        a,
+        b,
+        src,
+        dst,
+        written,
+        sink,
     }
 }
 
@@ -200,36 +230,94 @@ fn a_request_sent_by_reference_completes_once_acknowledged() {
     assert_eq!(b.take(CqKind::Recv).len(), 1);
 }
 
+/// The peer's FIN flushes the queue pair, but TCP still retransmits what
+/// it has not acknowledged, from the application's memory: the Write sent
+/// by reference completes only with the ACK or when TCP has ended, and
+/// what was posted after it (flushed) completes after it.
 #[test]
-fn a_flush_still_completes_what_waits_for_its_acknowledgement() {
-    let (mut a, _b) = pair(Setup::default());
-    let src = a.region(3_000, Access::NONE);
-    let dst = a.region(3_000, REMOTE_ALL);
-    a.post(1, write_to(&dst, 0), vec![src.whole()]);
-    let mut sink = Referencing::new(512);
-    while a.engine.poll_fpdu(&mut sink) {}
-    a.collect();
-    assert!(a.completions.is_empty());
-    // The connection went away before the ACK: the Write was sent whole,
-    // and completes as it would have when copied.
+fn a_flush_holds_what_tcp_may_still_resend() {
+    let WriteByReference { mut a, src, .. } = write_by_reference(Setup::default(), 3_000, 512);
+    a.post(2, SendOp::Send, vec![src.sge(0, 8)]);
     a.engine.on_llp_closed();
-    let done: Vec<_> = a
-        .take(CqKind::Send)
-        .iter()
-        .map(|w| (w.wr_id, w.status))
-        .collect();
-    assert_eq!(done, [(1, WcStatus::Success)]);
+    a.post(3, SendOp::Send, vec![src.sge(0, 8)]);
+    a.collect();
+    assert!(a.completions.is_empty(), "completed before TCP was done");
+    // TCP ended (or acknowledged everything): the Write is done, and the
+    // two after it were flushed.
+    a.engine.on_acknowledged(u64::MAX);
+    assert_eq!(
+        a.statuses(CqKind::Send),
+        [
+            (1, WcStatus::Success),
+            (2, WcStatus::WrFlushError),
+            (3, WcStatus::WrFlushError)
+        ]
+    );
+}
+
+/// An abortive close resets TCP, which then reads nothing again.
+#[test]
+fn an_abort_completes_at_once() {
+    let WriteByReference { mut a, sink, .. } = write_by_reference(Setup::default(), 3_000, 512);
+    assert!(sink.runs > 0);
+    a.engine.abort();
+    assert_eq!(a.statuses(CqKind::Send), [(1, WcStatus::Success)]);
+}
+
+/// With Markers on what this end sends (they would fall inside a payload
+/// held by reference) everything is copied, even into a sink that takes
+/// references. Regression: the engine panicked on the first large segment.
+#[test]
+fn markers_keep_every_payload_copied() {
+    let setup = Setup {
+        mulpdu: 1001,
+        markers_ab: true,
+        ..Setup::default()
+    };
+    let mut run = write_by_reference(setup, 4_000, 512);
+    assert_eq!(run.sink.runs, 0);
+    run.b.engine.on_bytes(&run.sink.stream());
+    assert_eq!(run.dst.contents(), run.written);
+    assert_eq!(run.a.statuses(CqKind::Send), [(1, WcStatus::Success)]);
+}
+
+/// A zero-length Read Response is never referenced, even by a sink that
+/// takes every payload: it answers a Read RTR, whose STag the responder
+/// need not know and does not check.
+#[test]
+fn a_zero_length_read_response_is_not_checked() {
+    let (mut a, mut b) = pair(Setup::default());
+    let sink_region = a.region(16, Access::LOCAL_WRITE);
+    a.post(
+        1,
+        SendOp::Read {
+            remote_addr: 0,
+            rkey: 0xdead_beef,
+        },
+        vec![sink_region.sge(0, 0)],
+    );
+    let mut request = Vec::new();
+    while a.engine.poll_fpdu(&mut VecSink::new(&mut request)) {}
+    b.engine.on_bytes(&request);
+    let mut sink = Referencing::new(0);
+    while b.engine.poll_fpdu(&mut sink) {}
+    b.collect();
+    assert!(b.events.is_empty(), "{:?}", b.events);
+    a.engine.on_bytes(&sink.stream());
+    let done = a.take(CqKind::Send);
+    assert_eq!((done[0].wr_id, done[0].status), (1, WcStatus::Success));
 }
 
 #[test]
 fn referenced_memory_outlives_its_deregistration() {
-    let (mut a, mut b) = pair(Setup::default());
-    let src = a.region(5_000, Access::NONE);
-    let dst = b.region(5_000, REMOTE_ALL);
-    let written = src.fill(9);
-    a.post(1, write_to(&dst, 0), vec![src.whole()]);
-    let mut sink = Referencing::new(1024);
-    while a.engine.poll_fpdu(&mut sink) {}
+    let WriteByReference {
+        a,
+        mut b,
+        src,
+        dst,
+        written,
+        sink,
+    } = write_by_reference(Setup::default(), 5_000, 1024);
     assert!(sink.runs > 0);
     a.table.deregister(src.stag).unwrap().wait();
     drop(src);

@@ -5,11 +5,14 @@
 //!
 //! # The access contract
 //!
-//! The octets are raw memory. Nothing in uwarp ever makes a `&[u8]` or
-//! `&mut [u8]` that points into them; every access is a raw-pointer copy
+//! The octets are raw memory. Nothing in uwarp ever makes a `&mut [u8]`
+//! that points into them, and every access but one is a raw-pointer copy
 //! ([`read_at`](MemoryBuffer::read_at), [`write_at`](MemoryBuffer::write_at),
-//! the [`StagTable`](super::StagTable)'s placement). Several threads may call
-//! these at once, on the same buffer.
+//! the [`StagTable`](super::StagTable)'s placement). The exception is the
+//! CRC pass of zero-copy transmit
+//! ([`BufferSlice::crc32c_update`](super::BufferSlice::crc32c_update)),
+//! which reads a payload through a `&[u8]` that lives only for the call.
+//! Several threads may make these accesses at once, on the same buffer.
 //!
 //! What the type does not do is make two accesses to the *same octets* from
 //! different threads, one of them a write, well defined: that is a data race
@@ -137,8 +140,9 @@ impl MemoryBuffer {
     ///
     /// The pointer is valid for `len()` octets while this buffer is alive.
     /// The caller must keep the access contract of the module
-    /// documentation: access the octets only through raw pointers (a
-    /// reference into them would be aliased by concurrent placement), and
+    /// documentation: access the octets through raw pointers (a reference
+    /// into them may be aliased by concurrent placement; the one shared
+    /// slice uwarp makes, for a CRC, is argued for where it is made), and
     /// never pass a slice made from this pointer to [`read_at`],
     /// [`write_at`] or a [`StagTable`](super::StagTable) operation on the
     /// same buffer.

@@ -63,19 +63,23 @@ impl BufferSlice {
     /// This is the one place uwarp reads registered memory through a
     /// shared slice instead of a raw copy: the CRC routine takes one, and
     /// copying the octets first would cost the pass zero-copy transmit
-    /// saves. The slice lives only for the call. It is sound under the
-    /// access contract of [`MemoryBuffer`]: the application does not
-    /// write the data of a work request it posted until the request
-    /// completes (RDMAC verbs), and nothing in uwarp writes octets of a
-    /// region it is sending from.
+    /// saves. The slice lives only for the call and nothing is written
+    /// through it. A write racing it is the same race the module
+    /// documentation of [`MemoryBuffer`] leaves to the consumer for raw
+    /// copies, with the same outcome on the hardware uwarp targets: torn
+    /// octets, here a CRC that does not match what is sent, which the peer
+    /// answers with a Terminate. Such a write is the application breaking
+    /// the verbs rule that a posted request's data is not changed before
+    /// its completion, or, for a Read Response, a region exposed to remote
+    /// writes and remote reads of the same octets at once.
     pub fn crc32c_update(&self, crc: &mut Crc32c) {
         if self.len == 0 {
             return;
         }
         // SAFETY: `offset + len <= buffer.len()` (checked in `new`), so the
         // range is inside the live allocation, which `self.buffer` keeps
-        // alive for the call. No `&mut` to these octets exists in uwarp,
-        // and by the contract above no write races this read.
+        // alive for the call. No `&mut` to these octets exists in uwarp; a
+        // racing write is the consumer's, as for every raw copy (above).
         let octets =
             unsafe { core::slice::from_raw_parts(self.buffer.as_ptr().add(self.offset), self.len) };
         crc.update(octets);

@@ -273,7 +273,12 @@ impl RdmaStream {
             peer_addr: socket_addr(conn.remote()),
             mulpdu,
         };
-        conn.set_references_from(self.context.zero_copy_from);
+        // Markers would fall inside a payload held by reference.
+        let zero_copy_from = self
+            .context
+            .zero_copy_from
+            .filter(|_| !negotiated.markers_tx);
+        conn.set_references_from(zero_copy_from);
         let mut link = QpLink::new(engine, qp);
         // Receives posted before the connection came up take what arrived
         // with the last startup frame.
@@ -671,6 +676,8 @@ impl RdmaStream {
                 // Work posted since the last poll is flushed with the rest.
                 operating.link.take_work();
                 operating.link.engine.on_llp_closed();
+                // TCP is gone: nothing reads the application's memory again.
+                operating.link.engine.on_acknowledged(u64::MAX);
                 operating.link.report();
                 if let Some((answer, _)) = operating.answer.take() {
                     let _ = answer.send(Err(end_error(end)));

@@ -116,6 +116,9 @@ pub enum LlpClose {
 pub struct EngineCounters {
     /// FPDUs sent.
     pub fpdus_sent: u64,
+    /// Of those, the ones whose payload the sink held by reference in
+    /// registered memory (zero-copy transmit).
+    pub fpdus_sent_by_reference: u64,
     /// FPDUs received.
     pub fpdus_received: u64,
     /// Payload octets placed into registered memory.
@@ -261,11 +264,10 @@ impl QpEngine {
     pub fn post_send(&mut self, wr: SendWr) {
         if self.state.accepts_sends() {
             self.sq.post(wr);
-        } else if self.state == QpState::Closing {
-            self.sq.refuse(wr);
         } else {
-            let wc = WorkCompletion::new(wr.wr_id, wr.op.wc_opcode(), WcStatus::WrFlushError);
-            self.completions.push_back((CqKind::Send, wc));
+            // After the requests before it, which may still wait for the
+            // LLP's ACK.
+            self.sq.refuse(wr);
         }
     }
 
@@ -291,6 +293,8 @@ impl QpEngine {
     /// The LLP acknowledged the first `offset` octets this end sent in
     /// Full Operation: work requests whose data went by reference up to
     /// there may complete (see [`FpduSink::references_from`](crate::mpa::FpduSink::references_from)).
+    /// A transport whose LLP ended (closed, reset, failed) passes
+    /// `u64::MAX`: nothing will read the application's memory again.
     pub fn on_acknowledged(&mut self, offset: u64) {
         self.acknowledged = self.acknowledged.max(offset);
     }
@@ -318,6 +322,8 @@ impl QpEngine {
     /// sent (not even a Terminate still waiting to go out) and the LLP is
     /// reset.
     pub fn abort(&mut self) {
+        // The reset ends every retransmission: nothing waits for an ACK.
+        self.acknowledged = u64::MAX;
         if self.state != QpState::Error {
             self.enter_error(None);
             self.terminate_out = None;
@@ -371,8 +377,7 @@ impl QpEngine {
     /// status of the oldest unfinished send work request.
     fn enter_error(&mut self, first: Option<WorkCompletion>) {
         self.state = QpState::Error;
-        let flushed = self.sq.flush(first);
-        self.push_completions(CqKind::Send, flushed);
+        self.sq.flush(first);
         let receives: Vec<_> = self.rq.flush().map(RecvSlot::into_flushed).collect();
         self.push_completions(CqKind::Recv, receives);
     }

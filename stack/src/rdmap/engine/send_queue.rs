@@ -388,8 +388,9 @@ impl SendQueue {
     /// after part of it was sent).
     pub fn fail_current(&mut self, status: WcStatus) {
         if let Some(out) = self.current.take() {
-            if let Some(seq) = out.seq {
-                self.mark_done(seq, status, 0);
+            if let Some(pending) = out.seq.and_then(|seq| self.mark_done(seq, status, 0)) {
+                // Its segments already sent by reference may be sent again.
+                pending.until = out.referenced_until;
             }
         }
     }
@@ -558,34 +559,28 @@ impl SendQueue {
 
     /// Ends every work request: those already finished keep their status,
     /// the oldest unfinished one gets `first` (the error that stopped the
-    /// stream, if it names one), the rest are flushed. Returns them all in
-    /// order, unsignaled successes left out.
-    pub fn flush(&mut self, first: Option<WorkCompletion>) -> Vec<WorkCompletion> {
+    /// stream, if it names one), the rest are flushed. They come out of
+    /// [`next_completion`](Self::next_completion) in order; one whose data
+    /// went by reference still waits for the LLP's ACK (after a FIN or a
+    /// Terminate TCP goes on retransmitting it from the application's
+    /// memory), or for the LLP to end.
+    pub fn flush(&mut self, first: Option<WorkCompletion>) {
         let mut first = first;
-        let mut out = Vec::new();
-        for mut pending in self.order.drain(..) {
-            if !pending.done {
-                let error = first.take().unwrap_or(WorkCompletion {
-                    status: WcStatus::WrFlushError,
-                    ..pending.completion
-                });
-                pending.completion.status = error.status;
-                pending.completion.terminate = error.terminate;
-            }
-            if pending.signaled || pending.completion.status != WcStatus::Success {
-                out.push(pending.completion);
-            }
+        for pending in self.order.iter_mut().filter(|pending| !pending.done) {
+            let error = first.take().unwrap_or(WorkCompletion {
+                status: WcStatus::WrFlushError,
+                ..pending.completion
+            });
+            pending.completion.status = error.status;
+            pending.completion.terminate = error.terminate;
+            pending.done = true;
         }
-        for Waiting { wr, .. } in self.waiting.drain(..) {
-            out.push(WorkCompletion::new(
-                wr.wr_id,
-                wr.op.wc_opcode(),
-                WcStatus::WrFlushError,
-            ));
+        for Waiting { wr, .. } in std::mem::take(&mut self.waiting) {
+            let seq = self.record(&wr);
+            self.mark_done(seq, WcStatus::WrFlushError, 0);
         }
         self.current = None;
         self.reads.flush().for_each(drop);
-        out
     }
 }
 

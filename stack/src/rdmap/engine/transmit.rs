@@ -108,7 +108,7 @@ impl QpEngine {
         };
         let (sq, table, pd) = (&self.sq, &self.table, self.pd);
         let header = &segment.header[..segment.header_len];
-        let slice = references(sink, segment.payload_len)
+        let slice = references(sink, &self.writer, header.len(), segment.payload_len)
             .then(|| sq.payload_slice(&segment, table, pd))
             .flatten();
         let referenced = slice.is_some();
@@ -126,6 +126,7 @@ impl QpEngine {
                 let until = referenced.then(|| self.writer.offset());
                 self.sq.segment_sent(&segment, until);
                 self.counters.fpdus_sent += 1;
+                self.counters.fpdus_sent_by_reference += u64::from(referenced);
                 Some(len)
             }
             Framed::NoRoom => None,
@@ -158,7 +159,8 @@ impl QpEngine {
             segment.source_to,
             segment.len as usize,
         );
-        let framed = if references(sink, len) {
+        let referenced = references(sink, &self.writer, header.len(), len);
+        let framed = if referenced {
             match table.fetch_slice(stag, pd, to, len) {
                 Ok(payload) => frame_referencing(&mut self.writer, sink, &header, payload),
                 Err(err) => Framed::Failed(err),
@@ -174,6 +176,7 @@ impl QpEngine {
             Framed::NoRoom => return None,
             Framed::Sent(len) => {
                 self.counters.fpdus_sent += 1;
+                self.counters.fpdus_sent_by_reference += u64::from(referenced);
                 len
             }
             Framed::Failed(err) => {
@@ -217,9 +220,19 @@ impl From<WireError> for FillError {
     }
 }
 
-/// Whether `sink` takes a payload of `len` octets by reference.
-fn references<S: FpduSink + ?Sized>(sink: &S, len: usize) -> bool {
-    sink.references_from().is_some_and(|min| len >= min)
+/// Whether `sink` takes a payload of `len` octets by reference after a
+/// header of `header_len`: never an empty one (a zero-length Read
+/// Response answers a Read RTR whose STag need not be valid, and is
+/// checked by no one), nor with Markers on, which would fall inside it.
+fn references<S: FpduSink + ?Sized>(
+    sink: &S,
+    writer: &FpduWriter,
+    header_len: usize,
+    len: usize,
+) -> bool {
+    len > 0
+        && sink.references_from().is_some_and(|min| len >= min)
+        && writer.referencing_parts(header_len, len).is_some()
 }
 
 /// Frames the ULPDU of `header` and `payload`, held by reference, into
