@@ -71,17 +71,29 @@ fn jumbo_frames_and_reordering_on_the_dpdk_link() {
 }
 
 /// Every operation with zero-copy transmit: the Writes, Sends and Read
-/// Responses go from registered memory, and each run's data is checked
-/// by the server (its verdict fails the run otherwise).
+/// Responses go from registered memory (the sending end counts them),
+/// and each run's data is checked by the server (its verdict fails the
+/// run otherwise).
 #[test]
 fn every_operation_runs_with_zero_copy_transmit() {
-    for op in ["write", "read", "send"] {
+    let by_reference = |report: &serde_json::Value, end: &str| {
+        report["dpdk"][end]["fpdus_sent_by_reference"]
+            .as_u64()
+            .unwrap()
+    };
+    for (op, sender) in [
+        ("write", "counters"),
+        ("read", "server_counters"),
+        ("send", "counters"),
+    ] {
         let report = run(&["loopback", "--op", op, "--crc", "--zero-copy-from", "1024"]);
         assert_eq!(report["zero_copy_from"], 1024);
         assert_measured(&report, "dpdk");
+        assert!(by_reference(&report, sender) > 0, "{op}: {report}");
     }
     let off = run(&["loopback", "--zero-copy-from", "0"]);
     assert!(off["zero_copy_from"].is_null(), "{off}");
+    assert_eq!(by_reference(&off, "counters"), 0, "{off}");
 }
 
 #[test]

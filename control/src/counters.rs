@@ -59,6 +59,10 @@ qp_counters! {
     pub struct QpCounters {
         /// FPDUs sent.
         pub fpdus_sent,
+        /// Of those, the ones whose payload was sent from registered
+        /// memory, not from a copy in TCP's send queue (zero-copy
+        /// transmit, `DpdkConfig::zero_copy_from`).
+        pub fpdus_sent_by_reference,
         /// FPDUs received.
         pub fpdus_received,
         /// Payload octets placed into registered memory.
@@ -139,6 +143,7 @@ impl QpCounters {
     pub(crate) fn merge(engine: EngineCounters, transport: TransportCounters) -> Self {
         Self {
             fpdus_sent: engine.fpdus_sent,
+            fpdus_sent_by_reference: engine.fpdus_sent_by_reference,
             fpdus_received: engine.fpdus_received,
             bytes_placed: engine.bytes_placed,
             segments_placed_out_of_order: transport.segments_placed_out_of_order,

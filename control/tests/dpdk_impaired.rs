@@ -118,8 +118,9 @@ impl Link {
 
     /// Moves `len` octets between `local` and the server's `remote` in
     /// chunks, `op` making each chunk's operation, at most [`DEPTH`]
-    /// outstanding; every completion must succeed.
-    fn transfer(&self, local: &MemoryRegion, op: impl Fn(u64) -> SendOp) {
+    /// outstanding; every completion must succeed. With `scribble` each
+    /// chunk of `local` is overwritten as soon as its completion arrives.
+    fn transfer(&self, local: &MemoryRegion, op: impl Fn(u64) -> SendOp, scribble: bool) {
         let chunks = local.len() / CHUNK;
         let (mut posted, mut done) = (0, 0);
         while done < chunks {
@@ -132,6 +133,10 @@ impl Link {
             }
             let wc = self.cq.poll_blocking(WAIT).expect("a completion");
             assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
+            if scribble {
+                let at = wc.wr_id as usize * CHUNK;
+                local.buffer().write_at(at, &[0xA5; CHUNK]).unwrap();
+            }
             done += 1;
         }
     }
@@ -156,8 +161,8 @@ fn pattern(len: usize, round: u64) -> Vec<u8> {
 
 /// Writes a fresh pattern into the server's region, reads it back into a
 /// second region, and checks both copies, `rounds` times. With `scribble`
-/// the source is overwritten as soon as the Writes complete, before the
-/// Read: what the Writes placed must not change.
+/// each chunk of the source is overwritten as soon as its Write
+/// completes: what the Writes placed must not change.
 fn write_and_read_back(link: &Link, len: usize, rounds: u64, scribble: bool) {
     let remote = link.exposed(len);
     let pd = &link.pd;
@@ -167,17 +172,16 @@ fn write_and_read_back(link: &Link, len: usize, rounds: u64, scribble: bool) {
     for round in 0..rounds {
         let data = pattern(len, round);
         source.buffer().write_at(0, &data).unwrap();
-        link.transfer(&source, |offset| SendOp::Write {
+        let write = |offset| SendOp::Write {
             remote_addr: addr + offset,
             rkey,
-        });
-        if scribble {
-            source.buffer().fill(0xA5);
-        }
-        link.transfer(&sink, |offset| SendOp::Read {
+        };
+        link.transfer(&source, write, scribble);
+        let read = |offset| SendOp::Read {
             remote_addr: addr + offset,
             rkey,
-        });
+        };
+        link.transfer(&sink, read, false);
         let mut back = vec![0; len];
         sink.buffer().read_at(0, &mut back).unwrap();
         assert!(back == data, "round {round}: what was read back differs");
@@ -227,8 +231,8 @@ fn a_gibibyte_of_writes_and_reads_survives_loss_reordering_and_duplication() {
 }
 
 /// Zero-copy transmit through loss: a lost segment is sent again from the
-/// application's memory, which each round overwrites as soon as the
-/// Writes complete. A completion that came before TCP's ACK would let a
+/// application's memory, whose every chunk is overwritten as soon as its
+/// Write completes. A completion that came before TCP's ACK would let a
 /// retransmission carry the new octets under the old CRC: the peer would
 /// count a CRC error and end the stream.
 #[test]
@@ -242,6 +246,10 @@ fn zero_copy_transmit_survives_loss_reordering_and_duplication() {
     survived(&link, 128 << 20);
     let (client, server) = link.counters();
     assert!(client.retransmissions + server.retransmissions > 0);
+    // The client's Writes and the server's Read Responses went by
+    // reference.
+    assert!(client.fpdus_sent_by_reference > 0, "{client:?}");
+    assert!(server.fpdus_sent_by_reference > 0, "{server:?}");
 }
 
 /// Checks that both ends of `link` placed at least `volume` octets, some

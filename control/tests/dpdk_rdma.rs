@@ -66,9 +66,10 @@ fn rping_on_threaded_cores_at_every_size() {
     }
 }
 
-/// Sends, Reads and Writes whose payloads go from registered memory by
-/// reference: rping validates every ping's data, and each side rewrites
-/// its buffer only after the completion that now waits for TCP's ACK.
+/// RDMA Reads and Writes whose payloads go from registered memory by
+/// reference (rping's Sends, 16 octets, are copied): rping validates
+/// every ping's data. The link loses nothing, so no retransmission reads
+/// the memory again; `dpdk_impaired.rs` tests that.
 #[test]
 fn rping_with_zero_copy_transmit() {
     for size in [3000, 65536] {

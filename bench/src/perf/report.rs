@@ -419,6 +419,7 @@ impl RunReport {
 pub(super) fn counters_json(c: &QpCounters) -> Value {
     json!({
         "fpdus_sent": c.fpdus_sent,
+        "fpdus_sent_by_reference": c.fpdus_sent_by_reference,
         "fpdus_received": c.fpdus_received,
         "bytes_placed": c.bytes_placed,
         "segments_placed_out_of_order": c.segments_placed_out_of_order,
@@ -443,10 +444,11 @@ pub(super) fn counters_json(c: &QpCounters) -> Value {
 /// This side's queue pair counters, three lines for people.
 fn counters_text(c: &QpCounters) -> String {
     let engine = format!(
-        "this side: FPDUs sent {} received {}, placed {} B ({} B out of order in {} segments), \
-         reassembled {} B, FPDUs split {}\n\
+        "this side: FPDUs sent {} ({} by reference) received {}, placed {} B ({} B out of \
+         order in {} segments), reassembled {} B, FPDUs split {}\n\
          CRC errors {}, Terminates sent {} received {}\n",
         c.fpdus_sent,
+        c.fpdus_sent_by_reference,
         c.fpdus_received,
         c.bytes_placed,
         c.bytes_placed_out_of_order,
