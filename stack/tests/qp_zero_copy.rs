@@ -355,3 +355,30 @@ fn read_responses_go_by_reference_too() {
     let done = a.take(CqKind::Send);
     assert_eq!((done[0].wr_id, done[0].status), (1, WcStatus::Success));
 }
+
+/// A flush keeps the failed request ahead of the flushed receives, as
+/// before requests could wait for TCP: a queue pair whose two queues
+/// share a completion queue learns why it failed first. Regression: the
+/// receives came first, and `rping` took the stream for disconnected.
+#[test]
+fn a_flush_reports_the_failed_request_before_the_flushed_receives() {
+    let (mut a, _b) = pair(Setup::default());
+    let sink_region = a.region(64, Access::LOCAL_WRITE);
+    a.post_recv(1, vec![sink_region.sge(0, 16)]);
+    a.post(
+        2,
+        SendOp::Read {
+            remote_addr: 0x1000,
+            rkey: 0xdead_beef,
+        },
+        vec![sink_region.sge(16, 16)],
+    );
+    let mut request = Vec::new();
+    while a.engine.poll_fpdu(&mut VecSink::new(&mut request)) {}
+    a.engine.on_llp_closed();
+    let mut order = Vec::new();
+    while let Some((cq, wc)) = a.engine.poll_completion() {
+        order.push((cq, wc.wr_id));
+    }
+    assert_eq!(order, [(CqKind::Send, 2), (CqKind::Recv, 1)]);
+}

@@ -284,10 +284,16 @@ impl QpEngine {
 
     /// The next completion, with the queue it belongs on.
     pub fn poll_completion(&mut self) -> Option<(CqKind, WorkCompletion)> {
+        self.take_send_completions();
+        self.completions.pop_front()
+    }
+
+    /// Moves the send queue's completions that are due behind those
+    /// already queued.
+    fn take_send_completions(&mut self) {
         while let Some(wc) = self.sq.next_completion(self.acknowledged) {
             self.completions.push_back((CqKind::Send, wc));
         }
-        self.completions.pop_front()
     }
 
     /// The LLP acknowledged the first `offset` octets this end sent in
@@ -378,6 +384,10 @@ impl QpEngine {
     fn enter_error(&mut self, first: Option<WorkCompletion>) {
         self.state = QpState::Error;
         self.sq.flush(first);
+        // Ahead of the flushed receives, as before: a queue pair whose two
+        // queues share a completion queue sees the request that failed
+        // first (only what waits for TCP's ACK comes later).
+        self.take_send_completions();
         let receives: Vec<_> = self.rq.flush().map(RecvSlot::into_flushed).collect();
         self.push_completions(CqKind::Recv, receives);
     }
