@@ -79,12 +79,6 @@ impl<'a> Payload<'a> {
     /// [`Payload::len`] octets: the ring's octets, and the referenced runs
     /// from their memory.
     pub fn copy_to(&self, out: &mut [u8]) {
-        if self.references.is_empty() {
-            let (head, tail) = out.split_at_mut(self.first.len());
-            head.copy_from_slice(self.first);
-            tail[..self.second.len()].copy_from_slice(self.second);
-            return;
-        }
         let mut at = 0;
         for (span, slice, offset) in self.references.iter() {
             self.copy_ring(at..span.start, out);

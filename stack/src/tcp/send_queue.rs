@@ -265,9 +265,8 @@ impl SendQueue {
         let head_at = self.tail_index();
         let tail_at = (head_at + head + run.len()) % cap;
         let wrapped = head_at + head > cap || tail_at + tail > cap;
-        let slice = run;
         self.reserved = Some(Reserved::Referencing {
-            run: Run { head, slice },
+            run: Run { head, slice: run },
             tail,
             wrapped,
         });
@@ -289,13 +288,17 @@ impl SendQueue {
 
     /// Queues the record last reserved; does nothing without one.
     pub fn commit_record(&mut self) {
-        match self.reserved.take() {
+        let run = match self.reserved.take() {
             None | Some(Reserved::InRing(0) | Reserved::Wrapped(0)) => return,
-            Some(Reserved::InRing(len)) => self.tail += len as u64,
+            Some(Reserved::InRing(len)) => {
+                self.tail += len as u64;
+                None
+            }
             Some(Reserved::Wrapped(len)) => {
                 let scratch = std::mem::take(&mut self.wrap_scratch);
                 self.write(&scratch[..len]);
                 self.wrap_scratch = scratch;
+                None
             }
             Some(Reserved::Referencing { run, tail, wrapped }) => {
                 let head = run.head;
@@ -312,18 +315,13 @@ impl SendQueue {
                 }
                 self.tail += len;
                 self.referencing += 1;
-                self.chunks.push_back(Chunk {
-                    end: self.tail,
-                    record: true,
-                    run: Some(run),
-                });
-                return;
+                Some(run)
             }
-        }
+        };
         self.chunks.push_back(Chunk {
             end: self.tail,
             record: true,
-            run: None,
+            run,
         });
     }
 

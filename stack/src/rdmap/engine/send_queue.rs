@@ -338,18 +338,11 @@ impl SendQueue {
         let Source::Gather(sgl) = &current.source else {
             return None;
         };
-        let mut skip = current.sent;
-        let sge = sgl.iter().find(|sge| {
-            let inside = skip < sge.length as usize;
-            if !inside {
-                skip -= sge.length as usize;
-            }
-            inside
-        })?;
-        if skip + segment.payload_len > sge.length as usize {
+        let (sge, skip, take) = gather_pieces(sgl, current.sent, segment.payload_len).next()?;
+        if take < segment.payload_len {
             return None;
         }
-        Some(table.local_slice(sge.lkey, pd, sge.addr + skip as u64, segment.payload_len))
+        Some(table.local_slice(sge.lkey, pd, sge.addr + skip as u64, take))
     }
 
     /// Counts `segment`, the one [`next_segment`] gave last, as handed to
@@ -607,18 +600,8 @@ fn read_gather(
     pd: PdId,
     out: &mut [u8],
 ) -> Result<(), TaggedError> {
-    let mut skip = offset;
     let mut at = 0;
-    for sge in sgl {
-        if at == out.len() {
-            break;
-        }
-        let len = sge.length as usize;
-        if skip >= len {
-            skip -= len;
-            continue;
-        }
-        let take = (len - skip).min(out.len() - at);
+    for (sge, skip, take) in gather_pieces(sgl, offset, out.len()) {
         table.local_read(
             sge.lkey,
             pd,
@@ -626,9 +609,33 @@ fn read_gather(
             &mut out[at..at + take],
         )?;
         at += take;
-        skip = 0;
     }
     Ok(())
+}
+
+/// The pieces of the data a gather list describes that hold its `len`
+/// octets from `offset` on: each element, the offset into it, and how many
+/// of its octets.
+fn gather_pieces(
+    sgl: &[Sge],
+    offset: usize,
+    len: usize,
+) -> impl Iterator<Item = (&Sge, usize, usize)> {
+    let (mut skip, mut left) = (offset, len);
+    sgl.iter().filter_map(move |sge| {
+        let sge_len = sge.length as usize;
+        if left == 0 {
+            return None;
+        }
+        if skip >= sge_len {
+            skip -= sge_len;
+            return None;
+        }
+        let piece = (sge, skip, (sge_len - skip).min(left));
+        left -= piece.2;
+        skip = 0;
+        Some(piece)
+    })
 }
 
 /// A message length as the completion reports it (messages over 4 GiB are

@@ -108,13 +108,14 @@ impl QpEngine {
         };
         let (sq, table, pd) = (&self.sq, &self.table, self.pd);
         let header = &segment.header[..segment.header_len];
-        let slice = references(sink, &self.writer, header.len(), segment.payload_len)
-            .then(|| sq.payload_slice(&segment, table, pd))
-            .flatten();
-        let referenced = slice.is_some();
-        let framed = match slice {
-            Some(Ok(payload)) => frame_referencing(&mut self.writer, sink, header, payload),
-            Some(Err(err)) => Framed::Failed(err),
+        let referencing = references(sink, &self.writer, header.len(), segment.payload_len)
+            .and_then(|parts| Some((parts, sq.payload_slice(&segment, table, pd)?)));
+        let referenced = referencing.is_some();
+        let framed = match referencing {
+            Some((parts, Ok(payload))) => {
+                frame_referencing(&mut self.writer, sink, header, payload, parts)
+            }
+            Some((_, Err(err))) => Framed::Failed(err),
             None => frame(&mut self.writer, sink, segment.ulpdu_len(), |out| {
                 let (head, payload) = out.split_at_mut(header.len());
                 head.copy_from_slice(header);
@@ -159,18 +160,18 @@ impl QpEngine {
             segment.source_to,
             segment.len as usize,
         );
-        let referenced = references(sink, &self.writer, header.len(), len);
-        let framed = if referenced {
-            match table.fetch_slice(stag, pd, to, len) {
-                Ok(payload) => frame_referencing(&mut self.writer, sink, &header, payload),
+        let parts = references(sink, &self.writer, header.len(), len);
+        let referenced = parts.is_some();
+        let framed = match parts {
+            Some(parts) => match table.fetch_slice(stag, pd, to, len) {
+                Ok(payload) => frame_referencing(&mut self.writer, sink, &header, payload, parts),
                 Err(err) => Framed::Failed(err),
-            }
-        } else {
-            frame(&mut self.writer, sink, header.len() + len, |out| {
+            },
+            None => frame(&mut self.writer, sink, header.len() + len, |out| {
                 let (head, payload) = out.split_at_mut(header.len());
                 head.copy_from_slice(&header);
                 table.fetch(stag, pd, to, payload)
-            })
+            }),
         };
         let len = match framed {
             Framed::NoRoom => return None,
@@ -221,38 +222,35 @@ impl From<WireError> for FillError {
 }
 
 /// Whether `sink` takes a payload of `len` octets by reference after a
-/// header of `header_len`: never an empty one (a zero-length Read
-/// Response answers a Read RTR whose STag need not be valid, and is
+/// header of `header_len`, and if so the lengths of the parts around it
+/// ([`FpduWriter::referencing_parts`]): never an empty one (a zero-length
+/// Read Response answers a Read RTR whose STag need not be valid, and is
 /// checked by no one), nor with Markers on, which would fall inside it.
 fn references<S: FpduSink + ?Sized>(
     sink: &S,
     writer: &FpduWriter,
     header_len: usize,
     len: usize,
-) -> bool {
-    len > 0
-        && sink.references_from().is_some_and(|min| len >= min)
-        && writer.referencing_parts(header_len, len).is_some()
+) -> Option<(usize, usize)> {
+    let taken = len > 0 && sink.references_from().is_some_and(|min| len >= min);
+    taken.then(|| writer.referencing_parts(header_len, len))?
 }
 
 /// Frames the ULPDU of `header` and `payload`, held by reference, into
-/// room from `sink`, and commits it.
+/// room from `sink` with the parts `references` gave, and commits it.
 fn frame_referencing<S: FpduSink + ?Sized>(
     writer: &mut FpduWriter,
     sink: &mut S,
     header: &[u8],
     payload: BufferSlice,
+    (head_len, tail_len): (usize, usize),
 ) -> Framed {
-    const FITS: &str = "every ULPDU the engine builds fits an FPDU, and a sink that takes references runs without Markers";
-    let (head_len, tail_len) = writer
-        .referencing_parts(header.len(), payload.len())
-        .expect(FITS);
     let Some((head, tail)) = sink.reserve_referencing(head_len, payload.clone(), tail_len) else {
         return Framed::NoRoom;
     };
     let written = writer
         .write_referencing(header, &payload, head, tail)
-        .expect(FITS);
+        .expect("the rooms have the lengths referencing_parts gave");
     sink.commit();
     Framed::Sent(written)
 }
