@@ -72,6 +72,13 @@ impl<'a> VecSink<'a> {
         self.out.resize(self.kept + len, 0);
         &mut self.out[self.kept..]
     }
+
+    /// Inserts `octets` into the uncommitted reservation, `at` octets
+    /// after its start: a payload a test sink took by reference.
+    pub(crate) fn insert_reserved(&mut self, at: usize, octets: &[u8]) {
+        let at = self.kept + at;
+        self.out.splice(at..at, octets.iter().copied());
+    }
 }
 
 impl FpduSink for VecSink<'_> {

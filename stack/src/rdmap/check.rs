@@ -40,7 +40,7 @@
 use std::sync::Arc;
 
 use crate::mem::{Access, BufferSlice, MemoryBuffer, PdId, RegionSpec, Stag, StagTable};
-use crate::mpa::{FpduReader, FpduSink, Negotiated, Rtr};
+use crate::mpa::{FpduReader, FpduSink, Negotiated, Rtr, VecSink};
 use crate::rdmap::{CqKind, EngineConfig, QpEngine, Role};
 use crate::verbs::{Payload, QpState, RecvWr, SendOp, SendWr, Sge};
 use crate::wire::fpdu;
@@ -117,39 +117,29 @@ fn sge(i: usize, offset: usize, length: usize) -> Sge {
     }
 }
 
-/// An [`FpduSink`] that appends FPDUs to a vector like
-/// [`VecSink`](crate::mpa::VecSink), but takes every payload by reference
-/// and reads it from its memory when the FPDU is committed: the engine's
-/// zero-copy transmit path, its output checked like the copying one's.
+/// An [`FpduSink`] that appends FPDUs to a vector like [`VecSink`], but
+/// takes every payload by reference and reads it from its memory when the
+/// FPDU is committed: the engine's zero-copy transmit path, its output
+/// checked like the copying one's.
 struct ReferencingSink<'a> {
-    out: &'a mut Vec<u8>,
-    /// Length of `out` up to the last committed FPDU.
-    kept: usize,
+    sink: VecSink<'a>,
     /// The reservation's payload, and how many octets precede it.
     run: Option<(BufferSlice, usize)>,
 }
 
 impl<'a> ReferencingSink<'a> {
     fn new(out: &'a mut Vec<u8>) -> Self {
-        let kept = out.len();
         ReferencingSink {
-            out,
-            kept,
+            sink: VecSink::new(out),
             run: None,
         }
-    }
-
-    /// Room for `len` octets after the last committed FPDU.
-    fn room(&mut self, len: usize) -> &mut [u8] {
-        self.run = None;
-        self.out.resize(self.kept + len, 0);
-        &mut self.out[self.kept..]
     }
 }
 
 impl FpduSink for ReferencingSink<'_> {
     fn reserve(&mut self, len: usize) -> Option<&mut [u8]> {
-        Some(self.room(len))
+        self.run = None;
+        self.sink.reserve(len)
     }
 
     fn commit(&mut self) {
@@ -157,10 +147,9 @@ impl FpduSink for ReferencingSink<'_> {
             // The reservation holds head and tail; the run goes between.
             let mut payload = vec![0; run.len()];
             assert!(run.read(0, &mut payload), "a slice reads inside itself");
-            let at = self.kept + head;
-            self.out.splice(at..at, payload);
+            self.sink.insert_reserved(head, &payload);
         }
-        self.kept = self.out.len();
+        self.sink.commit();
     }
 
     fn references_from(&self) -> Option<usize> {
@@ -173,16 +162,8 @@ impl FpduSink for ReferencingSink<'_> {
         payload: BufferSlice,
         tail: usize,
     ) -> Option<(&mut [u8], &mut [u8])> {
-        self.room(head + tail);
         self.run = Some((payload, head));
-        Some(self.out[self.kept..].split_at_mut(head))
-    }
-}
-
-impl Drop for ReferencingSink<'_> {
-    /// Drops a reservation that was never committed.
-    fn drop(&mut self) {
-        self.out.truncate(self.kept);
+        Some(self.sink.reserve(head + tail)?.split_at_mut(head))
     }
 }
 
