@@ -1,9 +1,10 @@
 //! The two-host modes between two `uwarp-perf` processes on DPDK, joined
 //! by a net_memif link (each process with its own `--file-prefix`, which
 //! `uwarp-perf` gives it): every mode at a small count with its data
-//! verified, the bandwidth modes with zero-copy transmit, a size sweep
-//! with its chart, Sends for a duration over four queue pairs, and a
-//! refused connection. Needs root (DPDK's memif).
+//! verified, the bandwidth modes with zero-copy transmit, MPA revision 1
+//! with Markers, inline Sends and each peer-to-peer RTR, a size sweep
+//! with its chart, Sends for a duration over four queue pairs, a
+//! refused connection and an unreachable peer. Needs root (DPDK's memif).
 
 mod common;
 
@@ -49,6 +50,16 @@ impl Drop for Socket {
 /// Starts the server of `mode` (memif's server side too) and, once its
 /// memif socket exists, the client with `client_args` aimed at `port`.
 fn start(mode: &str, test: &str, port: u16, client_args: &[String]) -> (Perf, Perf, Socket) {
+    start_towards(mode, test, &format!("{SERVER_IP}:{port}"), client_args)
+}
+
+/// [`start`] with the client aimed at `target` (ADDR:PORT).
+fn start_towards(
+    mode: &str,
+    test: &str,
+    target: &str,
+    client_args: &[String],
+) -> (Perf, Perf, Socket) {
     let socket = Socket::new(test);
     let server_args = side_args(
         mode,
@@ -76,7 +87,7 @@ fn start(mode: &str, test: &str, port: u16, client_args: &[String]) -> (Perf, Pe
     std::thread::sleep(Duration::from_millis(100));
     let client_args = side_args(
         mode,
-        &["--connect", &format!("{SERVER_IP}:{port}")],
+        &["--connect", target],
         &[
             "--eal",
             &socket.eal("client", "02:fe:00:00:00:02"),
@@ -134,6 +145,47 @@ fn bandwidth_modes_run_with_zero_copy_transmit() {
         let (_, client) = finish_and_check(server, client, mode, ITERS);
         let by_reference = client["counters"]["fpdus_sent_by_reference"].as_u64();
         assert!(by_reference.unwrap() > 0, "{client}");
+    }
+}
+
+/// The MPA options of the tool on DPDK: revision 1 with Markers and CRCs
+/// under bulk Writes, inline Sends, and each peer-to-peer RTR a client
+/// may offer in revision 2, every run's data verified.
+#[test]
+fn mpa_options_and_inline_sends_run_over_memif() {
+    if !root_or_skip("DPDK's net_memif") {
+        return;
+    }
+    let _serial = serial();
+    let marked = args(&[
+        "-s",
+        "65536",
+        "-n",
+        "200",
+        "--mpa-rev",
+        "1",
+        "--markers",
+        "--crc",
+    ]);
+    let (server, client) = run("write-bw", "markers", &marked);
+    check_pair(&server, &client, "write-bw", &[65536], Some(200));
+    assert_eq!(client["mpa"]["revision"], 1, "{client}");
+    assert_eq!(client["mpa"]["rtr"], "none", "{client}");
+    assert_eq!(client["mpa"]["crc"], true, "{client}");
+    // The client asked for Markers: the server puts them in what it sends.
+    assert_eq!(client["mpa"]["markers_rx"], true, "{client}");
+    assert_eq!(server["mpa"]["markers_tx"], true, "{server}");
+
+    let inline = args(&["-s", "64", "-n", "500", "-I", "64"]);
+    let (server, client) = run("send-lat", "inline", &inline);
+    check_pair(&server, &client, "send-lat", &[64], Some(500));
+
+    for rtr in ["none", "read", "send"] {
+        let offer = args(&["-s", "64", "-n", "100", "--p2p", rtr]);
+        let (server, client) = run("write-lat", rtr, &offer);
+        check_pair(&server, &client, "write-lat", &[64], Some(100));
+        assert_eq!(client["mpa"]["rtr"], rtr, "{client}");
+        assert_eq!(server["mpa"]["rtr"], rtr, "{server}");
     }
 }
 
@@ -196,4 +248,25 @@ fn a_port_without_a_server_refuses_the_client() {
         "{reason}"
     );
     assert!(refused.stdout.is_empty(), "{}", refused.stdout);
+}
+
+/// An address on the link that no host holds: ARP gets no answer, and the
+/// client says the peer is unreachable.
+#[test]
+fn an_address_nobody_holds_is_unreachable() {
+    if !root_or_skip("DPDK's net_memif") {
+        return;
+    }
+    let _serial = serial();
+    let nobody = "10.81.0.9";
+    let target = format!("{nobody}:{PORT}");
+    let (server, client, _socket) = start_towards("write-bw", "unreachable", &target, &[]);
+    let unreachable = client.finish();
+    drop(server);
+    let reason = unreachable.failure();
+    assert!(
+        reason.contains(&format!("{target} is unreachable")),
+        "{reason}"
+    );
+    assert!(unreachable.stdout.is_empty(), "{}", unreachable.stdout);
 }

@@ -1,12 +1,80 @@
-//! Every RDMAP operation between two devices over loopback TCP sockets, at
-//! the sizes where segmentation changes (0, 1, MULPDU - 1, MULPDU,
-//! MULPDU + 1, 1 MiB, 16 MiB), data checked octet for octet; and 64 queue
-//! pairs at once.
+//! Every RDMAP operation between two devices, on both transports: over
+//! loopback TCP sockets, and on DPDK over a net_ring pair. Payloads at the
+//! sizes where segmentation changes (0, 1, MULPDU - 1, MULPDU, MULPDU + 1,
+//! 1 MiB, 16 MiB), data checked octet for octet; Send with Invalidate and
+//! solicited events, and the Terminate a Write to the invalidated STag
+//! brings; 64 queue pairs at once; a graceful disconnect.
 
 mod common;
+mod dpdk_common;
 
 use common::*;
 use uwarp_control::*;
+
+/// Where the cases run.
+trait Transport {
+    /// Two devices that reach each other.
+    fn devices() -> Devices;
+}
+
+/// The socket transport over loopback.
+struct Socket;
+
+impl Transport for Socket {
+    fn devices() -> Devices {
+        Devices {
+            server: Device::open(DeviceConfig::default()).unwrap(),
+            client: Device::open(DeviceConfig::default()).unwrap(),
+            listen: "127.0.0.1:0",
+        }
+    }
+}
+
+/// The DPDK transport on a net_ring pair of this process: 10.69.0.1 (the
+/// server) and 10.69.0.2, cores on threads of their own.
+struct Dpdk;
+
+impl Transport for Dpdk {
+    fn devices() -> Devices {
+        let (server, client) = dpdk_common::device_pair(69, 1024, CoreThreads::Spawned, |dpdk| {
+            // The cases of this binary run side by side in the EAL's
+            // 256 MiB.
+            dpdk.host.mempool.capacity = 2047;
+        });
+        Devices {
+            server,
+            client,
+            listen: "10.69.0.1:0",
+        }
+    }
+}
+
+/// Runs each named case on every transport: `socket::CASE` and
+/// `dpdk::CASE`.
+macro_rules! on_every_transport {
+    ($($case:ident),* $(,)?) => {
+        mod socket {
+            $(#[test] fn $case() { super::$case::<super::Socket>() })*
+        }
+        mod dpdk {
+            $(#[test] fn $case() { super::$case::<super::Dpdk>() })*
+        }
+    };
+}
+
+on_every_transport!(
+    sends_of_every_size_arrive_intact,
+    writes_and_reads_of_every_size_arrive_intact,
+    send_with_invalidate_and_solicited_events_reach_the_peer,
+    sixty_four_queue_pairs_run_at_once,
+    graceful_disconnect_reaches_both_sides,
+);
+
+/// A connection with default settings between `T`'s devices.
+fn connect<T: Transport>() -> (End, End) {
+    let (client, server) = (ConnectParams::default(), LocalParams::default());
+    connect_devices(T::devices(), CQ_DEPTH, client, server, |_, _| {}).unwrap()
+}
 
 /// The payload sizes of the issue, around one segment's capacity.
 fn sizes(end: &End) -> Vec<usize> {
@@ -24,9 +92,8 @@ fn sizes(end: &End) -> Vec<usize> {
     ]
 }
 
-#[test]
-fn sends_of_every_size_arrive_intact() {
-    let (client, server) = connect();
+fn sends_of_every_size_arrive_intact<T: Transport>() {
+    let (client, server) = connect::<T>();
     for (i, len) in sizes(&client).into_iter().enumerate() {
         let src = client.pd.alloc_mr(len, Access::LOCAL_WRITE).unwrap();
         let dst = server.pd.alloc_mr(len, Access::LOCAL_WRITE).unwrap();
@@ -47,9 +114,8 @@ fn sends_of_every_size_arrive_intact() {
     }
 }
 
-#[test]
-fn writes_and_reads_of_every_size_arrive_intact() {
-    let (client, server) = connect();
+fn writes_and_reads_of_every_size_arrive_intact<T: Transport>() {
+    let (client, server) = connect::<T>();
     let remote = Access::LOCAL_WRITE
         .union(Access::REMOTE_WRITE)
         .union(Access::REMOTE_READ);
@@ -81,9 +147,8 @@ fn writes_and_reads_of_every_size_arrive_intact() {
     }
 }
 
-#[test]
-fn send_with_invalidate_and_solicited_events_reach_the_peer() {
-    let (client, server) = connect();
+fn send_with_invalidate_and_solicited_events_reach_the_peer<T: Transport>() {
+    let (client, server) = connect::<T>();
     // The server exposes a region and hands its rkey out; the client's
     // last message invalidates it, as NFS over RDMA does.
     let exposed = server
@@ -136,13 +201,24 @@ fn send_with_invalidate_and_solicited_events_reach_the_peer() {
     assert!(client.qp.wait_closed(WAIT));
     assert!(server.qp.wait_closed(WAIT));
     assert_eq!(&contents(&exposed)[..7], b"payload");
+    // The queue pairs' counters saw the Terminate too.
+    let (sent, received) = (server.qp.counters(), client.qp.counters());
+    assert_eq!((sent.terminates_sent, sent.terminates_received), (1, 0));
+    assert_eq!(
+        (received.terminates_sent, received.terminates_received),
+        (0, 1)
+    );
 }
 
-#[test]
-fn sixty_four_queue_pairs_run_at_once() {
-    let (sdev, spd, scq) = device();
-    let (cdev, cpd, ccq) = device();
-    let listener = sdev.listen("127.0.0.1:0").unwrap();
+fn sixty_four_queue_pairs_run_at_once<T: Transport>() {
+    let Devices {
+        server: sdev,
+        client: cdev,
+        listen,
+    } = T::devices();
+    let (spd, scq) = (sdev.alloc_pd().unwrap(), sdev.create_cq(CQ_DEPTH));
+    let (cpd, ccq) = (cdev.alloc_pd().unwrap(), cdev.create_cq(CQ_DEPTH));
+    let listener = sdev.listen(listen).unwrap();
     let addr = listener.local_addr();
     const QPS: usize = 64;
     const LEN: usize = 100_000;
@@ -203,9 +279,8 @@ fn sixty_four_queue_pairs_run_at_once() {
     }
 }
 
-#[test]
-fn graceful_disconnect_reaches_both_sides() {
-    let (client, server) = connect();
+fn graceful_disconnect_reaches_both_sides<T: Transport>() {
+    let (client, server) = connect::<T>();
     let inbox = server.pd.alloc_mr(16, Access::LOCAL_WRITE).unwrap();
     server
         .qp

@@ -69,8 +69,37 @@ pub fn connect_with_cq(
     server: LocalParams,
     prepare: impl Fn(&ProtectionDomain, &QueuePair) + Send + Sync + Clone + 'static,
 ) -> Result<(End, End), Error> {
-    let (sdev, spd, scq) = device_with_cq(depth);
-    let listener = sdev.listen("127.0.0.1:0")?;
+    let devices = Devices {
+        server: Device::open(DeviceConfig::default())?,
+        client: Device::open(DeviceConfig::default())?,
+        listen: "127.0.0.1:0",
+    };
+    connect_devices(devices, depth, client, server, prepare)
+}
+
+/// Two devices that reach each other, and where the server listens.
+pub struct Devices {
+    pub server: Device,
+    pub client: Device,
+    /// The server's listening address (port 0: any free port).
+    pub listen: &'static str,
+}
+
+/// [`connect_with_cq`] between `devices`, on any transport.
+pub fn connect_devices(
+    devices: Devices,
+    depth: usize,
+    client: ConnectParams,
+    server: LocalParams,
+    prepare: impl Fn(&ProtectionDomain, &QueuePair) + Send + Sync + Clone + 'static,
+) -> Result<(End, End), Error> {
+    let Devices {
+        server: sdev,
+        client: cdev,
+        listen,
+    } = devices;
+    let (spd, scq) = (sdev.alloc_pd()?, sdev.create_cq(depth));
+    let listener = sdev.listen(listen)?;
     let addr = listener.local_addr();
     let sqp = sdev.create_qp(&spd, QpInit::new(&scq));
     prepare(&spd, &sqp);
@@ -79,7 +108,7 @@ pub fn connect_with_cq(
         let request = listener.get_request(WAIT)?;
         request.accept(&server_qp, server)
     });
-    let (cdev, cpd, ccq) = device_with_cq(depth);
+    let (cpd, ccq) = (cdev.alloc_pd()?, cdev.create_cq(depth));
     let cqp = cdev.create_qp(&cpd, QpInit::new(&ccq));
     prepare(&cpd, &cqp);
     let client_result = cdev.connect(addr, &cqp, client);
