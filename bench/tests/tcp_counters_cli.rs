@@ -159,12 +159,13 @@ fn the_table_prints_the_tcp_counters() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("{line}"));
     assert!(count > 0, "{text}");
-    assert!(
-        text.lines()
-            .any(|l| l.starts_with("dpdk server placement: ") && l.contains("CRC errors 0")),
-        "{text}"
-    );
     for end in ["client", "server"] {
+        let prefix = format!("dpdk {end}: FPDUs sent ");
+        assert!(
+            text.lines().any(|l| l.starts_with(&prefix)
+                && l.contains(", FPDUs split 0, CRC errors 0, Terminates sent 0 received 0")),
+            "{text}"
+        );
         let prefix = format!("dpdk {end} host: connections handed over ");
         assert!(
             text.lines().any(|l| l.starts_with(&prefix)

@@ -278,8 +278,10 @@ impl Report {
             );
         }
         for (name, m) in &self.runs {
-            out += &format!("{name} client {}", tcp_text(&m.counters));
-            out += &format!("{name} server {}", placement_text(&m.server_counters));
+            for (end, counters) in [("client", &m.counters), ("server", &m.server_counters)] {
+                out += &format!("{name} {end}: {}", engine_text(counters));
+                out += &format!("{name} {end} {}", tcp_text(counters));
+            }
             if let Some(hosts) = &m.hosts {
                 out += &format!("{name} client {}", host::text(&hosts.client));
                 out += &format!("{name} server {}", host::text(&hosts.server));
@@ -441,12 +443,18 @@ pub(super) fn counters_json(c: &QpCounters) -> Value {
     })
 }
 
-/// This side's queue pair counters, three lines for people.
+/// This side's queue pair counters, two lines for people.
 fn counters_text(c: &QpCounters) -> String {
-    let engine = format!(
-        "this side: FPDUs sent {} ({} by reference) received {}, placed {} B ({} B out of \
-         order in {} segments), reassembled {} B, FPDUs split {}\n\
-         CRC errors {}, Terminates sent {} received {}\n",
+    format!("this side: {}this side {}", engine_text(c), tcp_text(c))
+}
+
+/// What a side's queue pairs carried, and where received data went, one
+/// line for people.
+fn engine_text(c: &QpCounters) -> String {
+    format!(
+        "FPDUs sent {} ({} by reference) received {}, placed {} B ({} B out of order in {} \
+         segments), reassembled {} B, FPDUs split {}, CRC errors {}, Terminates sent {} \
+         received {}\n",
         c.fpdus_sent,
         c.fpdus_sent_by_reference,
         c.fpdus_received,
@@ -458,20 +466,6 @@ fn counters_text(c: &QpCounters) -> String {
         c.crc_errors,
         c.terminates_sent,
         c.terminates_received,
-    );
-    engine + "this side " + &tcp_text(c)
-}
-
-/// Where received data went, one line for people.
-fn placement_text(c: &QpCounters) -> String {
-    format!(
-        "placement: {} B placed, {} B of them out of order in {} segments, {} B through \
-         the reassembly buffer, CRC errors {}\n",
-        c.bytes_placed,
-        c.bytes_placed_out_of_order,
-        c.segments_placed_out_of_order,
-        c.bytes_reassembled,
-        c.crc_errors,
     )
 }
 

@@ -135,7 +135,8 @@ fn session(
         tx_depth: workload.tx_depth,
         inline: 0,
         mpa,
-        progress: false,
+        // Drawn on a terminal only, for runs longer than a second.
+        progress: true,
     };
     let server = ServerRun {
         mode,
