@@ -14,6 +14,12 @@ use uwarp_stack::verbs::WorkCompletion;
 use crate::counters::{QpCounters, TransportCounters};
 use crate::qp::QueuePair;
 
+/// How long a peer has to close its side of the stream after ours closed
+/// (after a Terminate, say) before every transport resets the
+/// connection, so the queue pair reaches Error and its resources are
+/// freed.
+pub(crate) const CLOSE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// One established queue pair on a dataplane.
 pub(crate) struct QpLink {
     pub(crate) engine: QpEngine,

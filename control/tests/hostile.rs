@@ -1,20 +1,186 @@
-//! A hostile peer on a raw socket: it speaks just enough MPA to reach Full
-//! Operation, then sends frames a correct peer never would. uwarp must
-//! answer each with the Terminate RFC 5040 section 7 names, report it to
-//! the application, close, and leave registered memory untouched.
+//! A hostile peer on a raw TCP connection: it speaks just enough MPA to
+//! reach Full Operation, then sends frames a correct peer never would.
+//! uwarp must answer each with the Terminate RFC 5040 section 7 names,
+//! report it to the application, close, and leave registered memory
+//! untouched. Every case runs on both transports: against the socket
+//! transport from a kernel socket (`socket::CASE`), and against the DPDK
+//! transport from uwarp's bare TCP on the other end of a net_ring pair
+//! (`dpdk::CASE`), whose segments reach the dataplane core's in-place
+//! placement.
 
 mod common;
+mod dpdk_common;
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
 
 use common::*;
+use dpdk_common::{device_beside_tcp_host, lock, Log, TestApp};
+use uwarp_control::dpdk::TcpHost;
 use uwarp_control::*;
 use uwarp_stack::mpa::{negotiation, FpduReader, FpduWriter};
 use uwarp_stack::wire::ddp::{BufferModel, DdpRepr};
 use uwarp_stack::wire::mpa::StartupRepr;
 use uwarp_stack::wire::rdmap::{Opcode, RdmapControl, RdmapSegment};
 use uwarp_stack::wire::terminate::{LayoutHint, TerminateRepr};
+
+/// The hostile peer's end of its TCP connection.
+trait RawStream {
+    /// Sends `octets`.
+    fn write_all(&mut self, octets: &[u8]);
+
+    /// The next `len` octets received (within [`WAIT`]).
+    fn read_exact(&mut self, len: usize) -> Vec<u8>;
+
+    /// Every octet received until the other side closed (within
+    /// [`WAIT`]).
+    fn read_to_end(&mut self) -> Vec<u8>;
+}
+
+impl RawStream for TcpStream {
+    fn write_all(&mut self, octets: &[u8]) {
+        Write::write_all(self, octets).unwrap();
+    }
+
+    fn read_exact(&mut self, len: usize) -> Vec<u8> {
+        let mut octets = vec![0; len];
+        Read::read_exact(self, &mut octets).unwrap();
+        octets
+    }
+
+    fn read_to_end(&mut self) -> Vec<u8> {
+        let mut octets = Vec::new();
+        Read::read_to_end(self, &mut octets).unwrap();
+        octets
+    }
+}
+
+/// A connection of uwarp's bare TCP on DPDK, driven through its
+/// application's log: what it sends goes into the outbox (and the
+/// doorbell makes its core send it), what it receives is the log's
+/// stream.
+struct BareStream {
+    log: Log,
+    /// Octets of the stream already read.
+    read: usize,
+    /// Keeps the host's cores running.
+    _host: TcpHost<TestApp>,
+}
+
+impl BareStream {
+    /// Waits until `done` holds for the log.
+    fn wait(&self, what: &str, done: impl Fn(&dpdk_common::AppLog) -> bool) {
+        let deadline = Instant::now() + WAIT;
+        while !done(&lock(&self.log)) {
+            assert!(Instant::now() < deadline, "{what} in time");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+impl RawStream for BareStream {
+    fn write_all(&mut self, octets: &[u8]) {
+        self.wait("a connection on a dataplane core", |log| {
+            log.doorbell.is_some()
+        });
+        let mut log = lock(&self.log);
+        log.outbox.extend_from_slice(octets);
+        log.doorbell.as_ref().expect("waited for").ring();
+    }
+
+    fn read_exact(&mut self, len: usize) -> Vec<u8> {
+        let end = self.read + len;
+        self.wait("the octets", |log| log.left_edge as usize >= end);
+        let octets = lock(&self.log).stream()[self.read..end].to_vec();
+        self.read = end;
+        octets
+    }
+
+    fn read_to_end(&mut self) -> Vec<u8> {
+        self.wait("the peer's close", |log| {
+            log.events.contains(&uwarp_stack::tcp::Event::PeerClosed)
+        });
+        let octets = lock(&self.log).stream()[self.read..].to_vec();
+        self.read += octets.len();
+        octets
+    }
+}
+
+/// Where the cases run.
+trait Transport {
+    /// A device for the victim, and where it listens.
+    fn victim() -> (Device, &'static str, Box<dyn Dialer>);
+}
+
+/// How the hostile peer connects, sending `first` at once.
+trait Dialer {
+    fn dial(self: Box<Self>, addr: SocketAddr, first: &[u8]) -> Box<dyn RawStream>;
+}
+
+/// The socket transport, attacked from a kernel socket.
+struct Socket;
+
+impl Transport for Socket {
+    fn victim() -> (Device, &'static str, Box<dyn Dialer>) {
+        let device = Device::open(DeviceConfig::default()).unwrap();
+        (device, "127.0.0.1:0", Box::new(KernelDialer))
+    }
+}
+
+struct KernelDialer;
+
+impl Dialer for KernelDialer {
+    fn dial(self: Box<Self>, addr: SocketAddr, first: &[u8]) -> Box<dyn RawStream> {
+        let mut raw = TcpStream::connect(addr).unwrap();
+        raw.set_read_timeout(Some(WAIT)).unwrap();
+        RawStream::write_all(&mut raw, first);
+        Box::new(raw)
+    }
+}
+
+/// The DPDK transport on a net_ring pair: the victim at 10.70.0.1, the
+/// hostile peer's bare TCP at 10.70.0.2.
+struct Dpdk;
+
+impl Transport for Dpdk {
+    fn victim() -> (Device, &'static str, Box<dyn Dialer>) {
+        let (device, host) = device_beside_tcp_host(70, DeviceConfig::default(), |host| {
+            // The cases of this binary run side by side in the EAL's
+            // 256 MiB.
+            host.mempool.capacity = 2047;
+        });
+        (device, "10.70.0.1:0", Box::new(BareDialer(host)))
+    }
+}
+
+struct BareDialer(TcpHost<TestApp>);
+
+impl Dialer for BareDialer {
+    fn dial(self: Box<Self>, addr: SocketAddr, first: &[u8]) -> Box<dyn RawStream> {
+        let SocketAddr::V4(addr) = addr else {
+            panic!("the DPDK transport is IPv4 only")
+        };
+        let log = Log::default();
+        lock(&log).outbox = first.to_vec();
+        self.0.connect(addr, TestApp::new(log.clone())).unwrap();
+        Box::new(BareStream {
+            log,
+            read: 0,
+            _host: self.0,
+        })
+    }
+}
+
+on_every_transport!(
+    a_write_to_an_unknown_stag_is_terminated,
+    a_write_past_the_region_is_terminated,
+    a_wrapping_tagged_offset_is_terminated,
+    a_read_beyond_the_region_is_terminated_with_its_header,
+    a_send_with_no_receive_posted_is_terminated,
+    a_bad_crc_is_terminated_without_headers,
+    an_unknown_opcode_is_terminated,
+);
 
 /// The uwarp side: a listening device with a queue pair holding a region
 /// open to remote writes and reads, and one posted receive.
@@ -26,11 +192,13 @@ struct Victim {
     original: Vec<u8>,
 }
 
-/// Connects a raw socket to a fresh uwarp listener (MPA revision 2, CRC
-/// on) and returns it with the accepted queue pair.
-fn attack(crc: bool) -> (Victim, TcpStream) {
-    let (device, pd, cq) = device();
-    let listener = device.listen("127.0.0.1:0").unwrap();
+/// Connects a hostile peer to a fresh uwarp listener on `T` (MPA revision
+/// 2, CRC as `crc` says) and returns it with the accepted queue pair.
+fn attack<T: Transport>(crc: bool) -> (Victim, Box<dyn RawStream>) {
+    let (device, listen, dialer) = T::victim();
+    let pd = device.alloc_pd().unwrap();
+    let cq = device.create_cq(CQ_DEPTH);
+    let listener = device.listen(listen).unwrap();
     let qp = device.create_qp(&pd, QpInit::new(&cq));
     let region = pd
         .alloc_mr(
@@ -47,19 +215,16 @@ fn attack(crc: bool) -> (Victim, TcpStream) {
         sgl: vec![inbox.whole()],
     })
     .unwrap();
-    let mut raw = TcpStream::connect(listener.local_addr()).unwrap();
-    raw.set_read_timeout(Some(WAIT)).unwrap();
     let local = LocalParams {
         crc,
         ..LocalParams::default()
     };
-    raw.write_all(&negotiation::request(&local).to_vec().unwrap())
-        .unwrap();
+    let request = negotiation::request(&local).to_vec().unwrap();
+    let mut raw = dialer.dial(listener.local_addr(), &request);
     let request = listener.get_request(WAIT).unwrap();
     request.accept(&qp, LocalParams::default()).unwrap();
     // The Reply: 20 octets of header and 4 of enhanced block.
-    let mut reply = [0u8; 24];
-    raw.read_exact(&mut reply).unwrap();
+    let reply = raw.read_exact(24);
     let (repr, _) = StartupRepr::parse_bytes(&reply).unwrap();
     assert!(!repr.reject);
     let victim = Victim {
@@ -102,7 +267,7 @@ fn segment(opcode: Opcode, model: BufferModel, payload: &[u8]) -> Vec<u8> {
 
 /// Sends one FPDU carrying `ulpdu` (CRC on), optionally corrupting one
 /// octet of the frame, and returns the Terminate uwarp answers with.
-fn terminate_for(raw: &mut TcpStream, ulpdu: &[u8], corrupt: bool) -> TerminateRepr<'static> {
+fn terminate_for(raw: &mut dyn RawStream, ulpdu: &[u8], corrupt: bool) -> TerminateRepr<'static> {
     let mut frame = Vec::new();
     FpduWriter::new(true, false)
         .write(&[ulpdu], &mut frame)
@@ -110,11 +275,9 @@ fn terminate_for(raw: &mut TcpStream, ulpdu: &[u8], corrupt: bool) -> TerminateR
     if corrupt {
         frame[4] ^= 0x01;
     }
-    raw.write_all(&frame).unwrap();
+    raw.write_all(&frame);
     let mut reader = FpduReader::new(true, false);
-    let mut stream = Vec::new();
-    raw.read_to_end(&mut stream).unwrap();
-    reader.push(&stream);
+    reader.push(&raw.read_to_end());
     let answer = reader
         .next_ulpdu()
         .expect("a Terminate")
@@ -138,45 +301,41 @@ fn check(victim: &Victim, expected: TermError) {
     );
 }
 
-#[test]
-fn a_write_to_an_unknown_stag_is_terminated() {
-    let (victim, mut raw) = attack(true);
+fn a_write_to_an_unknown_stag_is_terminated<T: Transport>() {
+    let (victim, mut raw) = attack::<T>(true);
     let bad = victim.region.rkey() ^ 0x0100_0000;
     let ulpdu = tagged(Opcode::RdmaWrite, bad, victim.region.addr(), b"evil");
-    let terminate = terminate_for(&mut raw, &ulpdu, false);
+    let terminate = terminate_for(raw.as_mut(), &ulpdu, false);
     assert_eq!(terminate.error, TermError::DdpTaggedInvalidStag);
     assert_eq!(terminate.ddp_header, Some(&ulpdu[..14]));
     assert_eq!(terminate.ddp_segment_len, Some(ulpdu.len() as u16));
     check(&victim, TermError::DdpTaggedInvalidStag);
 }
 
-#[test]
-fn a_write_past_the_region_is_terminated() {
-    let (victim, mut raw) = attack(true);
+fn a_write_past_the_region_is_terminated<T: Transport>() {
+    let (victim, mut raw) = attack::<T>(true);
     let to = victim.region.addr() + 4094;
     let ulpdu = tagged(Opcode::RdmaWrite, victim.region.rkey(), to, b"evil");
-    let terminate = terminate_for(&mut raw, &ulpdu, false);
+    let terminate = terminate_for(raw.as_mut(), &ulpdu, false);
     assert_eq!(terminate.error, TermError::DdpTaggedBaseOrBounds);
     check(&victim, TermError::DdpTaggedBaseOrBounds);
 }
 
-#[test]
-fn a_wrapping_tagged_offset_is_terminated() {
-    let (victim, mut raw) = attack(true);
+fn a_wrapping_tagged_offset_is_terminated<T: Transport>() {
+    let (victim, mut raw) = attack::<T>(true);
     let ulpdu = tagged(
         Opcode::RdmaWrite,
         victim.region.rkey(),
         u64::MAX - 1,
         b"evil",
     );
-    let terminate = terminate_for(&mut raw, &ulpdu, false);
+    let terminate = terminate_for(raw.as_mut(), &ulpdu, false);
     assert_eq!(terminate.error, TermError::DdpTaggedToWrap);
     check(&victim, TermError::DdpTaggedToWrap);
 }
 
-#[test]
-fn a_read_beyond_the_region_is_terminated_with_its_header() {
-    let (victim, mut raw) = attack(true);
+fn a_read_beyond_the_region_is_terminated_with_its_header<T: Transport>() {
+    let (victim, mut raw) = attack::<T>(true);
     let request = uwarp_stack::wire::rdmap::ReadRequest {
         sink_stag: 0x1234,
         sink_to: 0,
@@ -185,48 +344,45 @@ fn a_read_beyond_the_region_is_terminated_with_its_header() {
         source_to: victim.region.addr(),
     };
     let ulpdu = untagged(Opcode::ReadRequest, 1, 1, &request.to_bytes());
-    let terminate = terminate_for(&mut raw, &ulpdu, false);
+    let terminate = terminate_for(raw.as_mut(), &ulpdu, false);
     assert_eq!(terminate.error, TermError::RdmapBaseOrBounds);
     assert_eq!(terminate.rdmap_header, Some(&request.to_bytes()[..]));
     check(&victim, TermError::RdmapBaseOrBounds);
 }
 
-#[test]
-fn a_send_with_no_receive_posted_is_terminated() {
-    let (victim, mut raw) = attack(true);
+fn a_send_with_no_receive_posted_is_terminated<T: Transport>() {
+    let (victim, mut raw) = attack::<T>(true);
     // MSN 1 takes the one posted receive; MSN 2 finds none.
     let mut frame = Vec::new();
     let mut writer = FpduWriter::new(true, false);
     writer
         .write(&[&untagged(Opcode::Send, 0, 1, b"one")], &mut frame)
         .unwrap();
-    raw.write_all(&frame).unwrap();
-    let terminate = terminate_for(&mut raw, &untagged(Opcode::Send, 0, 2, b"two"), false);
+    raw.write_all(&frame);
+    let terminate = terminate_for(raw.as_mut(), &untagged(Opcode::Send, 0, 2, b"two"), false);
     assert_eq!(terminate.error, TermError::DdpUntaggedNoBuffer);
     check(&victim, TermError::DdpUntaggedNoBuffer);
 }
 
-#[test]
-fn a_bad_crc_is_terminated_without_headers() {
-    let (victim, mut raw) = attack(true);
+fn a_bad_crc_is_terminated_without_headers<T: Transport>() {
+    let (victim, mut raw) = attack::<T>(true);
     let ulpdu = tagged(
         Opcode::RdmaWrite,
         victim.region.rkey(),
         victim.region.addr(),
         b"evil",
     );
-    let terminate = terminate_for(&mut raw, &ulpdu, true);
+    let terminate = terminate_for(raw.as_mut(), &ulpdu, true);
     assert_eq!(terminate.error, TermError::MpaCrcError);
     assert_eq!(terminate.ddp_header, None);
     check(&victim, TermError::MpaCrcError);
 }
 
-#[test]
-fn an_unknown_opcode_is_terminated() {
-    let (victim, mut raw) = attack(true);
+fn an_unknown_opcode_is_terminated<T: Transport>() {
+    let (victim, mut raw) = attack::<T>(true);
     let mut ulpdu = untagged(Opcode::Send, 0, 1, b"x");
     ulpdu[1] = (ulpdu[1] & 0xF0) | 0x0C;
-    let terminate = terminate_for(&mut raw, &ulpdu, false);
+    let terminate = terminate_for(raw.as_mut(), &ulpdu, false);
     assert_eq!(terminate.error, TermError::RdmapUnexpectedOpcode);
     check(&victim, TermError::RdmapUnexpectedOpcode);
 }

@@ -49,19 +49,6 @@ impl Transport for Dpdk {
     }
 }
 
-/// Runs each named case on every transport: `socket::CASE` and
-/// `dpdk::CASE`.
-macro_rules! on_every_transport {
-    ($($case:ident),* $(,)?) => {
-        mod socket {
-            $(#[test] fn $case() { super::$case::<super::Socket>() })*
-        }
-        mod dpdk {
-            $(#[test] fn $case() { super::$case::<super::Dpdk>() })*
-        }
-    };
-}
-
 on_every_transport!(
     sends_of_every_size_arrive_intact,
     writes_and_reads_of_every_size_arrive_intact,

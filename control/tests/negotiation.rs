@@ -182,19 +182,6 @@ fn stream_until_closed(log: &Log) -> Vec<u8> {
     }
 }
 
-/// Runs each named case on every transport: `socket::CASE` and
-/// `dpdk::CASE`.
-macro_rules! on_every_transport {
-    ($($case:ident),* $(,)?) => {
-        mod socket {
-            $(#[test] fn $case() { super::$case::<super::Socket>() })*
-        }
-        mod dpdk {
-            $(#[test] fn $case() { super::$case::<super::Dpdk>() })*
-        }
-    };
-}
-
 on_every_transport!(
     revisions_crc_and_markers_in_every_combination,
     peer_to_peer_with_each_rtr_lets_the_server_speak_first,

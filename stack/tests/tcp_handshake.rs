@@ -307,6 +307,42 @@ fn fin_wait_2_without_a_timeout_waits_for_the_peer() {
 }
 
 #[test]
+fn a_connection_sets_its_own_fin_wait_2_timeout() {
+    // Before the close: it applies once our FIN is acknowledged.
+    let mut pair = Pair::connected(config(), config());
+    pair.a
+        .set_fin_wait2_timeout(pair.now, Some(Duration::from_secs(2)));
+    pair.a.close();
+    pair.exchange();
+    assert_eq!(pair.a.state(), State::FinWait2);
+    assert_eq!(pair.a.poll_at(), Some(pair.now + Duration::from_secs(2)));
+    pair.advance(Duration::from_secs(2));
+    assert_eq!(pair.a.state(), State::Closed);
+    assert_eq!(Pair::events(&mut pair.a), vec![Event::TimedOut]);
+
+    // In FIN-WAIT-2 already, under the host's 60 s: it counts from now.
+    let mut pair = Pair::connected(config(), config());
+    pair.a.close();
+    pair.exchange();
+    pair.advance(Duration::from_secs(10));
+    assert_eq!(pair.a.state(), State::FinWait2);
+    pair.a
+        .set_fin_wait2_timeout(pair.now, Some(Duration::from_secs(2)));
+    assert_eq!(pair.a.poll_at(), Some(pair.now + Duration::from_secs(2)));
+    pair.advance(Duration::from_secs(2));
+    assert_eq!(pair.a.state(), State::Closed);
+
+    // And none takes the timer away.
+    let mut pair = Pair::connected(config(), config());
+    pair.a.close();
+    pair.exchange();
+    pair.a.set_fin_wait2_timeout(pair.now, None);
+    assert_eq!(pair.a.poll_at(), None);
+    pair.advance(Duration::from_secs(3600));
+    assert_eq!(pair.a.state(), State::FinWait2);
+}
+
+#[test]
 fn simultaneous_close_goes_through_closing() {
     let mut pair = Pair::connected(config(), config());
     pair.a.close();

@@ -18,7 +18,7 @@ use super::idle::{Idle, Interest};
 use super::tcp;
 use crate::counters::TransportCounters;
 use crate::qp::QueuePair;
-use crate::qp_link::QpLink;
+use crate::qp_link::{QpLink, CLOSE_TIMEOUT};
 
 /// An established connection handed over by the control thread.
 #[derive(Debug)]
@@ -37,9 +37,6 @@ pub(crate) struct Adopt {
 const TX_BUDGET: usize = 256 * 1024;
 /// Octets read per connection per loop.
 const RX_CHUNK: usize = 256 * 1024;
-/// How long a peer has to close its side after ours is closed (after a
-/// Terminate, say) before the connection is reset.
-const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long a device being dropped waits for the application to make
 /// room in completion queues that are full; what they still cannot take
 /// after that is discarded (each queue's `overflowed` count already says

@@ -186,3 +186,20 @@ pub fn contents(mr: &MemoryRegion) -> Vec<u8> {
     mr.buffer().read_at(0, &mut out).unwrap();
     out
 }
+
+/// Runs each named case, a function generic over a `Transport` of the
+/// test file, on every transport: `socket::CASE` with the file's
+/// `Socket` and `dpdk::CASE` with its `Dpdk`.
+#[allow(unused_macros)] // each test binary uses its own subset
+macro_rules! on_every_transport {
+    ($($case:ident),* $(,)?) => {
+        mod socket {
+            $(#[test] fn $case() { super::$case::<super::Socket>() })*
+        }
+        mod dpdk {
+            $(#[test] fn $case() { super::$case::<super::Dpdk>() })*
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use on_every_transport;

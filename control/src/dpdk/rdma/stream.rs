@@ -17,7 +17,9 @@ use std::net::{SocketAddr, SocketAddrV4};
 use crossbeam_channel::Sender;
 use uwarp_stack::mpa::{Initiator, InitiatorOutcome, LocalParams, Micros, Negotiated, Responder};
 use uwarp_stack::rdmap::{EngineConfig, LlpClose, QpEngine, Role};
-use uwarp_stack::tcp::{Connection, Consumer, Disposition, Endpoint, Event, Instant, State, Stats};
+use uwarp_stack::tcp::{
+    Connection, Consumer, Disposition, Duration, Endpoint, Event, Instant, State, Stats,
+};
 use uwarp_stack::wire::fpdu::mulpdu;
 
 use crate::cm::{ConnectParams, Connection as Established, ControlCmd, IncomingRequest};
@@ -27,7 +29,7 @@ use crate::dpdk::{Doorbell, End, TcpApp};
 use crate::driver::Driver;
 use crate::error::Error;
 use crate::qp::QueuePair;
-use crate::qp_link::QpLink;
+use crate::qp_link::{QpLink, CLOSE_TIMEOUT};
 use crate::startup::{Progress, Side, Startup};
 
 /// Where a stream's answer to the application goes: `connect` and
@@ -554,13 +556,19 @@ impl Operating {
     }
 
     /// Closes TCP as the engine asks, once everything it made is queued.
-    fn close_if_asked(&mut self, conn: &mut Connection) {
+    /// A graceful close gives the peer [`CLOSE_TIMEOUT`] of silence to
+    /// close its side before TCP resets the connection, as the socket
+    /// transport does: a peer ignoring our Terminate must not keep the
+    /// queue pair out of Error.
+    fn close_if_asked(&mut self, now: Instant, conn: &mut Connection) {
         if self.closed {
             return;
         }
         match self.link.engine.llp_close() {
             Some(LlpClose::Graceful) => {
                 self.closed = true;
+                let timeout = Duration::from_micros(CLOSE_TIMEOUT.as_micros() as u64);
+                conn.set_fin_wait2_timeout(now, Some(timeout));
                 conn.close();
             }
             Some(LlpClose::Abortive) => {
@@ -618,7 +626,7 @@ impl TcpApp for RdmaStream {
         if let Phase::Operating(operating) = &mut self.phase {
             operating.link.take_work();
             operating.transmit(conn);
-            operating.close_if_asked(conn);
+            operating.close_if_asked(now, conn);
             // Until the peer acknowledged our last startup frame (the
             // responder's Reply), nothing of Full Operation is.
             let acknowledged = conn.send_acknowledged().saturating_sub(operating.tx_base);

@@ -42,7 +42,7 @@ use super::seq::Seq;
 use super::spurious::Episode;
 use super::tail_probe::TailProbe;
 use super::time::{Duration, Instant};
-use super::timer::Timers;
+use super::timer::{TimerKind, Timers};
 use crate::mem::BufferSlice;
 use crate::mpa::FpduSink;
 use smoltcp::wire::{Ipv4Address, TcpRepr};
@@ -497,6 +497,23 @@ impl Connection {
     /// A.2).
     pub fn set_nagle(&mut self, on: bool) {
         self.nagle = on;
+    }
+
+    /// Sets this connection's FIN-WAIT-2 timeout (see
+    /// [`Config::fin_wait2_timeout`](super::Config::fin_wait2_timeout)),
+    /// for an application that gives a peer less time to close its half
+    /// than the host's other connections get: iWARP after its own close
+    /// (once a Terminate is sent, RFC 5040 section 7.2, the stream is
+    /// closed, and a peer that ignores it must not hold the queue pair).
+    /// Set in FIN-WAIT-2 already, it counts from now.
+    pub fn set_fin_wait2_timeout(&mut self, now: Instant, timeout: Option<Duration>) {
+        self.config.fin_wait2_timeout = timeout;
+        if self.state == State::FinWait2 {
+            match timeout {
+                Some(timeout) => self.timers.set(TimerKind::FinWait2, now + timeout),
+                None => self.timers.cancel(TimerKind::FinWait2),
+            }
+        }
     }
 
     /// Sets who decides the advertised receive window.
