@@ -118,7 +118,7 @@ impl Link {
 
     /// Moves `len` octets between `local` and the server's `remote` in
     /// chunks, `op` making each chunk's operation, at most [`DEPTH`]
-    /// outstanding; every completion must succeed. With `scribble` each
+    /// outstanding; every completion must succeed, in posting order. With `scribble` each
     /// chunk of `local` is overwritten as soon as its completion arrives.
     fn transfer(&self, local: &MemoryRegion, op: impl Fn(u64) -> SendOp, scribble: bool) {
         let chunks = local.len() / CHUNK;
@@ -133,6 +133,9 @@ impl Link {
             }
             let wc = self.cq.poll_blocking(WAIT).expect("a completion");
             assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
+            // However the segments arrived, work requests complete in the
+            // order they were posted (RFC 5040 section 5.5).
+            assert_eq!(wc.wr_id, done as u64, "completions in order");
             if scribble {
                 let at = wc.wr_id as usize * CHUNK;
                 local.buffer().write_at(at, &[0xA5; CHUNK]).unwrap();

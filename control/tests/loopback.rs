@@ -3,7 +3,9 @@
 //! sizes where segmentation changes (0, 1, MULPDU - 1, MULPDU, MULPDU + 1,
 //! 1 MiB, 16 MiB), data checked octet for octet; Send with Invalidate and
 //! solicited events, and the Terminate a Write to the invalidated STag
-//! brings; 64 queue pairs at once; a graceful disconnect.
+//! brings; 64 queue pairs at once; a graceful disconnect; registrations
+//! and deregistrations on the receiving side while Writes are placed
+//! (the STag table read lock-free by the dataplane).
 
 mod common;
 mod dpdk_common;
@@ -55,6 +57,7 @@ on_every_transport!(
     send_with_invalidate_and_solicited_events_reach_the_peer,
     sixty_four_queue_pairs_run_at_once,
     graceful_disconnect_reaches_both_sides,
+    regions_come_and_go_while_writes_stream,
 );
 
 /// A connection with default settings between `T`'s devices.
@@ -284,4 +287,73 @@ fn graceful_disconnect_reaches_both_sides<T: Transport>() {
     // The server's posted receive is flushed.
     let wc = server.next();
     assert_eq!((wc.wr_id, wc.status), (5, WcStatus::WrFlushError));
+}
+
+/// While 32 MiB of RDMA Writes stream into one region, another thread of
+/// the receiving side registers and deregisters regions of its own as fast
+/// as it can: the table the dataplane reads on every tagged placement
+/// changes under it, and every Write still lands, intact and in place.
+fn regions_come_and_go_while_writes_stream<T: Transport>() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    const LEN: usize = 4 << 20;
+    const CHUNK: usize = 64 << 10;
+    const DEPTH: usize = 16;
+    let (client, server) = connect::<T>();
+    let target = server
+        .pd
+        .alloc_mr(LEN, Access::LOCAL_WRITE.union(Access::REMOTE_WRITE))
+        .unwrap();
+    let source = client.pd.alloc_mr(LEN, Access::LOCAL_WRITE).unwrap();
+    let stop = AtomicBool::new(false);
+    let churned = std::thread::scope(|scope| {
+        let churn = scope.spawn(|| {
+            let mut registered = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let len = 4096 << (registered % 4);
+                let region = server.pd.alloc_mr(len, Access::ALL).unwrap();
+                drop(region);
+                registered += 1;
+            }
+            registered
+        });
+        for round in 0..8u8 {
+            let data = fill(&source, round);
+            let chunks = LEN / CHUNK;
+            let (mut posted, mut done) = (0, 0);
+            while done < chunks {
+                while posted < chunks && posted - done < DEPTH {
+                    let op = SendOp::Write {
+                        remote_addr: target.addr() + (posted * CHUNK) as u64,
+                        rkey: target.rkey(),
+                    };
+                    let sge = source.sge(posted * CHUNK, CHUNK as u32);
+                    let wr = SendWr::new(posted as u64, op, Payload::Sgl(vec![sge]));
+                    client.qp.post_send(wr).unwrap();
+                    posted += 1;
+                }
+                assert_eq!(client.expect_ok().wr_id, done as u64);
+                done += 1;
+            }
+            // A Send behind the Writes tells the receiver they are placed
+            // (RFC 5040 section 5.5: placed before the Send completes).
+            let inbox = server.pd.alloc_mr(1, Access::LOCAL_WRITE).unwrap();
+            let recv = RecvWr {
+                wr_id: u64::from(round),
+                sgl: vec![inbox.whole()],
+            };
+            server.qp.post_recv(recv).unwrap();
+            let wr = SendWr::new(99, SendOp::Send, Payload::Inline(vec![round]));
+            client.qp.post_send(wr).unwrap();
+            client.expect_ok();
+            assert_eq!(server.expect_ok().wr_id, u64::from(round));
+            assert!(
+                contents(&target) == data,
+                "round {round}: the region differs"
+            );
+        }
+        stop.store(true, Ordering::Relaxed);
+        churn.join().unwrap()
+    });
+    assert!(churned > 0, "the other thread registered nothing");
+    assert_eq!(client.qp.counters().terminates_received, 0);
 }
