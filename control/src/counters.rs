@@ -52,7 +52,9 @@ qp_counters! {
     /// What a queue pair's stream has carried since it connected. Fields a
     /// transport has no such event for stay 0: the kernel-socket transport
     /// sees only an in-order byte stream, so it places nothing out of order
-    /// and cannot see the kernel's own reassembly; of the kernel's TCP it
+    /// and cannot see the kernel's own reassembly (it counts only FPDUs
+    /// its reads cut in two, which its FPDU reader buffers); of the
+    /// kernel's TCP it
     /// reports only `retransmissions` (`tcpi_total_retrans` of `TCP_INFO`,
     /// read at most once a millisecond).
     #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -73,8 +75,11 @@ qp_counters! {
         pub fpdus_placed_out_of_order,
         /// Payload octets in those FPDUs.
         pub bytes_placed_out_of_order,
-        /// Stream octets that waited in TCP's reassembly buffer (out of
-        /// order and not placed, or not aligned with an FPDU).
+        /// Stream octets copied into a reassembly buffer before they were
+        /// read: TCP's (out of order and not placed), or the FPDU reader's
+        /// (part of an FPDU whose rest was still to come, as when the
+        /// peer's TCP cuts segments anywhere; every octet when Markers are
+        /// on).
         pub bytes_reassembled,
         /// FPDUs this end split across TCP segments (RFC 5044 appendix A.1:
         /// the MSS shrank, or the peer's window stayed below one FPDU).
@@ -149,7 +154,7 @@ impl QpCounters {
             segments_placed_out_of_order: transport.segments_placed_out_of_order,
             fpdus_placed_out_of_order: engine.fpdus_placed_out_of_order,
             bytes_placed_out_of_order: engine.bytes_placed_out_of_order,
-            bytes_reassembled: transport.bytes_reassembled,
+            bytes_reassembled: transport.bytes_reassembled + engine.bytes_buffered,
             fpdus_split: transport.fpdus_split,
             crc_errors: engine.crc_errors,
             terminates_sent: engine.terminates_sent,

@@ -2,7 +2,9 @@
 //! reach Full Operation, then sends frames a correct peer never would.
 //! uwarp must answer each with the Terminate RFC 5040 section 7 names,
 //! report it to the application, close, and leave registered memory
-//! untouched. Every case runs on both transports: against the socket
+//! untouched. FPDUs its TCP cuts at arbitrary points, as a TCP unaware
+//! of MPA may (RFC 5044 section 8), are still placed. Every case runs on
+//! both transports: against the socket
 //! transport from a kernel socket (`socket::CASE`), and against the DPDK
 //! transport from uwarp's bare TCP on the other end of a net_ring pair
 //! (`dpdk::CASE`), whose segments reach the dataplane core's in-place
@@ -180,6 +182,7 @@ on_every_transport!(
     a_send_with_no_receive_posted_is_terminated,
     a_bad_crc_is_terminated_without_headers,
     an_unknown_opcode_is_terminated,
+    fpdus_cut_anywhere_by_the_peers_tcp_are_still_placed,
 );
 
 /// The uwarp side: a listening device with a queue pair holding a region
@@ -187,6 +190,7 @@ on_every_transport!(
 struct Victim {
     _device: Device,
     qp: QueuePair,
+    cq: CompletionQueue,
     region: MemoryRegion,
     _inbox: MemoryRegion,
     original: Vec<u8>,
@@ -230,6 +234,7 @@ fn attack<T: Transport>(crc: bool) -> (Victim, Box<dyn RawStream>) {
     let victim = Victim {
         _device: device,
         qp,
+        cq,
         region,
         _inbox: inbox,
         original,
@@ -385,4 +390,46 @@ fn an_unknown_opcode_is_terminated<T: Transport>() {
     let terminate = terminate_for(raw.as_mut(), &ulpdu, false);
     assert_eq!(terminate.error, TermError::RdmapUnexpectedOpcode);
     check(&victim, TermError::RdmapUnexpectedOpcode);
+}
+
+/// A correct Write and Send whose octets the peer's TCP sends cut at
+/// arbitrary points, as a TCP unaware of MPA may: each piece its own
+/// segment. uwarp places them all the same, through its reassembly
+/// buffer, and the stream goes on.
+fn fpdus_cut_anywhere_by_the_peers_tcp_are_still_placed<T: Transport>() {
+    let (victim, mut raw) = attack::<T>(true);
+    let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 + 3) as u8).collect();
+    let to = victim.region.addr() + 100;
+    let write = tagged(Opcode::RdmaWrite, victim.region.rkey(), to, &data);
+    let send = untagged(Opcode::Send, 0, 1, b"placed");
+    let mut stream = Vec::new();
+    let mut writer = FpduWriter::new(true, false);
+    writer.write(&[&write], &mut stream).unwrap();
+    writer.write(&[&send], &mut stream).unwrap();
+    // Cuts inside the Write's header, its payload, its CRC and the Send.
+    for piece in [
+        &stream[..7],
+        &stream[7..500],
+        &stream[500..1028],
+        &stream[1028..],
+    ] {
+        raw.write_all(piece);
+        // Each piece leaves before the next is queued.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let wc = victim.cq.poll_blocking(WAIT).expect("the Send arrives");
+    assert_eq!(
+        (wc.status, wc.wr_id, wc.byte_len),
+        (WcStatus::Success, 1, 6)
+    );
+    let mut expected = victim.original.clone();
+    expected[100..1100].copy_from_slice(&data);
+    assert!(
+        contents(&victim.region) == expected,
+        "the Write landed in place"
+    );
+    let counters = victim.qp.counters();
+    assert_eq!(counters.terminates_sent, 0);
+    // The parts that arrived before their rest waited in a buffer.
+    assert!(counters.bytes_reassembled > 0, "{counters:?}");
 }

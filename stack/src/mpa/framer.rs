@@ -325,6 +325,45 @@ impl FpduReader {
         }
     }
 
+    /// Appends to the buffered part of an FPDU only the octets of `data`
+    /// it still lacks, and moves `data` past them, so that what follows
+    /// can be read in place again ([`next_in_place`](Self::next_in_place))
+    /// once [`next_ulpdu`](Self::next_ulpdu) has returned the completed
+    /// FPDU: a stream cut away from FPDU boundaries (a peer's TCP unaware
+    /// of MPA, a socket read that ended mid-FPDU) is copied one partial
+    /// FPDU at a time, not from then on. With Markers, whose positions the
+    /// buffer works out, it takes all of `data`.
+    pub fn top_up(&mut self, data: &mut &[u8]) {
+        if !self.markers {
+            // The length field first, then the rest of its FPDU.
+            let field = fpdu::LENGTH_FIELD_LEN.saturating_sub(self.buffered());
+            self.take(data, field);
+            self.take(data, self.missing());
+        } else {
+            self.take(data, data.len());
+        }
+    }
+
+    /// Pushes the first `len` octets of `data` (all, if fewer) and moves
+    /// `data` past them.
+    fn take(&mut self, data: &mut &[u8], len: usize) {
+        let (taken, rest) = data.split_at(len.min(data.len()));
+        self.push(taken);
+        *data = rest;
+    }
+
+    /// Octets the buffered FPDU still lacks, known once its length field
+    /// is (0 before).
+    fn missing(&self) -> usize {
+        match self.buf[self.start..] {
+            [high, low, ..] => {
+                let ulpdu_len = usize::from(u16::from_be_bytes([high, low]));
+                fpdu::fpdu_len(ulpdu_len).saturating_sub(self.buffered())
+            }
+            _ => 0,
+        }
+    }
+
     /// Octets received but not yet returned as a whole FPDU.
     pub fn buffered(&self) -> usize {
         self.buf.len() - self.start
@@ -520,6 +559,40 @@ mod tests {
         plain.push(&[0]);
         assert_eq!(plain.next_in_place(&mut &[0, 1, 2, 3, 4, 5][..]), None);
         assert!(!plain.skip(8), "a partial FPDU is buffered");
+    }
+
+    #[test]
+    fn topping_up_a_partial_fpdu_takes_only_its_rest() {
+        let mut stream = Vec::new();
+        let mut writer = FpduWriter::new(true, false);
+        let ulpdus: [&[u8]; 3] = [&[1; 100], &[2; 200], &[3; 300]];
+        for ulpdu in ulpdus {
+            writer.write(&[ulpdu], &mut stream).unwrap();
+        }
+        let first_len = fpdu::fpdu_len(100);
+        // Every cut inside the first FPDU, the length field included.
+        for cut in 1..first_len {
+            let mut reader = FpduReader::new(true, false);
+            let mut data = &stream[..cut];
+            assert_eq!(reader.next_in_place(&mut data), None);
+            reader.top_up(&mut data);
+            assert!(data.is_empty());
+            assert_eq!(reader.next_ulpdu(), None);
+            let mut data = &stream[cut..];
+            reader.top_up(&mut data);
+            assert_eq!(reader.buffered(), first_len, "cut {cut}");
+            assert_eq!(reader.next_ulpdu(), Some(Ok(ulpdus[0].to_vec())));
+            assert_eq!(reader.buffered(), 0);
+            // The rest is read where it lies.
+            assert_eq!(reader.next_in_place(&mut data), Some(Ok(ulpdus[1])));
+            assert_eq!(reader.next_in_place(&mut data), Some(Ok(ulpdus[2])));
+            assert!(data.is_empty());
+        }
+        // With Markers it takes everything.
+        let mut marked = FpduReader::new(true, true);
+        let mut data = &stream[..];
+        marked.top_up(&mut data);
+        assert!(data.is_empty());
     }
 
     #[test]

@@ -127,6 +127,11 @@ pub struct EngineCounters {
     pub fpdus_placed_out_of_order: u64,
     /// Payload octets of those FPDUs.
     pub bytes_placed_out_of_order: u64,
+    /// In-order stream octets the FPDU reader copied into its buffer
+    /// instead of reading them where they arrived: part of an FPDU whose
+    /// rest had not come yet (a peer whose TCP cuts segments anywhere), or
+    /// any octet when the stream carries Markers.
+    pub bytes_buffered: u64,
     /// FPDUs dropped by a CRC mismatch in Full Operation (each ends the
     /// stream).
     pub crc_errors: u64,

@@ -28,21 +28,32 @@ impl QpEngine {
     pub fn on_bytes(&mut self, data: &[u8]) {
         self.rx_offset += data.len() as u64;
         let mut rest = data;
-        while self.hears_peer() {
-            match self.reader.next_in_place(&mut rest) {
-                None => break,
-                Some(Ok(ulpdu)) => self.on_fpdu(ulpdu),
-                Some(Err(err)) => self.on_framing_error(err),
+        loop {
+            // Whole FPDUs where they lie (RFC 5044 appendix A.3)...
+            while self.hears_peer() {
+                match self.reader.next_in_place(&mut rest) {
+                    None => break,
+                    Some(Ok(ulpdu)) => self.on_fpdu(ulpdu),
+                    Some(Err(err)) => self.on_framing_error(err),
+                }
             }
-        }
-        if self.hears_peer() {
-            self.reader.push(rest);
-        }
-        while self.hears_peer() {
-            match self.reader.next_ulpdu() {
-                None => break,
-                Some(Ok(ulpdu)) => self.on_fpdu(&ulpdu),
-                Some(Err(err)) => self.on_framing_error(err),
+            if rest.is_empty() || !self.hears_peer() {
+                break;
+            }
+            // ... then a partial FPDU through the buffer: what completes
+            // it, and the rest in place again.
+            let before = rest.len();
+            self.reader.top_up(&mut rest);
+            self.counters.bytes_buffered += (before - rest.len()) as u64;
+            while self.hears_peer() {
+                match self.reader.next_ulpdu() {
+                    None => break,
+                    Some(Ok(ulpdu)) => self.on_fpdu(&ulpdu),
+                    Some(Err(err)) => self.on_framing_error(err),
+                }
+            }
+            if self.reader.buffered() > 0 {
+                break;
             }
         }
         self.deliver_early();
