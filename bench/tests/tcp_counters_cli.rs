@@ -166,6 +166,8 @@ fn the_table_prints_the_tcp_counters() {
                 && l.contains(", FPDUs split 0, CRC errors 0, Terminates sent 0 received 0")),
             "{text}"
         );
+        let prefix = format!("dpdk {end} TCP: retransmissions ");
+        assert!(text.lines().any(|l| l.starts_with(&prefix)), "{text}");
         let prefix = format!("dpdk {end} host: connections handed over ");
         assert!(
             text.lines().any(|l| l.starts_with(&prefix)

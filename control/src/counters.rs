@@ -52,8 +52,9 @@ qp_counters! {
     /// What a queue pair's stream has carried since it connected. Fields a
     /// transport has no such event for stay 0: the kernel-socket transport
     /// sees only an in-order byte stream, so it places nothing out of order
-    /// and cannot see the kernel's own reassembly (it counts only FPDUs
-    /// its reads cut in two, which its FPDU reader buffers); of the
+    /// and cannot see the kernel's own reassembly (it counts only what its
+    /// FPDU reader buffers: FPDUs its reads cut in two, and with Markers
+    /// every octet); of the
     /// kernel's TCP it
     /// reports only `retransmissions` (`tcpi_total_retrans` of `TCP_INFO`,
     /// read at most once a millisecond).
@@ -79,7 +80,8 @@ qp_counters! {
         /// read: TCP's (out of order and not placed), or the FPDU reader's
         /// (part of an FPDU whose rest was still to come, as when the
         /// peer's TCP cuts segments anywhere; every octet when Markers are
-        /// on).
+        /// on). It counts copies: an octet that went through both counts
+        /// twice.
         pub bytes_reassembled,
         /// FPDUs this end split across TCP segments (RFC 5044 appendix A.1:
         /// the MSS shrank, or the peer's window stayed below one FPDU).
