@@ -1,5 +1,5 @@
-//! CRC32c throughput: the `crc32c` crate, which `uwarp_stack::wire::crc`
-//! uses, against the `crc-fast` crate, over a 64 KiB buffer, a 1500-octet
+//! CRC32c throughput: the `crc32c` crate against the `crc-fast` crate,
+//! which `uwarp_stack::wire::crc` uses, over a 64 KiB buffer, a 1500-octet
 //! frame and a 64-octet header.
 //!
 //! `cargo bench -p uwarp-stack --bench crc -- --warm-up-time 1 --measurement-time 3`
