@@ -38,6 +38,10 @@ trait RawStream {
     /// Every octet received until the other side closed (within
     /// [`WAIT`]).
     fn read_to_end(&mut self) -> Vec<u8>;
+
+    /// Reads nothing more: the receive window closes once the buffers
+    /// are full.
+    fn stop_reading(&mut self);
 }
 
 impl RawStream for TcpStream {
@@ -55,6 +59,10 @@ impl RawStream for TcpStream {
         let mut octets = Vec::new();
         Read::read_to_end(self, &mut octets).unwrap();
         octets
+    }
+
+    fn stop_reading(&mut self) {
+        // Not reading is all it takes: the kernel's buffers fill.
     }
 }
 
@@ -106,6 +114,10 @@ impl RawStream for BareStream {
         let octets = lock(&self.log).stream()[self.read..].to_vec();
         self.read += octets.len();
         octets
+    }
+
+    fn stop_reading(&mut self) {
+        lock(&self.log).hold = true;
     }
 }
 
@@ -183,12 +195,14 @@ on_every_transport!(
     a_bad_crc_is_terminated_without_headers,
     an_unknown_opcode_is_terminated,
     fpdus_cut_anywhere_by_the_peers_tcp_are_still_placed,
+    a_peer_that_stops_reading_cannot_hold_a_terminated_queue_pair,
 );
 
 /// The uwarp side: a listening device with a queue pair holding a region
 /// open to remote writes and reads, and one posted receive.
 struct Victim {
     _device: Device,
+    pd: ProtectionDomain,
     qp: QueuePair,
     cq: CompletionQueue,
     region: MemoryRegion,
@@ -233,6 +247,7 @@ fn attack<T: Transport>(crc: bool) -> (Victim, Box<dyn RawStream>) {
     assert!(!repr.reject);
     let victim = Victim {
         _device: device,
+        pd,
         qp,
         cq,
         region,
@@ -435,4 +450,46 @@ fn fpdus_cut_anywhere_by_the_peers_tcp_are_still_placed<T: Transport>() {
         "the Write landed in place"
     );
     assert_eq!(victim.qp.counters().terminates_sent, 0);
+}
+
+/// A peer that stops reading while uwarp has data for it, then sends a
+/// frame that needs a Terminate: the Terminate and the close wait behind
+/// data the peer never takes, and nothing on the wire will end the
+/// connection. uwarp resets it after its close timeout, and the queue
+/// pair reaches Error with memory untouched.
+fn a_peer_that_stops_reading_cannot_hold_a_terminated_queue_pair<T: Transport>() {
+    const LEN: usize = 1 << 20;
+    let (victim, mut raw) = attack::<T>(true);
+    // A first FPDU lets the responder speak (RFC 5044 section 7.1.2); then
+    // the peer stops reading.
+    let mut writer = FpduWriter::new(true, false);
+    let mut first = Vec::new();
+    writer
+        .write(&[&untagged(Opcode::Send, 0, 1, b"hi")], &mut first)
+        .unwrap();
+    raw.write_all(&first);
+    raw.stop_reading();
+    // More than the peer's buffers and ours take: 32 MiB of Writes.
+    let source = victim.pd.alloc_mr(LEN, Access::LOCAL_WRITE).unwrap();
+    for i in 0..32 {
+        let op = SendOp::Write {
+            remote_addr: 0,
+            rkey: 0x4242,
+        };
+        let wr = SendWr::new(i, op, Payload::Sgl(vec![source.whole()]));
+        victim.qp.post_send(wr).unwrap();
+    }
+    let deadline = Instant::now() + WAIT;
+    while victim.qp.counters().fpdus_sent == 0 {
+        assert!(Instant::now() < deadline, "the Writes go out");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Time for every buffer on the way to fill.
+    std::thread::sleep(Duration::from_millis(300));
+    let bad = victim.region.rkey() ^ 0x0100_0000;
+    let ulpdu = tagged(Opcode::RdmaWrite, bad, victim.region.addr(), b"evil");
+    let mut frame = Vec::new();
+    writer.write(&[&ulpdu], &mut frame).unwrap();
+    raw.write_all(&frame);
+    check(&victim, TermError::DdpTaggedInvalidStag);
 }

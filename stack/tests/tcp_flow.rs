@@ -332,6 +332,48 @@ fn zero_window_is_probed_until_it_opens() {
 }
 
 #[test]
+fn a_linger_ends_a_close_the_peer_never_lets_finish() {
+    // The peer stops reading: its window closes with our data, and our
+    // FIN waits behind the rest. Its answers to the probes keep FIN-WAIT-1
+    // going for good.
+    let small = Config {
+        recv_buffer: 4096,
+        ..config()
+    };
+    let mut pair = Pair::connected(no_nagle(), small);
+    pair.a.send(&stream(10_000));
+    pair.a.close();
+    pair.settle(Duration::from_secs(30));
+    assert_eq!(pair.a.state(), State::FinWait1);
+    assert!(pair.a.stats().window_probes > 0);
+    // Two seconds of linger end it with a reset.
+    pair.a.set_linger(pair.now, Duration::from_secs(2));
+    pair.advance(Duration::from_millis(1900));
+    pair.exchange();
+    assert_eq!(pair.a.state(), State::FinWait1);
+    pair.advance(Duration::from_millis(100));
+    assert_eq!(pair.a.state(), State::Closed);
+    assert_eq!(Pair::events(&mut pair.a), vec![Event::TimedOut]);
+    pair.exchange();
+    assert_eq!(pair.b.state(), State::Closed, "the peer got the reset");
+
+    // A close that finishes in time is not disturbed: TIME-WAIT ends the
+    // linger, and no time-out or reset follows.
+    let mut pair = Pair::connected(config(), config());
+    pair.a.set_linger(pair.now, Duration::from_secs(2));
+    pair.a.close();
+    pair.b.close();
+    pair.settle(Duration::from_millis(100));
+    assert!(matches!(pair.a.state(), State::TimeWait | State::Closed));
+    pair.advance(Duration::from_secs(5));
+    assert_eq!(
+        Pair::events(&mut pair.a),
+        vec![Event::PeerClosed, Event::Closed]
+    );
+    assert!(pair.take(true).is_empty(), "no reset");
+}
+
+#[test]
 fn keep_alive_probes_then_times_out_a_silent_peer() {
     let cfg = Config {
         keep_alive: Some(KeepAlive {

@@ -53,7 +53,9 @@ struct Conn {
     out_at: usize,
     read_closed: bool,
     write_closed: bool,
-    /// When this side closed its direction.
+    /// When this side closed its direction, or its engine entered
+    /// Terminate, whichever came first: the peer has [`CLOSE_TIMEOUT`]
+    /// from then.
     closed_at: Option<Instant>,
     /// When the kernel's retransmission count is next read.
     tcp_info_due: Instant,
@@ -187,25 +189,33 @@ impl Conn {
         if self.write_closed {
             return;
         }
+        if self.link.engine.state() == QpState::Terminate {
+            // Nothing is left to deliver but the Terminate: the clock
+            // runs from now, even while a peer that stopped reading
+            // holds it back.
+            self.closed_at.get_or_insert_with(Instant::now);
+        }
         match self.link.engine.llp_close() {
             Some(LlpClose::Graceful) if self.out_at == self.out.len() => {
                 let _ = self.stream.shutdown(Shutdown::Write);
                 self.write_closed = true;
-                self.closed_at = Some(Instant::now());
+                self.closed_at.get_or_insert_with(Instant::now);
             }
             Some(LlpClose::Abortive) => self.reset(),
             _ => {}
         }
     }
 
-    /// A peer that keeps its side open long after ours closed (one that
-    /// ignores our Terminate, say) is reset, so the queue pair reaches
-    /// Error and its resources are freed.
+    /// A peer that keeps the stream open long after ours closed (one that
+    /// ignores our Terminate, or stopped reading so our close never
+    /// leaves) is reset, so the queue pair reaches Error and its
+    /// resources are freed.
     fn reset_if_peer_lingers(&mut self) {
         let Some(closed_at) = self.closed_at else {
             return;
         };
-        if !self.read_closed && closed_at.elapsed() >= CLOSE_TIMEOUT {
+        let open = !self.read_closed || !self.write_closed;
+        if open && closed_at.elapsed() >= CLOSE_TIMEOUT {
             self.reset();
             self.link.engine.on_llp_closed();
             self.link.report();

@@ -139,6 +139,9 @@ pub struct AppLog {
     pub state: Option<State>,
     /// Data to send, taken as the send queue has room.
     pub outbox: Vec<u8>,
+    /// Keep what arrives unread from now on, so the receive window
+    /// closes (a peer that stopped reading).
+    pub hold: bool,
     /// Times the core drove the application.
     pub drives: usize,
     /// The connection's doorbell, once it runs on a dataplane core.
@@ -200,7 +203,11 @@ impl TestApp {
 
 impl Consumer for TestApp {
     fn on_data(&mut self, pos: u64, data: &[u8], in_order: bool) -> Disposition {
-        lock(&self.log).data.push((pos, data.to_vec(), in_order));
+        let mut log = lock(&self.log);
+        if log.hold {
+            return Disposition::Keep;
+        }
+        log.data.push((pos, data.to_vec(), in_order));
         Disposition::Consumed
     }
 

@@ -2,7 +2,9 @@
 //! (RFC 9293 section 3.8.6.3), persist (zero-window probing, RFC 9293
 //! section 3.8.6.1), keep-alive (section 3.8.4), the FIN-WAIT-2 timeout
 //! (section 3.10.7.4 sets none; Linux's `tcp_fin_timeout`), TIME-WAIT
-//! (section 3.6.1) and the tail loss probe (RFC 8985 section 7).
+//! (section 3.6.1), the tail loss probe (RFC 8985 section 7) and the
+//! linger an application may set after its close (like `SO_LINGER`'s
+//! timeout, ended by a reset).
 //!
 //! Each connection holds one deadline per kind and reports the earliest
 //! through `poll_at`, so a dataplane keeps each connection in a timing
@@ -27,9 +29,11 @@ pub enum TimerKind {
     FinWait2,
     /// A tail loss probe (RFC 8985 section 7).
     TailProbe,
+    /// The end of the time the application gave the close to finish.
+    Linger,
 }
 
-const KINDS: [TimerKind; 7] = [
+const KINDS: [TimerKind; 8] = [
     TimerKind::Retransmit,
     TimerKind::DelayedAck,
     TimerKind::Persist,
@@ -37,6 +41,7 @@ const KINDS: [TimerKind; 7] = [
     TimerKind::TimeWait,
     TimerKind::FinWait2,
     TimerKind::TailProbe,
+    TimerKind::Linger,
 ];
 
 /// One optional deadline per timer kind.

@@ -20,6 +20,7 @@ use uwarp_stack::rdmap::{EngineConfig, LlpClose, QpEngine, Role};
 use uwarp_stack::tcp::{
     Connection, Consumer, Disposition, Duration, Endpoint, Event, Instant, State, Stats,
 };
+use uwarp_stack::verbs::QpState;
 use uwarp_stack::wire::fpdu::mulpdu;
 
 use crate::cm::{ConnectParams, Connection as Established, ControlCmd, IncomingRequest};
@@ -98,6 +99,8 @@ struct Operating {
     answer: Option<(Answer, Established)>,
     doorbell: Option<Doorbell>,
     closed: bool,
+    /// Whether the connection has its linger after a Terminate.
+    lingering: bool,
     /// Whether our FPDUs carry Markers, and the EMSS the MULPDU is from.
     markers_tx: bool,
     emss: usize,
@@ -292,6 +295,7 @@ impl RdmaStream {
             answer: Some((answer, established)),
             doorbell: None,
             closed: false,
+            lingering: false,
             markers_tx: negotiated.markers_tx,
             emss: conn.emss(),
         }));
@@ -557,9 +561,9 @@ impl Operating {
 
     /// Closes TCP as the engine asks, once everything it made is queued.
     /// A graceful close gives the peer [`CLOSE_TIMEOUT`] of silence to
-    /// close its side before TCP resets the connection, as the socket
-    /// transport does: a peer ignoring our Terminate must not keep the
-    /// queue pair out of Error.
+    /// close its side once our FIN is acknowledged, before TCP resets the
+    /// connection, as the socket transport does: a peer ignoring our close
+    /// cannot keep the queue pair out of Error.
     fn close_if_asked(&mut self, now: Instant, conn: &mut Connection) {
         if self.closed {
             return;
@@ -567,8 +571,7 @@ impl Operating {
         match self.link.engine.llp_close() {
             Some(LlpClose::Graceful) => {
                 self.closed = true;
-                let timeout = Duration::from_micros(CLOSE_TIMEOUT.as_micros() as u64);
-                conn.set_fin_wait2_timeout(now, Some(timeout));
+                conn.set_fin_wait2_timeout(now, Some(close_timeout()));
                 conn.close();
             }
             Some(LlpClose::Abortive) => {
@@ -578,6 +581,23 @@ impl Operating {
             None => {}
         }
     }
+
+    /// Once the engine is in Terminate (it sent or received one, RFC 5040
+    /// section 7.2), nothing is left to deliver but the Terminate itself:
+    /// the connection gets [`CLOSE_TIMEOUT`] to end and is reset after
+    /// that, however the peer stalls it (a window it keeps closed holds
+    /// back our Terminate and FIN for good).
+    fn linger_after_terminate(&mut self, now: Instant, conn: &mut Connection) {
+        if !self.lingering && self.link.engine.state() == QpState::Terminate {
+            self.lingering = true;
+            conn.set_linger(now, close_timeout());
+        }
+    }
+}
+
+/// [`CLOSE_TIMEOUT`] in TCP's units.
+fn close_timeout() -> Duration {
+    Duration::from_micros(CLOSE_TIMEOUT.as_micros() as u64)
 }
 
 impl Consumer for RdmaStream {
@@ -627,6 +647,7 @@ impl TcpApp for RdmaStream {
             operating.link.take_work();
             operating.transmit(conn);
             operating.close_if_asked(now, conn);
+            operating.linger_after_terminate(now, conn);
             // Until the peer acknowledged our last startup frame (the
             // responder's Reply), nothing of Full Operation is.
             let acknowledged = conn.send_acknowledged().saturating_sub(operating.tx_base);

@@ -493,6 +493,18 @@ impl Connection {
         self.cc.set_smss(self.emss() as u32);
     }
 
+    /// Gives the connection until `now + timeout` to end (TIME-WAIT, or
+    /// closed): if it has not by then, it is reset and reports
+    /// [`Event::TimedOut`], whatever its state. For an application that
+    /// closed and will not wait on a peer that never finishes, even one
+    /// that keeps its window closed so our FIN never leaves (FIN-WAIT-1
+    /// answers every zero-window probe, so nothing else ends it): iWARP
+    /// after a Terminate (RFC 5040 section 7.2). Like `SO_LINGER`'s
+    /// timeout, without its blocking.
+    pub fn set_linger(&mut self, now: Instant, timeout: Duration) {
+        self.timers.set(TimerKind::Linger, now + timeout);
+    }
+
     /// Turns Nagle's algorithm on or off (off is TCP_NODELAY, RFC 5044
     /// A.2).
     pub fn set_nagle(&mut self, on: bool) {

@@ -5,7 +5,8 @@
 //! probes and the RFC 5044 A.1 window exception),
 //! keep-alive (RFC 9293 section 3.8.4), the FIN-WAIT-2 timeout (beyond RFC
 //! 9293 section 3.10.7.4, like Linux's `tcp_fin_timeout`), the end of
-//! TIME-WAIT and the tail loss probe (RFC 8985 section 7, `probe.rs`).
+//! TIME-WAIT, the tail loss probe (RFC 8985 section 7, `probe.rs`) and
+//! the linger after a close ([`Connection::set_linger`]).
 
 use super::{Connection, Event, State};
 use crate::tcp::congestion::Congestion;
@@ -26,6 +27,7 @@ impl Connection {
                 TimerKind::FinWait2 => self.on_fin_wait2_timeout(now),
                 TimerKind::TimeWait => self.terminate(None),
                 TimerKind::TailProbe => self.on_tail_probe_timeout(),
+                TimerKind::Linger => self.reset(Some(Event::TimedOut)),
             }
         }
     }
