@@ -11,7 +11,7 @@ mod dpdk_common;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use dpdk_common::device_pair;
+use dpdk_common::{device_pair, small_pool};
 use uwarp_control::rping::{self, Options};
 use uwarp_control::HostReport;
 use uwarp_control::{CoreThreads, Device, DeviceConfig};
@@ -21,11 +21,7 @@ const PINGS: u64 = 20;
 /// Two devices joined by a net_ring pair: 10.68.0.1 (the server) and
 /// 10.68.0.2.
 fn devices(threads: CoreThreads) -> (Device, Device) {
-    device_pair(68, 1024, threads, |dpdk| {
-        // Small pools: the tests of this binary run side by side in the
-        // EAL's 256 MiB.
-        dpdk.host.mempool.capacity = 2047;
-    })
+    device_pair(68, 1024, threads, |dpdk| small_pool(&mut dpdk.host))
 }
 
 /// Two devices with their cores as `threads` says, after one rping

@@ -11,7 +11,7 @@ mod dpdk_common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use dpdk_common::device_pair;
+use dpdk_common::{device_pair, small_pool};
 use uwarp_control::rping::{self, Options};
 use uwarp_control::{ConnectParams, CoreThreads, Device, DpdkConfig, Error, LocalParams, QpInit};
 
@@ -25,9 +25,7 @@ fn devices(threads: CoreThreads) -> (Device, Device) {
 /// [`devices`] with each device's settings changed by `tune` too.
 fn devices_tuned(threads: CoreThreads, tune: impl Fn(&mut DpdkConfig)) -> (Device, Device) {
     device_pair(66, 1024, threads, |dpdk| {
-        // Small pools: the tests of this binary run side by side in the
-        // EAL's 256 MiB.
-        dpdk.host.mempool.capacity = 2047;
+        small_pool(&mut dpdk.host);
         tune(dpdk);
     })
 }

@@ -18,7 +18,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use common::*;
-use dpdk_common::{device_beside_tcp_host, lock, Log, TestApp};
+use dpdk_common::{device_beside_tcp_host, lock, small_pool, stream_until_closed, wait_for_log};
+use dpdk_common::{Log, TestApp};
 use uwarp_control::dpdk::TcpHost;
 use uwarp_control::*;
 use uwarp_stack::mpa::{negotiation, FpduReader, FpduWriter};
@@ -78,20 +79,9 @@ struct BareStream {
     _host: TcpHost<TestApp>,
 }
 
-impl BareStream {
-    /// Waits until `done` holds for the log.
-    fn wait(&self, what: &str, done: impl Fn(&dpdk_common::AppLog) -> bool) {
-        let deadline = Instant::now() + WAIT;
-        while !done(&lock(&self.log)) {
-            assert!(Instant::now() < deadline, "{what} in time");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-}
-
 impl RawStream for BareStream {
     fn write_all(&mut self, octets: &[u8]) {
-        self.wait("a connection on a dataplane core", |log| {
+        wait_for_log(&self.log, WAIT, "a connection on a dataplane core", |log| {
             log.doorbell.is_some()
         });
         let mut log = lock(&self.log);
@@ -101,17 +91,16 @@ impl RawStream for BareStream {
 
     fn read_exact(&mut self, len: usize) -> Vec<u8> {
         let end = self.read + len;
-        self.wait("the octets", |log| log.left_edge as usize >= end);
+        wait_for_log(&self.log, WAIT, "the octets", |log| {
+            log.left_edge as usize >= end
+        });
         let octets = lock(&self.log).stream()[self.read..end].to_vec();
         self.read = end;
         octets
     }
 
     fn read_to_end(&mut self) -> Vec<u8> {
-        self.wait("the peer's close", |log| {
-            log.events.contains(&uwarp_stack::tcp::Event::PeerClosed)
-        });
-        let octets = lock(&self.log).stream()[self.read..].to_vec();
+        let octets = stream_until_closed(&self.log, WAIT)[self.read..].to_vec();
         self.read += octets.len();
         octets
     }
@@ -159,11 +148,7 @@ struct Dpdk;
 
 impl Transport for Dpdk {
     fn victim() -> (Device, &'static str, Box<dyn Dialer>) {
-        let (device, host) = device_beside_tcp_host(70, DeviceConfig::default(), |host| {
-            // The cases of this binary run side by side in the EAL's
-            // 256 MiB.
-            host.mempool.capacity = 2047;
-        });
+        let (device, host) = device_beside_tcp_host(70, DeviceConfig::default(), small_pool);
         (device, "10.70.0.1:0", Box::new(BareDialer(host)))
     }
 }

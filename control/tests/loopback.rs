@@ -39,9 +39,7 @@ struct Dpdk;
 impl Transport for Dpdk {
     fn devices() -> Devices {
         let (server, client) = dpdk_common::device_pair(69, 1024, CoreThreads::Spawned, |dpdk| {
-            // The cases of this binary run side by side in the EAL's
-            // 256 MiB.
-            dpdk.host.mempool.capacity = 2047;
+            dpdk_common::small_pool(&mut dpdk.host)
         });
         Devices {
             server,

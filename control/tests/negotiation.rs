@@ -20,7 +20,8 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use common::*;
-use dpdk_common::{device_beside_tcp_host, device_pair, lock, Log, TestApp};
+use dpdk_common::{device_beside_tcp_host, device_pair, lock, small_pool, stream_until_closed};
+use dpdk_common::{Log, TestApp};
 use uwarp_control::dpdk::TcpHost;
 use uwarp_control::*;
 use uwarp_stack::mpa::{NegotiationError, StartupError};
@@ -131,12 +132,6 @@ impl Transport for Dpdk {
     }
 }
 
-/// Small pools: the tests of this binary run side by side in the EAL's
-/// 256 MiB.
-fn small_pool(host: &mut HostConfig) {
-    host.mempool.capacity = 2047;
-}
-
 /// uwarp's bare TCP on DPDK, at 10.67.0.2.
 struct BareTcp(TcpHost<TestApp>);
 
@@ -152,7 +147,10 @@ impl RawPeer for BareTcp {
             .listen(BARE_PORT, move |_| TestApp::new(app_log.clone()))
             .unwrap();
         let addr = SocketAddrV4::new(Ipv4Addr::new(10, SUBNET, 0, 2), BARE_PORT);
-        (addr.into(), Box::new(move || stream_until_closed(&log)))
+        (
+            addr.into(),
+            Box::new(move || stream_until_closed(&log, WAIT)),
+        )
     }
 
     fn connect_silent(&self, addr: SocketAddr) -> Vec<u8> {
@@ -161,24 +159,7 @@ impl RawPeer for BareTcp {
         };
         let log = Log::default();
         self.0.connect(addr, TestApp::new(log.clone())).unwrap();
-        stream_until_closed(&log)
-    }
-}
-
-/// The stream `log`'s connection received until its peer closed (within
-/// [`WAIT`]).
-fn stream_until_closed(log: &Log) -> Vec<u8> {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        {
-            let log = lock(log);
-            if log.events.contains(&uwarp_stack::tcp::Event::PeerClosed) {
-                return log.stream();
-            }
-            assert!(log.end.is_none(), "the connection ended: {:?}", log.end);
-        }
-        assert!(Instant::now() < deadline, "the peer never closed");
-        std::thread::sleep(Duration::from_millis(1));
+        stream_until_closed(&log, WAIT)
     }
 }
 

@@ -188,6 +188,31 @@ pub fn lock(log: &Log) -> MutexGuard<'_, AppLog> {
     log.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Waits up to `wait` until `done` holds for `log`; fails naming `what`.
+pub fn wait_for_log(log: &Log, wait: Duration, what: &str, done: impl Fn(&AppLog) -> bool) {
+    let deadline = Instant::now() + wait;
+    while !done(&lock(log)) {
+        assert!(Instant::now() < deadline, "{what} in time");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// The stream `log`'s connection received until its peer closed (within
+/// `wait`); fails if the connection ended first.
+pub fn stream_until_closed(log: &Log, wait: Duration) -> Vec<u8> {
+    wait_for_log(log, wait, "the peer's close", |log| {
+        assert!(log.end.is_none(), "the connection ended: {:?}", log.end);
+        log.events.contains(&Event::PeerClosed)
+    });
+    lock(log).stream()
+}
+
+/// Small pools: the tests of one binary run side by side in the EAL's
+/// 256 MiB.
+pub fn small_pool(host: &mut HostConfig) {
+    host.mempool.capacity = 2047;
+}
+
 /// The application of every connection: records, sends its outbox, never
 /// closes.
 pub struct TestApp {
