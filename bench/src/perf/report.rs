@@ -279,8 +279,7 @@ impl Report {
         }
         for (name, m) in &self.runs {
             for (end, counters) in [("client", &m.counters), ("server", &m.server_counters)] {
-                out += &format!("{name} {end}: {}", engine_text(counters));
-                out += &format!("{name} {end} {}", tcp_text(counters));
+                out += &counters_text(&format!("{name} {end}"), counters);
             }
             if let Some(hosts) = &m.hosts {
                 out += &format!("{name} client {}", host::text(&hosts.client));
@@ -408,7 +407,7 @@ impl RunReport {
             "data verified: {}; numbers measured by the client\n",
             self.mode.verification()
         );
-        out += &counters_text(&o.counters);
+        out += &counters_text("this side", &o.counters);
         if let Some(report) = &self.host {
             out += &host::text(report);
         }
@@ -443,9 +442,10 @@ pub(super) fn counters_json(c: &QpCounters) -> Value {
     })
 }
 
-/// This side's queue pair counters, two lines for people.
-fn counters_text(c: &QpCounters) -> String {
-    format!("this side: {}this side {}", engine_text(c), tcp_text(c))
+/// The queue pair counters of the side `side` names, two lines for
+/// people.
+fn counters_text(side: &str, c: &QpCounters) -> String {
+    format!("{side}: {}{side} {}", engine_text(c), tcp_text(c))
 }
 
 /// What a side's queue pairs carried, and where received data went, one
