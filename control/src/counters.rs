@@ -54,10 +54,9 @@ qp_counters! {
     /// sees only an in-order byte stream, so it places nothing out of order
     /// and cannot see the kernel's own reassembly (it counts only what its
     /// FPDU reader buffers: FPDUs its reads cut in two, and with Markers
-    /// every octet); of the
-    /// kernel's TCP it
-    /// reports only `retransmissions` (`tcpi_total_retrans` of `TCP_INFO`,
-    /// read at most once a millisecond).
+    /// every octet); of the kernel's TCP it reports only `retransmissions`
+    /// (`tcpi_total_retrans` of `TCP_INFO`, read at most once a
+    /// millisecond).
     #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
     pub struct QpCounters {
         /// FPDUs sent.

@@ -515,9 +515,10 @@ impl Connection {
     /// [`Config::fin_wait2_timeout`](super::Config::fin_wait2_timeout)),
     /// for an application that gives a peer less time to close its half
     /// than the host's other connections get: iWARP after its own close
-    /// (once a Terminate is sent, RFC 5040 section 7.2, the stream is
-    /// closed, and a peer that ignores it must not hold the queue pair).
-    /// Set in FIN-WAIT-2 already, it counts from now.
+    /// (a peer's iWARP closes as soon as it sees our FIN, and one that
+    /// does not must not hold the queue pair; after a Terminate,
+    /// [`set_linger`](Self::set_linger) bounds the whole close). Set in
+    /// FIN-WAIT-2 already, it counts from now.
     pub fn set_fin_wait2_timeout(&mut self, now: Instant, timeout: Option<Duration>) {
         self.config.fin_wait2_timeout = timeout;
         if self.state == State::FinWait2 {
