@@ -8,8 +8,9 @@
 //! against the challenge-ACK limit, ACKs out of range, data outside the
 //! window, stale timestamps (RFC 7323 PAWS), out-of-order FINs, malformed
 //! headers and options, a SYN flood, segments for no connection, and
-//! 50,000 random mutations of a flow's segments), and the ACKs a receive
-//! burst of segments gets. Each test checks the answer the RFCs prescribe, that
+//! 50,000 random mutations of a flow's segments), the ACKs a receive
+//! burst of segments gets, and data that races the flow's hand-over to
+//! the dataplane core. Each test checks the answer the RFCs prescribe, that
 //! the connection still works afterwards, and that every mbuf is back in
 //! the pool once the cores shut down.
 //!
@@ -116,6 +117,50 @@ fn a_flow_rung_and_receiving_in_one_poll_is_driven_before_and_after_the_burst() 
     assert_eq!(drives() - after_burst, 1, "a ring alone is answered");
     assert_eq!(lock(&log).delivered(), 2000);
     rig.finish();
+}
+
+/// Data that races the hand-over: the peer's handshake ACK and its first
+/// two data segments reach the dataplane core in one burst, before the
+/// core owns the flow, so all three go to the control core. The ACK
+/// completes the handshake and hands the flow over; the two segments
+/// behind it are forwarded to the owning core (not dropped), which
+/// delivers them in order once it has the flow. Later segments go to the
+/// core directly.
+#[test]
+fn segments_racing_the_hand_over_are_forwarded_and_delivered() {
+    let mut rig = Rig::new("handrace", test_config());
+    let mut peer = Peer::new(40114, 0x1400_0000);
+    let out = rig.exchange(&[peer.syn()]);
+    let synack = Rig::segments_to(&out, peer.port)
+        .into_iter()
+        .find(|s| s.control == TcpControl::Syn)
+        .expect("a SYN-ACK");
+    peer.on_synack(&synack);
+    let ack = peer.segment(TcpControl::None, peer.snd_nxt, Some(peer.rcv_nxt), b"");
+    let racing = [ack, peer.data(&[1; 700]), peer.data(&[2; 300])];
+    let acks = Rig::segments_to(&rig.exchange(&racing), peer.port);
+    assert!(
+        acks.iter().any(|s| s.ack == Some(peer.snd_nxt)),
+        "both segments acknowledged: {acks:?}"
+    );
+    let setup = rig.setup_counters();
+    assert_eq!(setup.handed_over, 1, "{setup:?}");
+    assert_eq!(setup.forwarded, 2, "{setup:?}");
+    assert_eq!(setup.forward_ring_full, 0, "{setup:?}");
+    let log = rig
+        .app(peer.ip, peer.port)
+        .expect("the accepted connection");
+    {
+        let log = lock(&log);
+        assert_eq!(log.stream(), [[1; 700].as_slice(), &[2; 300]].concat());
+        assert!(!log.has_overlap(), "each delivered once: {log:?}");
+    }
+
+    assert_delivers(&mut rig, &mut peer, &log, &[3; 500]);
+    assert_eq!(rig.setup_counters().forwarded, 2, "owned: no forwarding");
+    let report = rig.finish();
+    assert_eq!(report.core.malformed, 0, "{:?}", report.core);
+    assert_eq!(report.dataplane.stale_packets, 0, "{:?}", report.dataplane);
 }
 
 /// Sends `payload` in order from `peer` and checks uwarp delivers it at

@@ -38,7 +38,7 @@ fn counts(r: &HostReport) -> [Count; 7] {
 }
 
 /// Every way a frame was dropped, on receive and on transmit.
-fn drops(r: &HostReport) -> [Count; 8] {
+fn drops(r: &HostReport) -> [Count; 9] {
     let (d, t) = (&r.dataplanes, &r.transmit);
     [
         ("classify_dropped", "classify", sum(d, |d| d.net.dropped)),
@@ -47,6 +47,11 @@ fn drops(r: &HostReport) -> [Count; 8] {
             "control_ring_full",
             "control ring full",
             sum(d, |d| d.control_ring_full),
+        ),
+        (
+            "forward_ring_full",
+            "forward ring full",
+            r.setup.forward_ring_full,
         ),
         (
             "gather_failed",

@@ -120,6 +120,9 @@ pub struct SetupCounters {
     /// Segments of handed-over flows that came in on another core's
     /// queue, forwarded to the owning core.
     pub forwarded: u64,
+    /// Such segments dropped because the owning core's command ring was
+    /// full (TCP retransmits them).
+    pub forward_ring_full: u64,
     /// Active opens whose source port was chosen so that RSS brings the
     /// answers to the core whose turn it was.
     pub steered: u64,
@@ -603,8 +606,9 @@ impl<A: TcpApp> ControlHandler for TcpSetup<A> {
         self.forget_closed();
         if let Some(&core) = self.handed.get(&tuple) {
             // A full ring drops the segment: TCP retransmits it.
-            if ctx.send_command(core, Command::Packet(frame)).is_ok() {
-                self.counters.forwarded += 1;
+            match ctx.send_command(core, Command::Packet(frame)) {
+                Ok(()) => self.counters.forwarded += 1,
+                Err(_dropped) => self.counters.forward_ring_full += 1,
             }
             return;
         }
