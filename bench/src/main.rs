@@ -135,9 +135,9 @@ struct TwoHostArgs {
     /// Dataplane cores (dpdk), each polling a receive queue of the port
     /// (the device must have that many queue pairs, e.g. net_af_packet's
     /// qpairs=N; flows go to the core whose queue their first answer came
-    /// in on).
-    #[arg(long, default_value_t = 1)]
-    cores: u16,
+    /// in on; default 1).
+    #[arg(long)]
+    cores: Option<u16>,
     /// Zero-copy transmit (dpdk): send the payload of each FPDU of at
     /// least BYTES octets from registered memory, not from a copy in the
     /// TCP send queue; Sends and Writes then complete when TCP
@@ -386,17 +386,19 @@ struct LoopbackArgs {
     crc: bool,
     /// The DPDK link's IP MTU (576 to 9000; 9000 for jumbo frames). The
     /// kernel's loopback keeps its own (64 KiB), also in `compare`.
-    #[arg(long, default_value_t = perf::ETHERNET_MTU)]
-    mtu: u16,
+    /// Default 1500.
+    #[arg(long)]
+    mtu: Option<u16>,
     /// Impair what each DPDK end receives, e.g. `reorder=0.01` (`off`, or
-    /// `loss`, `reorder`, `dup` probabilities, `delay`, `seed`).
-    #[arg(long, default_value = "off")]
-    impair_rx: String,
+    /// `loss`, `reorder`, `dup` probabilities, `delay`, `seed`; default
+    /// off).
+    #[arg(long)]
+    impair_rx: Option<String>,
     /// Dataplane cores of each DPDK end (the net_ring pair gets a queue
     /// per core; it does not spread flows, each arrives on the queue its
-    /// sender used).
-    #[arg(long, default_value_t = 1)]
-    cores: u16,
+    /// sender used). Default 1.
+    #[arg(long)]
+    cores: Option<u16>,
     /// Send DPDK payloads by reference: each frame's TCP payload an
     /// external-buffer segment into the send queue, not a copy.
     #[arg(long)]
@@ -541,6 +543,15 @@ fn loopback(args: &LoopbackArgs, transports: &[Transport]) -> Result<(), String>
             "sizes must fit 32 bits; iters, latency-iters and tx-depth must be positive".into(),
         );
     }
+    let link_given = args.mtu.is_some()
+        || args.impair_rx.is_some()
+        || args.cores.is_some()
+        || args.payloads_by_reference
+        || args.zero_copy_from.is_some();
+    if link_given && !transports.contains(&Transport::Dpdk) {
+        return Err(perf::DPDK_LINK_OPTIONS.into());
+    }
+    let defaults = LinkOptions::default();
     let workload = Workload {
         op: match args.op {
             OpArg::Write => Op::Write,
@@ -555,12 +566,12 @@ fn loopback(args: &LoopbackArgs, transports: &[Transport]) -> Result<(), String>
         setups: args.setups,
         crc: args.crc,
         link: LinkOptions {
-            mtu: args.mtu,
-            impair_rx: args
-                .impair_rx
-                .parse()
-                .map_err(|e| format!("--impair-rx: {e}"))?,
-            cores: args.cores,
+            mtu: args.mtu.unwrap_or(defaults.mtu),
+            impair_rx: match &args.impair_rx {
+                Some(impair) => impair.parse().map_err(|e| format!("--impair-rx: {e}"))?,
+                None => defaults.impair_rx,
+            },
+            cores: args.cores.unwrap_or(defaults.cores),
             payloads_by_reference: args.payloads_by_reference,
             zero_copy_from: zero_copy(args.zero_copy_from),
         },
@@ -691,7 +702,7 @@ fn two_host_config(mode: Mode, args: &TwoHostArgs) -> Result<TwoHost, String> {
                 args.mac.as_deref(),
                 args.gateway,
             )?;
-            host.cores = args.cores;
+            host.cores = args.cores.unwrap_or(1);
             Carrier::Dpdk {
                 port: host,
                 zero_copy_from: zero_copy(args.zero_copy_from),
@@ -702,7 +713,7 @@ fn two_host_config(mode: Mode, args: &TwoHostArgs) -> Result<TwoHost, String> {
                 || args.device.is_some()
                 || args.mac.is_some()
                 || args.gateway.is_some()
-                || args.cores != 1
+                || args.cores.is_some()
                 || args.zero_copy_from.is_some()
             {
                 return Err(

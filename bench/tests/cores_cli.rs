@@ -41,6 +41,16 @@ fn cores_need_the_dpdk_transport_and_at_least_one() {
         two_host.contains("--cores") && two_host.contains("are for --transport dpdk"),
         "{two_host}"
     );
+    // Even at its default: the socket transport has no cores to set.
+    let default = refused(&[
+        "write-bw",
+        "--server",
+        "--transport",
+        "socket",
+        "--cores",
+        "1",
+    ]);
+    assert!(default.contains("are for --transport dpdk"), "{default}");
 }
 
 #[test]

@@ -158,6 +158,30 @@ fn bad_arguments_are_refused_with_a_message() {
             ],
             "need the dpdk transport",
         ),
+        // Given at their default values, they are refused all the same:
+        // the socket transport would not apply them.
+        (
+            &[
+                "loopback",
+                "--transport",
+                "socket",
+                "--zero-copy-from",
+                "4096",
+            ],
+            "need the dpdk transport",
+        ),
+        (
+            &["loopback", "--transport", "socket", "--mtu", "1500"],
+            "need the dpdk transport",
+        ),
+        (
+            &["loopback", "--transport", "socket", "--cores", "1"],
+            "need the dpdk transport",
+        ),
+        (
+            &["loopback", "--transport", "socket", "--impair-rx", "off"],
+            "need the dpdk transport",
+        ),
     ] {
         let stderr = perf_refused(args);
         assert!(stderr.contains(message), "{args:?}: {stderr}");

@@ -54,7 +54,7 @@ use std::time::Duration;
 pub use calibrate::{calibrate, Calibration};
 pub use mode::{Metric, Mode, Op};
 pub use report::{Latency, Measurement, Report, RunReport};
-pub use transport::{HostReports, LinkOptions, Transport, ETHERNET_MTU};
+pub use transport::{HostReports, LinkOptions, Transport, DPDK_LINK_OPTIONS, ETHERNET_MTU};
 pub use workload::Workload;
 
 /// How long each calibration loop runs.

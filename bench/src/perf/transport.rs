@@ -96,17 +96,18 @@ impl Default for LinkOptions {
     }
 }
 
+/// Why a run with no DPDK transport refuses the link's options.
+pub const DPDK_LINK_OPTIONS: &str =
+    "--mtu, --impair-rx, --cores, --payloads-by-reference and --zero-copy-from \
+     need the dpdk transport";
+
 impl LinkOptions {
     /// Refuses an MTU out of range, and a link setting for a run with no
     /// DPDK transport in it (the kernel's loopback keeps its own MTU and
     /// has no impairment stage; `compare` applies them to its DPDK run).
     pub fn check(&self, transports: &[Transport]) -> Result<(), String> {
         if !transports.contains(&Transport::Dpdk) && *self != LinkOptions::default() {
-            return Err(
-                "--mtu, --impair-rx, --cores, --payloads-by-reference and --zero-copy-from \
-                 need the dpdk transport"
-                    .into(),
-            );
+            return Err(DPDK_LINK_OPTIONS.into());
         }
         if self.cores == 0 {
             return Err("--cores: give at least 1".into());
