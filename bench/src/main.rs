@@ -811,21 +811,9 @@ fn perftest_side(op: Op, metric: Metric, args: &TwoHostArgs) -> Result<(), Strin
 fn calibrate(args: &CalibrateArgs) {
     let c = perf::calibrate(std::time::Duration::from_millis(500));
     if args.json {
-        let json = serde_json::json!({
-            "calibrate": {
-                "memcpy_gbps": c.memcpy_gbps,
-                "crc32c_gbps": c.crc32c_gbps,
-                "copy_crc_gbps": c.copy_crc_gbps(),
-            }
-        });
-        println!("{json}");
+        println!("{}", serde_json::json!({ "calibrate": c.to_json() }));
     } else {
-        println!(
-            "memcpy {:.1} Gbit/s, CRC32c {:.1} Gbit/s, copy+CRC {:.1} Gbit/s (one core, 64 KiB blocks through 64 MiB)",
-            c.memcpy_gbps,
-            c.crc32c_gbps,
-            c.copy_crc_gbps()
-        );
+        println!("{} (64 KiB blocks through 64 MiB)", c.to_text());
     }
 }
 

@@ -33,6 +33,20 @@ fn assert_measured(report: &serde_json::Value, transport: &str) {
     for field in ["memcpy_gbps", "crc32c_gbps"] {
         assert!(report["calibrate"][field].as_f64().unwrap() > 0.0);
     }
+    if two_cpus() {
+        for round_trip in [
+            &report[transport]["core_to_core_ns"],
+            &report["calibrate"]["core_to_core_ns"],
+        ] {
+            assert!(round_trip.as_f64().unwrap_or(0.0) > 0.0, "{report}");
+        }
+    }
+}
+
+/// Whether the ends of a loopback run get a CPU each, between which the
+/// core-to-core round trip is measured.
+fn two_cpus() -> bool {
+    std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2)
 }
 
 #[test]
@@ -126,6 +140,12 @@ fn calibrate_reports_its_rates() {
     let report: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
     for field in ["memcpy_gbps", "crc32c_gbps", "copy_crc_gbps"] {
         assert!(report["calibrate"][field].as_f64().unwrap() > 0.0);
+    }
+    let round_trip = &report["calibrate"]["core_to_core_ns"];
+    if two_cpus() {
+        assert!(round_trip.as_f64().unwrap_or(0.0) > 0.0, "{report}");
+    } else {
+        assert!(round_trip.is_null(), "{report}");
     }
 }
 

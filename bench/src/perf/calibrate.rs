@@ -3,11 +3,24 @@
 //! memory and one CRC over it (RFC 5044 section 4.1), so their combined
 //! rate bounds what one core can place; bandwidth is shown as a fraction
 //! of it.
+//!
+//! And the round trip of one cache line between the two CPUs a loopback
+//! run pins its ends to ([`core_to_core_ns`]): on the DPDK transport
+//! every frame's mbuf and data pass between those cores, so the run's
+//! bandwidth follows it. A virtual machine's host may place its virtual
+//! CPUs near each other or far apart, and move them: on this project's
+//! VM the round trip is about 80 ns at some times and about 350 ns at
+//! others, and a DPDK loopback run at MTU 1500 gets about 31 or about
+//! 11 Gbit/s accordingly. Each run reports the round trip it saw, so a
+//! number can be read with it.
 
 use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use uwarp_stack::wire::crc::crc32c;
+
+use super::transport::pin;
 
 /// The rates measured.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -16,6 +29,10 @@ pub struct Calibration {
     pub memcpy_gbps: f64,
     /// CRC32c over 64 KiB blocks through 64 MiB, in Gbit/s.
     pub crc32c_gbps: f64,
+    /// The median round trip of a cache line between the CPUs of the
+    /// loopback's two ends, in nanoseconds; `None` with fewer than two
+    /// CPUs.
+    pub core_to_core_ns: Option<f64>,
 }
 
 impl Calibration {
@@ -54,6 +71,7 @@ pub fn calibrate(span: Duration) -> Calibration {
     Calibration {
         memcpy_gbps,
         crc32c_gbps,
+        core_to_core_ns: core_to_core_ns(span),
     }
 }
 
@@ -72,4 +90,86 @@ fn rate(span: Duration, mut block: impl FnMut()) -> f64 {
         blocks += 64;
     }
     (blocks as f64 * BLOCK as f64 * 8.0) / start.elapsed().as_secs_f64() / 1e9
+}
+
+/// Round trips timed together; the median of such rounds is reported.
+const TRIPS_PER_ROUND: u64 = 1000;
+
+/// How long [`core_to_core_ns`] may take at most: it stops early if its
+/// threads share a CPU (pinning refused), where a round trip takes a
+/// scheduler time slice.
+const CORE_TO_CORE_LIMIT: Duration = Duration::from_secs(2);
+
+/// A cache line of its own for the value the two CPUs pass back and
+/// forth.
+#[repr(align(128))]
+struct Line(AtomicU64);
+
+/// The median round trip, in nanoseconds, of one cache line between the
+/// two CPUs a loopback run pins its client and server ends to: one
+/// thread on each writes the line in turn, for about `span`. `None` when
+/// the machine has fewer than two CPUs, or when not one round finished
+/// in time.
+pub fn core_to_core_ns(span: Duration) -> Option<f64> {
+    if core_affinity::get_core_ids().is_none_or(|cpus| cpus.len() < 2) {
+        return None;
+    }
+    let line = Line(AtomicU64::new(0));
+    let stop = AtomicBool::new(false);
+    // Both sides on threads of their own: the caller's keeps its CPUs.
+    let mut rounds = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            pin(1);
+            answer(&line.0, &stop);
+        });
+        let asked = scope.spawn(|| {
+            pin(0);
+            ask(&line.0, span)
+        });
+        let rounds = asked.join().unwrap_or_default();
+        stop.store(true, Ordering::Release);
+        rounds
+    });
+    rounds.sort_by(f64::total_cmp);
+    rounds.get(rounds.len() / 2).copied()
+}
+
+/// The asking side: writes odd values and waits for the even answer,
+/// `TRIPS_PER_ROUND` times a round, for about `span`; returns each
+/// round's time per trip in nanoseconds.
+fn ask(line: &AtomicU64, span: Duration) -> Vec<f64> {
+    let start = Instant::now();
+    let limit = start + CORE_TO_CORE_LIMIT;
+    let mut rounds = Vec::new();
+    let mut value = 0u64;
+    while start.elapsed() < span {
+        let round = Instant::now();
+        for _ in 0..TRIPS_PER_ROUND {
+            line.store(value + 1, Ordering::Release);
+            let mut spins = 0u32;
+            while line.load(Ordering::Acquire) != value + 2 {
+                std::hint::spin_loop();
+                spins = spins.wrapping_add(1);
+                if spins % 65536 == 0 && Instant::now() > limit {
+                    return rounds;
+                }
+            }
+            value += 2;
+        }
+        rounds.push(round.elapsed().as_nanos() as f64 / TRIPS_PER_ROUND as f64);
+    }
+    rounds
+}
+
+/// The answering side: turns each odd value into the next even one
+/// until `stop`.
+fn answer(line: &AtomicU64, stop: &AtomicBool) {
+    while !stop.load(Ordering::Acquire) {
+        let value = line.load(Ordering::Acquire);
+        if value % 2 == 1 {
+            line.store(value + 1, Ordering::Release);
+        } else {
+            std::hint::spin_loop();
+        }
+    }
 }

@@ -26,7 +26,8 @@
 //! - `transport.rs`: the ends of a loopback run: two DPDK devices on a
 //!   net_ring pair, or one device of the kernel-socket transport.
 //! - `workload.rs`: the loopback run, and the connection setup rate.
-//! - `calibrate.rs`: this core's memcpy and CRC32c rates.
+//! - `calibrate.rs`: this core's memcpy and CRC32c rates, and the
+//!   core-to-core round trip of the loopback's two CPUs.
 //! - `report.rs`: the numbers and their text and JSON forms.
 //! - `host.rs`: what a DPDK end's cores counted, as text and JSON.
 //! - `progress.rs`: the progress bar of long runs.
@@ -51,7 +52,7 @@ mod workload;
 
 use std::time::Duration;
 
-pub use calibrate::{calibrate, Calibration};
+pub use calibrate::{calibrate, core_to_core_ns, Calibration};
 pub use mode::{Metric, Mode, Op};
 pub use report::{Latency, Measurement, Report, RunReport};
 pub use transport::{HostReports, LinkOptions, Transport, DPDK_LINK_OPTIONS, ETHERNET_MTU};

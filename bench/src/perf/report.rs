@@ -137,6 +137,9 @@ pub struct Measurement {
     /// What each end's cores counted over the whole run, on the DPDK
     /// transport (read when its devices closed).
     pub hosts: Option<HostReports>,
+    /// The core-to-core round trip just before the run, in nanoseconds
+    /// (see [`core_to_core_ns`](crate::perf::core_to_core_ns)).
+    pub core_to_core_ns: Option<f64>,
 }
 
 impl Measurement {
@@ -146,6 +149,7 @@ impl Measurement {
     fn to_json(&self) -> Value {
         let mut out = fields(Some((self.bw_gbps, self.msg_rate)), Some(self.latency));
         out.insert("setup_per_s".into(), json!(self.setup_per_s));
+        out.insert("core_to_core_ns".into(), json!(self.core_to_core_ns));
         let mut client = counters_json(&self.counters);
         let mut server = counters_json(&self.server_counters);
         if let Some(hosts) = &self.hosts {
@@ -159,13 +163,34 @@ impl Measurement {
 }
 
 impl Calibration {
-    fn to_json(self) -> Value {
+    /// The fields of `calibrate` in every JSON report.
+    pub fn to_json(self) -> Value {
         json!({
             "memcpy_gbps": self.memcpy_gbps,
             "crc32c_gbps": self.crc32c_gbps,
             "copy_crc_gbps": self.copy_crc_gbps(),
+            "core_to_core_ns": self.core_to_core_ns,
         })
     }
+
+    /// The rates in words, and the round trip when measured.
+    pub fn to_text(self) -> String {
+        let mut out = format!(
+            "memcpy {:.1} Gbit/s, CRC32c {:.1} Gbit/s, copy+CRC {:.1} Gbit/s per core",
+            self.memcpy_gbps,
+            self.crc32c_gbps,
+            self.copy_crc_gbps()
+        );
+        if let Some(ns) = self.core_to_core_ns {
+            out += &format!(", {}", core_to_core_text(ns));
+        }
+        out
+    }
+}
+
+/// A core-to-core round trip in words.
+fn core_to_core_text(ns: f64) -> String {
+    format!("core-to-core round trip {ns:.0} ns")
 }
 
 /// What a run measured: each transport it ran, and the calibration.
@@ -265,17 +290,16 @@ impl Report {
             out += &format!("{name:<9} {numbers} {setup:>9}\n");
         }
         let c = &self.calibrate;
-        out += &format!(
-            "calibrate: memcpy {:.1} Gbit/s, CRC32c {:.1} Gbit/s, copy+CRC {:.1} Gbit/s per core\n",
-            c.memcpy_gbps,
-            c.crc32c_gbps,
-            c.copy_crc_gbps()
-        );
+        out += &format!("calibrate: {}\n", c.to_text());
         for (name, m) in &self.runs {
             out += &format!(
-                "{name}: bandwidth is {:.2} of copy+CRC\n",
+                "{name}: bandwidth is {:.2} of copy+CRC",
                 m.bw_gbps / c.copy_crc_gbps()
             );
+            if let Some(ns) = m.core_to_core_ns {
+                out += &format!(" ({} before the run)", core_to_core_text(ns));
+            }
+            out += "\n";
         }
         for (name, m) in &self.runs {
             for (end, counters) in [("client", &m.counters), ("server", &m.server_counters)] {

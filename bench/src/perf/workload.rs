@@ -22,11 +22,16 @@ use uwarp_control::{
     QueuePair, Revision, RtrSet,
 };
 
+use super::calibrate::core_to_core_ns;
 use super::endpoint::STALL;
 use super::protocol::Stop;
 use super::session::{run_client, serve, ClientRun, Mpa, Phase, ServerRun};
 use super::transport::{pin, Ends, LinkOptions, Transport};
 use super::{Measurement, Metric, Mode, Op};
+
+/// How long each run measures the core-to-core round trip before it
+/// starts.
+const CORE_TO_CORE_SPAN: Duration = Duration::from_millis(50);
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -65,6 +70,8 @@ pub fn run(transport: Transport, workload: &Workload) -> Result<Measurement, Str
 }
 
 fn measure(transport: Transport, workload: &Workload) -> Result<Measurement, String> {
+    // Before the ends start any thread of their own.
+    let core_to_core_ns = core_to_core_ns(CORE_TO_CORE_SPAN);
     let ends = Ends::open(transport, &workload.link)?;
     if ends.inline() {
         pin(0);
@@ -107,6 +114,7 @@ fn measure(transport: Transport, workload: &Workload) -> Result<Measurement, Str
         counters: bandwidth_counters + latency_counters,
         server_counters: bandwidth_server + latency_server,
         hosts,
+        core_to_core_ns,
     })
 }
 
