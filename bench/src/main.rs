@@ -813,7 +813,7 @@ fn calibrate(args: &CalibrateArgs) {
     if args.json {
         println!("{}", serde_json::json!({ "calibrate": c.to_json() }));
     } else {
-        println!("{} (64 KiB blocks through 64 MiB)", c.to_text());
+        println!("{}", c.to_text());
     }
 }
 

@@ -5,14 +5,14 @@
 //! of it.
 //!
 //! And the round trip of one cache line between the two CPUs a loopback
-//! run pins its ends to ([`core_to_core_ns`]): on the DPDK transport
-//! every frame's mbuf and data pass between those cores, so the run's
-//! bandwidth follows it. A virtual machine's host may place its virtual
-//! CPUs near each other or far apart, and move them: on this project's
-//! VM the round trip is about 80 ns at some times and about 350 ns at
-//! others, and a DPDK loopback run at MTU 1500 gets about 31 or about
-//! 11 Gbit/s accordingly. Each run reports the round trip it saw, so a
-//! number can be read with it.
+//! run pins its DPDK ends to ([`core_to_core_ns`]): on the DPDK
+//! transport every frame's mbuf and data pass between those cores. A
+//! virtual machine's host may place its virtual CPUs near each other or
+//! far apart, and move them: on this project's VM the round trip reads
+//! about 60-85 ns at most times and about 310-360 ns at others, and the
+//! DPDK loopback's slow runs (about a third of its usual bandwidth) come
+//! with the slow readings. Each run reports the round trip before and
+//! after it, so a number can be read with the state of the machine.
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use uwarp_stack::wire::crc::crc32c;
 
-use super::transport::pin;
+use super::transport::{cpus, pin};
 
 /// The rates measured.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -30,8 +30,8 @@ pub struct Calibration {
     /// CRC32c over 64 KiB blocks through 64 MiB, in Gbit/s.
     pub crc32c_gbps: f64,
     /// The median round trip of a cache line between the CPUs of the
-    /// loopback's two ends, in nanoseconds; `None` with fewer than two
-    /// CPUs.
+    /// loopback's two ends, in nanoseconds; `None` when this process may
+    /// run on fewer than two CPUs.
     pub core_to_core_ns: Option<f64>,
 }
 
@@ -108,16 +108,22 @@ struct Line(AtomicU64);
 /// The median round trip, in nanoseconds, of one cache line between the
 /// two CPUs a loopback run pins its client and server ends to: one
 /// thread on each writes the line in turn, for about `span`. `None` when
-/// the machine has fewer than two CPUs, or when not one round finished
-/// in time.
+/// this process may run on fewer than two CPUs, or when not one round
+/// finished in time.
 pub fn core_to_core_ns(span: Duration) -> Option<f64> {
-    if core_affinity::get_core_ids().is_none_or(|cpus| cpus.len() < 2) {
+    // The process's CPUs, not this thread's: a run's thread may be
+    // pinned already.
+    if cpus().len() < 2 {
         return None;
     }
     let line = Line(AtomicU64::new(0));
     let stop = AtomicBool::new(false);
     // Both sides on threads of their own: the caller's keeps its CPUs.
     let mut rounds = std::thread::scope(|scope| {
+        // However this closure ends (even if the asking thread cannot be
+        // started), the answering thread stops before the scope waits
+        // for it.
+        let _stop = StopOnDrop(&stop);
         scope.spawn(|| {
             pin(1);
             answer(&line.0, &stop);
@@ -126,17 +132,28 @@ pub fn core_to_core_ns(span: Duration) -> Option<f64> {
             pin(0);
             ask(&line.0, span)
         });
-        let rounds = asked.join().unwrap_or_default();
-        stop.store(true, Ordering::Release);
-        rounds
+        asked.join().unwrap_or_default()
     });
     rounds.sort_by(f64::total_cmp);
     rounds.get(rounds.len() / 2).copied()
 }
 
+/// Raises its flag when dropped.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+/// Spins between two looks at the clock while waiting for an answer.
+const SPINS_PER_CLOCK_READ: u32 = 4096;
+
 /// The asking side: writes odd values and waits for the even answer,
 /// `TRIPS_PER_ROUND` times a round, for about `span`; returns each
-/// round's time per trip in nanoseconds.
+/// round's time per trip in nanoseconds. Gives up, without the round
+/// under way, once [`CORE_TO_CORE_LIMIT`] has passed.
 fn ask(line: &AtomicU64, span: Duration) -> Vec<f64> {
     let start = Instant::now();
     let limit = start + CORE_TO_CORE_LIMIT;
@@ -144,17 +161,20 @@ fn ask(line: &AtomicU64, span: Duration) -> Vec<f64> {
     let mut value = 0u64;
     while start.elapsed() < span {
         let round = Instant::now();
+        let mut spins = 0u32;
         for _ in 0..TRIPS_PER_ROUND {
             line.store(value + 1, Ordering::Release);
-            let mut spins = 0u32;
             while line.load(Ordering::Acquire) != value + 2 {
                 std::hint::spin_loop();
                 spins = spins.wrapping_add(1);
-                if spins % 65536 == 0 && Instant::now() > limit {
+                if spins % SPINS_PER_CLOCK_READ == 0 && Instant::now() > limit {
                     return rounds;
                 }
             }
             value += 2;
+        }
+        if Instant::now() > limit {
+            break;
         }
         rounds.push(round.elapsed().as_nanos() as f64 / TRIPS_PER_ROUND as f64);
     }
@@ -171,5 +191,51 @@ fn answer(line: &AtomicU64, stop: &AtomicBool) {
         } else {
             std::hint::spin_loop();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A side that never hears an answer (its partner never started, or
+    /// shares its CPU and never runs) gives up once the limit passes,
+    /// and counts no round.
+    #[test]
+    fn asking_with_nobody_answering_gives_up_without_a_round() {
+        let line = AtomicU64::new(0);
+        assert!(ask(&line, Duration::from_millis(10)).is_empty());
+    }
+
+    /// A partner that answers, but only every few milliseconds (as one
+    /// sharing the CPU would, once per time slice), makes no round
+    /// either: the round would end past the limit.
+    #[test]
+    fn a_round_that_would_end_past_the_limit_is_not_counted() {
+        let line = AtomicU64::new(0);
+        let stop = AtomicBool::new(false);
+        let rounds = std::thread::scope(|scope| {
+            let _stop = StopOnDrop(&stop);
+            scope.spawn(|| {
+                while !stop.load(Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_millis(3));
+                    let value = line.load(Ordering::Acquire);
+                    if value % 2 == 1 {
+                        line.store(value + 1, Ordering::Release);
+                    }
+                }
+            });
+            ask(&line, Duration::from_millis(10))
+        });
+        assert!(rounds.is_empty(), "{rounds:?}");
+    }
+
+    #[test]
+    fn the_two_sides_time_their_rounds() {
+        if cpus().len() < 2 {
+            return;
+        }
+        let round_trip = core_to_core_ns(Duration::from_millis(20));
+        assert!(round_trip.is_some_and(|ns| ns > 0.0), "{round_trip:?}");
     }
 }

@@ -140,6 +140,9 @@ pub struct Measurement {
     /// The core-to-core round trip just before the run, in nanoseconds
     /// (see [`core_to_core_ns`](crate::perf::core_to_core_ns)).
     pub core_to_core_ns: Option<f64>,
+    /// The same just after it: the host may have moved the CPUs while
+    /// it ran.
+    pub core_to_core_after_ns: Option<f64>,
 }
 
 impl Measurement {
@@ -150,6 +153,10 @@ impl Measurement {
         let mut out = fields(Some((self.bw_gbps, self.msg_rate)), Some(self.latency));
         out.insert("setup_per_s".into(), json!(self.setup_per_s));
         out.insert("core_to_core_ns".into(), json!(self.core_to_core_ns));
+        out.insert(
+            "core_to_core_after_ns".into(),
+            json!(self.core_to_core_after_ns),
+        );
         let mut client = counters_json(&self.counters);
         let mut server = counters_json(&self.server_counters);
         if let Some(hosts) = &self.hosts {
@@ -176,7 +183,8 @@ impl Calibration {
     /// The rates in words, and the round trip when measured.
     pub fn to_text(self) -> String {
         let mut out = format!(
-            "memcpy {:.1} Gbit/s, CRC32c {:.1} Gbit/s, copy+CRC {:.1} Gbit/s per core",
+            "memcpy {:.1} Gbit/s, CRC32c {:.1} Gbit/s, copy+CRC {:.1} Gbit/s per core \
+             (64 KiB blocks through 64 MiB)",
             self.memcpy_gbps,
             self.crc32c_gbps,
             self.copy_crc_gbps()
@@ -296,8 +304,11 @@ impl Report {
                 "{name}: bandwidth is {:.2} of copy+CRC",
                 m.bw_gbps / c.copy_crc_gbps()
             );
-            if let Some(ns) = m.core_to_core_ns {
-                out += &format!(" ({} before the run)", core_to_core_text(ns));
+            if let (Some(before), Some(after)) = (m.core_to_core_ns, m.core_to_core_after_ns) {
+                out += &format!(
+                    " ({} before the run, {after:.0} ns after)",
+                    core_to_core_text(before)
+                );
             }
             out += "\n";
         }

@@ -265,13 +265,18 @@ fn eal() -> Result<&'static Eal, String> {
     .clone()
 }
 
-/// Pins the calling thread to CPU `index` of those this process could
-/// use when it started, when there are at least two, so the two ends of
-/// a DPDK run do not share one. (A thread inherits its creator's mask, so
-/// the list is taken once, before any thread was pinned.)
-pub fn pin(index: usize) {
+/// The CPUs this process could use when it first asked. A thread
+/// inherits its creator's mask, so the list is taken once, before any
+/// thread was pinned.
+pub(crate) fn cpus() -> &'static [core_affinity::CoreId] {
     static CPUS: OnceLock<Vec<core_affinity::CoreId>> = OnceLock::new();
-    let cpus = CPUS.get_or_init(|| core_affinity::get_core_ids().unwrap_or_default());
+    CPUS.get_or_init(|| core_affinity::get_core_ids().unwrap_or_default())
+}
+
+/// Pins the calling thread to CPU `index` of [`cpus`], when there are at
+/// least two, so the two ends of a DPDK run do not share one.
+pub fn pin(index: usize) {
+    let cpus = cpus();
     if cpus.len() >= 2 {
         core_affinity::set_for_current(cpus[index % cpus.len()]);
     }

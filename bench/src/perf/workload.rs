@@ -30,7 +30,7 @@ use super::transport::{pin, Ends, LinkOptions, Transport};
 use super::{Measurement, Metric, Mode, Op};
 
 /// How long each run measures the core-to-core round trip before it
-/// starts.
+/// starts and after it ends.
 const CORE_TO_CORE_SPAN: Duration = Duration::from_millis(50);
 
 /// What to measure.
@@ -71,7 +71,7 @@ pub fn run(transport: Transport, workload: &Workload) -> Result<Measurement, Str
 
 fn measure(transport: Transport, workload: &Workload) -> Result<Measurement, String> {
     // Before the ends start any thread of their own.
-    let core_to_core_ns = core_to_core_ns(CORE_TO_CORE_SPAN);
+    let before = core_to_core_ns(CORE_TO_CORE_SPAN);
     let ends = Ends::open(transport, &workload.link)?;
     if ends.inline() {
         pin(0);
@@ -106,6 +106,8 @@ fn measure(transport: Transport, workload: &Workload) -> Result<Measurement, Str
         None
     };
     let hosts = ends.close();
+    // Once the ends' threads are gone again.
+    let after = core_to_core_ns(CORE_TO_CORE_SPAN);
     Ok(Measurement {
         bw_gbps,
         msg_rate,
@@ -114,7 +116,8 @@ fn measure(transport: Transport, workload: &Workload) -> Result<Measurement, Str
         counters: bandwidth_counters + latency_counters,
         server_counters: bandwidth_server + latency_server,
         hosts,
-        core_to_core_ns,
+        core_to_core_ns: before,
+        core_to_core_after_ns: after,
     })
 }
 
