@@ -109,7 +109,7 @@ fn bad_arguments_are_refused() {
 fn running_out_of_ephemeral_ports_is_an_error_not_a_reuse() {
     let failure = conns(&["--count", "16385", "-n", "100"]).failure();
     assert!(
-        failure.contains("connection 16384: connect") && failure.contains("NoFreePort"),
+        failure.contains("connection 16384: connect") && failure.contains("no free local port"),
         "{failure}"
     );
 }

@@ -25,11 +25,29 @@ pub enum End {
     /// The peer's address (or the gateway's) did not resolve (ARP).
     Unreachable,
     /// An active open found every ephemeral port to its remote endpoint
-    /// taken by a live connection.
+    /// taken by a connection still in the flow tables (TIME-WAIT holds
+    /// one for 2 MSL).
     NoFreePort,
     /// The connection closed without either side's FIN exchange
     /// completing (the application aborted it).
     Aborted,
+}
+
+/// Each end in words, for error messages.
+impl std::fmt::Display for End {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            End::Closed => "closed by both sides",
+            End::Reset => "reset or refused by the peer",
+            End::TimedOut => "timed out: the peer stopped answering",
+            End::Unreachable => "unreachable: the peer's address did not resolve",
+            End::NoFreePort => {
+                "no free local port: every ephemeral port to the peer's address and port \
+                 is held by a connection, those in TIME-WAIT included"
+            }
+            End::Aborted => "aborted",
+        })
+    }
 }
 
 /// The application above one connection.

@@ -735,7 +735,7 @@ fn end_error(end: End) -> Error {
     };
     Error::Io(std::io::Error::new(
         kind,
-        format!("the connection ended: {end:?}"),
+        format!("the connection ended: {end}"),
     ))
 }
 
