@@ -134,6 +134,10 @@ fn closing_settled_inline_devices_drops_nothing_at_shutdown() {
     // the client's last ACK, and left the table.
     assert_eq!(client.cores[0].flows_closed, 0, "{client:#?}");
     assert_eq!(server.cores[0].flows_closed, 1, "{server:#?}");
+    // The client's flow gave its buffers back on reaching TIME-WAIT; the
+    // server's never was there.
+    assert_eq!(client.cores[0].tx.buffers_released, 1, "{client:#?}");
+    assert_eq!(server.cores[0].tx.buffers_released, 0, "{server:#?}");
 }
 
 #[test]

@@ -247,6 +247,45 @@ fn orderly_close_both_ways_with_time_wait() {
     assert!(pair.a.is_closed());
 }
 
+/// TIME-WAIT needs no buffers: a connection gives them back there (the
+/// application done reading), still answers a retransmitted FIN with the
+/// same ACK, and ends after 2 MSL. Not before TIME-WAIT.
+#[test]
+fn time_wait_gives_its_buffers_back_and_still_answers_a_fin() {
+    let mut pair = Pair::connected(config(), config());
+    let buffer = pair.a.send_memory().len();
+    assert!(buffer > 1);
+    pair.a.send(b"bye");
+    pair.b.send(b"reply");
+    pair.a.close();
+    assert!(!pair.a.release_memory(), "not in FIN-WAIT-1");
+    pair.exchange();
+    pair.b.close();
+    assert!(!pair.b.release_memory(), "not in LAST-ACK");
+    pair.exchange();
+    assert_eq!(pair.a.state(), State::TimeWait);
+    let mut buf = [0; 8];
+    assert_eq!(pair.a.recv(&mut buf), 5);
+    let first_ack = pair.log.last().cloned().unwrap();
+    assert!(first_ack.from_a);
+
+    assert!(pair.a.release_memory());
+    assert_eq!(pair.a.send_memory().len(), 1);
+    let fin = pair.log.iter().rev().find(|w| !w.from_a).cloned().unwrap();
+    pair.deliver(&fin);
+    let again = pair.take(true);
+    assert_eq!(again.len(), 1, "ACK of the repeated FIN");
+    let (first, again) = (first_ack.repr(), again[0].repr());
+    assert_eq!(
+        (again.seq_number, again.ack_number, again.control),
+        (first.seq_number, first.ack_number, TcpControl::None)
+    );
+    assert!(again.window_len > 0, "the window offered stays offered");
+    assert_eq!(pair.a.send(b"more"), 0);
+    pair.advance(Duration::from_millis(100));
+    assert!(pair.a.is_closed());
+}
+
 #[test]
 fn fin_wait_2_times_out_when_the_peer_stays_silent() {
     assert_eq!(

@@ -17,7 +17,8 @@ use super::app::{End, TcpApp};
 use super::doorbell::{Doorbell, Rung};
 use super::route::Route;
 
-/// Transmit counters of the flows one core drives.
+/// What servicing the flows of one core counted: their transmissions,
+/// and the buffers given back in TIME-WAIT.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FlowCounters {
     /// TCP segments handed to the transmit queue.
@@ -25,6 +26,9 @@ pub struct FlowCounters {
     /// Segments lost because the transmit queue or the mempool was full
     /// (TCP recovers them as losses).
     pub segments_dropped: u64,
+    /// Connections that gave their send queue and reassembly buffer back
+    /// on reaching TIME-WAIT ([`Connection::release_memory`]).
+    pub buffers_released: u64,
 }
 
 /// Where a flow stands after it was driven.
@@ -42,8 +46,9 @@ pub struct TcpFlow<A> {
     app: A,
     route: Route,
     /// The connection's send queue memory, for frames that carry their
-    /// payload from it by reference.
-    send_memory: ExternalRegion,
+    /// payload from it by reference; `None` once the connection gave it
+    /// back in TIME-WAIT ([`Connection::release_memory`]).
+    send_memory: Option<ExternalRegion>,
     /// The end the engine reported, told to the application once it has
     /// had its last chance to read.
     end: Option<End>,
@@ -66,7 +71,7 @@ impl<A: TcpApp> TcpFlow<A> {
         // discards by sequence number (see `SendMemory`).
         let send_memory = unsafe { ExternalRegion::new(memory, base, len) };
         TcpFlow {
-            send_memory,
+            send_memory: Some(send_memory),
             conn,
             app,
             route,
@@ -185,7 +190,11 @@ impl<A: TcpApp> TcpFlow<A> {
             self.app.drive(now, &mut self.conn);
         }
         while let Some(segment) = self.conn.poll_transmit(now) {
-            if self.route.transmit_from(&segment, &self.send_memory, sink) {
+            let sent = match &self.send_memory {
+                Some(memory) => self.route.transmit_from(&segment, memory, sink),
+                None => self.route.transmit(&segment, sink),
+            };
+            if sent {
                 counters.segments_sent += 1;
             } else {
                 counters.segments_dropped += 1;
@@ -193,10 +202,10 @@ impl<A: TcpApp> TcpFlow<A> {
         }
         self.deliver_events(now);
         if let Some(end) = self.end.take() {
-            self.finish(end);
+            self.finish(end, counters);
         }
         if self.conn.is_closed() {
-            self.finish(End::Aborted);
+            self.finish(End::Aborted, counters);
             Status::Closed
         } else {
             Status::Open(self.conn.poll_at())
@@ -224,10 +233,18 @@ impl<A: TcpApp> TcpFlow<A> {
         }
     }
 
-    fn finish(&mut self, end: End) {
+    /// Tells the application the end, once; then, the application having
+    /// read everything, a connection in TIME-WAIT gives its buffers back
+    /// for the 2 MSL it still lingers in the table.
+    fn finish(&mut self, end: End, counters: &mut FlowCounters) {
         if !self.ended {
             self.ended = true;
             self.app.on_end(end, self.conn.stats());
+        }
+        if self.send_memory.is_some() && self.conn.release_memory() {
+            // Frames still pointing into the old memory keep it alive.
+            self.send_memory = None;
+            counters.buffers_released += 1;
         }
     }
 }

@@ -97,6 +97,16 @@ impl Reassembly {
         self.base = self.base.max(oldest);
     }
 
+    /// Drops whatever is held and gives the ring's memory back, keeping
+    /// one octet. Only for a connection that will receive no more data
+    /// and whose application reads no more (TIME-WAIT, after its end):
+    /// later octets would find no room.
+    pub fn free_ring(&mut self) {
+        self.held.remove_below(u64::MAX);
+        self.ring = vec![0; 1].into_boxed_slice();
+        self.origin = self.base;
+    }
+
     /// Octets held below `left_edge`, ready to read.
     pub fn ready(&self, left_edge: u64) -> usize {
         self.held

@@ -285,6 +285,13 @@ impl Receiver {
     pub fn release(&mut self, pos: u64) {
         self.buffer.release(pos, self.left_edge);
     }
+
+    /// Drops the reassembly buffer's octets and gives its memory back
+    /// ([`Reassembly::free_ring`]); the window already offered stays
+    /// offered, since the right edge never moves back.
+    pub fn free_buffer(&mut self) {
+        self.buffer.free_ring();
+    }
 }
 
 #[cfg(test)]

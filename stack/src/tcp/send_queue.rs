@@ -166,6 +166,22 @@ impl SendQueue {
         unsafe { self.memory.bytes_mut() }
     }
 
+    /// Gives the ring's memory back, keeping one octet, when nothing is
+    /// queued or reserved; returns whether it did. Only for a connection
+    /// that will send no more data (TIME-WAIT). A transmit path still
+    /// holding the old memory keeps it alive until it lets go.
+    pub fn free_memory(&mut self) -> bool {
+        if self.head != self.tail || self.reserved.is_some() || !self.chunks.is_empty() {
+            return false;
+        }
+        self.memory = SendMemory::new(1);
+        self.origin = self.tail;
+        // Empty already: these only give their allocations back.
+        self.chunks = VecDeque::new();
+        self.wrap_scratch = Vec::new();
+        true
+    }
+
     /// Position of the oldest queued octet.
     pub fn head(&self) -> u64 {
         self.head

@@ -587,6 +587,25 @@ impl Connection {
         self.send.memory()
     }
 
+    /// Gives back the memory of the send queue and the reassembly buffer
+    /// once the connection is in TIME-WAIT, for an application that reads
+    /// nothing more (octets it left unread are dropped): for the 2 MSL
+    /// the connection lingers it only answers a retransmitted FIN (RFC
+    /// 9293 section 3.10.7.4), which needs neither, since both FINs were
+    /// acknowledged and with them everything sent. A host that opens and
+    /// closes many connections so keeps no buffers for those in
+    /// TIME-WAIT. Returns whether it did (not outside TIME-WAIT);
+    /// [`send_memory`](Self::send_memory) is then a new, one-octet
+    /// memory, and the old one goes once every frame pointing into it is
+    /// gone.
+    pub fn release_memory(&mut self) -> bool {
+        if self.state != State::TimeWait || !self.send.free_memory() {
+            return false;
+        }
+        self.recv.free_buffer();
+        true
+    }
+
     /// Octets queued and not yet acknowledged.
     pub fn send_queue_len(&self) -> usize {
         (self.send.end() - self.send.head()) as usize
