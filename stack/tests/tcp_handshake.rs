@@ -282,6 +282,22 @@ fn time_wait_gives_its_buffers_back_and_still_answers_a_fin() {
     );
     assert!(again.window_len > 0, "the window offered stays offered");
     assert_eq!(pair.a.send(b"more"), 0);
+
+    // Data after the FIN, or over it (a broken or hostile peer), is
+    // ignored (RFC 9293 section 3.10.7.4: TIME-WAIT ignores segment
+    // text), never stored in the one-octet ring nor delivered; the
+    // connection stays in TIME-WAIT.
+    let fin = fin.repr();
+    let fin_seq = Seq::from(fin.seq_number);
+    let tsval = fin.timestamp.expect("timestamps in use").tsval + 1;
+    let a_next = fin.ack_number.map(Seq::from);
+    for (seq, len) in [(fin_seq + 1, 1000), (fin_seq, 10), (fin_seq + 1, 1)] {
+        let segment = retimed(&forged(TcpControl::Psh, seq, a_next, &vec![7; len]), tsval);
+        let answers = inject(&mut pair, &segment);
+        assert!(answers.iter().all(|w| w.payload_len() == 0), "{answers:?}");
+        assert_eq!(pair.a.state(), State::TimeWait);
+        assert_eq!(pair.a.recv(&mut buf), 0);
+    }
     pair.advance(Duration::from_millis(100));
     assert!(pair.a.is_closed());
 }
