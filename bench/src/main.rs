@@ -880,8 +880,8 @@ fn tcp(args: &TcpArgs) -> Result<(), String> {
     }
     match outcome.reports.iter().find(|r| r.end != End::Closed) {
         Some(report) => Err(format!(
-            "a connection did not close cleanly: it ended {}",
-            report.to_json()["end"]
+            "a connection did not close cleanly: {}",
+            report.end
         )),
         None => Ok(()),
     }

@@ -298,7 +298,9 @@ fn time_wait_gives_its_buffers_back_and_still_answers_a_fin() {
         assert_eq!(pair.a.state(), State::TimeWait);
         assert_eq!(pair.a.recv(&mut buf), 0);
     }
-    pair.advance(Duration::from_millis(100));
+    pair.advance(Duration::from_millis(99));
+    assert_eq!(pair.a.state(), State::TimeWait);
+    pair.advance(Duration::from_millis(1));
     assert!(pair.a.is_closed());
 }
 

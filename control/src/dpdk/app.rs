@@ -39,8 +39,12 @@ impl std::fmt::Display for End {
         f.write_str(match self {
             End::Closed => "closed by both sides",
             End::Reset => "reset or refused by the peer",
-            End::TimedOut => "timed out: the peer stopped answering",
-            End::Unreachable => "unreachable: the peer's address did not resolve",
+            End::TimedOut => {
+                "timed out: the peer did not answer, or did not finish closing, in time"
+            }
+            End::Unreachable => {
+                "unreachable: the link address of the peer (or of its gateway) did not resolve"
+            }
             End::NoFreePort => {
                 "no free local port: every ephemeral port to the peer's address and port \
                  is held by a connection, those in TIME-WAIT included"

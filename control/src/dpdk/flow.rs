@@ -252,8 +252,8 @@ impl<A: TcpApp> TcpFlow<A> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use smoltcp::wire::{EthernetAddress, EthernetFrame, Ipv4Address, Ipv4Packet};
-    use uwarp_stack::tcp::{parse, Config, Consumer, Disposition, Endpoint, Seq, Stats};
+    use smoltcp::wire::{EthernetAddress, EthernetFrame, Ipv4Address, Ipv4Packet, TcpControl};
+    use uwarp_stack::tcp::{parse, Config, Consumer, Disposition, Endpoint, Seq, State, Stats};
 
     /// Takes in-order data in place and reads the rest at `drive`, like
     /// uwarp-perf's source once it sent everything; remembers what it had
@@ -401,6 +401,42 @@ mod tests {
             }
         }
         assert_eq!(wire.flow.app().read_at_end, Some(3000));
+    }
+
+    /// The flow closes first, so it ends in TIME-WAIT: there it gives its
+    /// buffers back (counted), and still answers the peer's repeated FIN
+    /// with an ACK, now copied into its frame.
+    #[test]
+    fn a_flow_in_time_wait_gives_its_buffers_back_and_still_answers_a_fin() {
+        let mut wire = Wire::accept(Reader::default());
+        for ack in wire.peer_segments() {
+            wire.deliver(&ack);
+        }
+        // The reader closed once established; the peer has its FIN.
+        assert_eq!(wire.flow.conn.state(), State::FinWait1);
+        wire.peer.close();
+        let mut fin = None;
+        for segment in wire.peer_segments() {
+            wire.deliver(&segment);
+            fin = Some(segment);
+        }
+        let fin = fin.expect("the peer's FIN");
+        assert_eq!(wire.flow.conn.state(), State::TimeWait);
+        assert_eq!(wire.counters.buffers_released, 1);
+        assert!(wire.flow.send_memory.is_none());
+        assert_eq!(wire.flow.conn.send_memory().len(), 1);
+
+        let fin = parse(FAR, NEAR, &fin).unwrap();
+        wire.flow.on_segment(wire.now, &fin);
+        let mut frames = Frames::default();
+        wire.flow.service(wire.now, &mut frames, &mut wire.counters);
+        assert_eq!(frames.0.len(), 1, "one ACK for the repeated FIN");
+        let (src, dst, tcp) = tcp_of(&frames.0[0]);
+        let ack = parse(src, dst, &tcp).unwrap();
+        let fin_end = Seq::from(fin.seq_number) + fin.payload.len() as u32 + 1;
+        assert_eq!(ack.ack_number.map(Seq::from), Some(fin_end));
+        assert!(ack.payload.is_empty() && ack.control == TcpControl::None);
+        assert_eq!(wire.counters.buffers_released, 1, "counted once");
     }
 
     /// Takes data only into room its application made ready and its

@@ -167,13 +167,16 @@ impl SendQueue {
     }
 
     /// Gives the ring's memory back, keeping one octet, when nothing is
-    /// queued or reserved; returns whether it did. Only for a connection
-    /// that will send no more data (TIME-WAIT). A transmit path still
-    /// holding the old memory keeps it alive until it lets go.
+    /// queued; returns whether it did. Only for a connection that will
+    /// send no more data (TIME-WAIT): a record reserved and never
+    /// committed is dropped with it (and any registered memory it
+    /// referenced let go). A transmit path still holding the old memory
+    /// keeps it alive until it lets go.
     pub fn free_memory(&mut self) -> bool {
-        if self.head != self.tail || self.reserved.is_some() || !self.chunks.is_empty() {
+        if self.head != self.tail || !self.chunks.is_empty() {
             return false;
         }
+        self.reserved = None;
         self.memory = SendMemory::new(1);
         self.origin = self.tail;
         // Empty already: these only give their allocations back.
@@ -688,6 +691,23 @@ mod tests {
             q.release(start + 24);
             assert_eq!((q.referencing, q.chunks.len()), (0, 0));
         }
+    }
+
+    /// TIME-WAIT's release: refused while anything is queued; a record
+    /// reserved and never committed goes with the memory, and a late
+    /// commit of it adds nothing.
+    #[test]
+    fn freeing_the_memory_needs_an_empty_queue_and_drops_a_reservation() {
+        let mut q = SendQueue::new(64);
+        q.push_bytes(&[1; 10]);
+        assert!(!q.free_memory());
+        q.release(10);
+        let _ = q.reserve_record_referencing(2, memory(0, 8), 4).unwrap();
+        assert!(q.free_memory());
+        assert_eq!((q.memory().len(), q.free()), (1, 1));
+        q.commit_record();
+        assert_eq!((q.head(), q.end(), q.referencing), (10, 10, 0));
+        assert!(q.payload(10..10).to_vec().is_empty());
     }
 
     #[test]

@@ -589,15 +589,16 @@ impl Connection {
 
     /// Gives back the memory of the send queue and the reassembly buffer
     /// once the connection is in TIME-WAIT, for an application that reads
-    /// nothing more (octets it left unread are dropped): for the 2 MSL
-    /// the connection lingers it only answers a retransmitted FIN (RFC
-    /// 9293 section 3.10.7.4), which needs neither, since both FINs were
-    /// acknowledged and with them everything sent. A host that opens and
-    /// closes many connections so keeps no buffers for those in
-    /// TIME-WAIT. Returns whether it did (not outside TIME-WAIT);
-    /// [`send_memory`](Self::send_memory) is then a new, one-octet
-    /// memory, and the old one goes once every frame pointing into it is
-    /// gone.
+    /// nothing more (octets it left unread are dropped). In TIME-WAIT the
+    /// peer has acknowledged our FIN, and with it everything we sent, and
+    /// segment text is ignored (RFC 9293 section 3.10.7.4): for its 2 MSL
+    /// the connection only answers with ACKs (a retransmitted FIN, a SYN,
+    /// a segment out of the window) or ends on a RST, none of which needs
+    /// either buffer. A host that opens and closes many connections so
+    /// keeps no buffers for those in TIME-WAIT. Returns whether it did
+    /// (not outside TIME-WAIT); [`send_memory`](Self::send_memory) is
+    /// then a new, one-octet memory, and the old one goes once every
+    /// frame pointing into it is gone.
     pub fn release_memory(&mut self) -> bool {
         if self.state != State::TimeWait || !self.send.free_memory() {
             return false;
