@@ -201,6 +201,24 @@ fn core_to_core_text(ns: f64) -> String {
     format!("core-to-core round trip {ns:.0} ns")
 }
 
+/// How far apart the round trips before and after a run may be before
+/// the report says the host moved the CPUs while it ran.
+const MOVED_FACTOR: f64 = 2.0;
+
+/// The round trips before and after a run in words, saying so when they
+/// differ by more than [`MOVED_FACTOR`]: the run then met both
+/// placements of the CPUs, and its numbers mix them.
+fn round_trips_text(before: f64, after: f64) -> String {
+    let mut out = format!(
+        "{} before the run, {after:.0} ns after",
+        core_to_core_text(before)
+    );
+    if before.max(after) > MOVED_FACTOR * before.min(after) {
+        out += ": the host moved the CPUs while it ran";
+    }
+    out
+}
+
 /// What a run measured: each transport it ran, and the calibration.
 #[derive(Debug, Clone)]
 pub struct Report {
@@ -305,10 +323,7 @@ impl Report {
                 m.bw_gbps / c.copy_crc_gbps()
             );
             if let (Some(before), Some(after)) = (m.core_to_core_ns, m.core_to_core_after_ns) {
-                out += &format!(
-                    " ({} before the run, {after:.0} ns after)",
-                    core_to_core_text(before)
-                );
+                out += &format!(" ({})", round_trips_text(before, after));
             }
             out += "\n";
         }
@@ -525,5 +540,26 @@ fn on_off(on: bool) -> &'static str {
         "on"
     } else {
         "off"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::round_trips_text;
+
+    #[test]
+    fn round_trips_that_moved_during_a_run_are_called_out() {
+        assert_eq!(
+            round_trips_text(63.0, 65.4),
+            "core-to-core round trip 63 ns before the run, 65 ns after"
+        );
+        for (before, after) in [(63.0, 339.0), (336.0, 63.0)] {
+            assert!(
+                round_trips_text(before, after).ends_with(": the host moved the CPUs while it ran"),
+                "{before} {after}"
+            );
+        }
+        // Slow on both sides: the run met one placement only.
+        assert!(!round_trips_text(327.0, 339.0).contains("moved"));
     }
 }
