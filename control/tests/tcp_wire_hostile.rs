@@ -130,12 +130,7 @@ fn a_flow_rung_and_receiving_in_one_poll_is_driven_before_and_after_the_burst() 
 fn segments_racing_the_hand_over_are_forwarded_and_delivered() {
     let mut rig = Rig::new("handrace", test_config());
     let mut peer = Peer::new(40114, 0x1400_0000);
-    let out = rig.exchange(&[peer.syn()]);
-    let synack = Rig::segments_to(&out, peer.port)
-        .into_iter()
-        .find(|s| s.control == TcpControl::Syn)
-        .expect("a SYN-ACK");
-    peer.on_synack(&synack);
+    rig.half_open(&mut peer);
     let ack = peer.segment(TcpControl::None, peer.snd_nxt, Some(peer.rcv_nxt), b"");
     let racing = [ack, peer.data(&[1; 700]), peer.data(&[2; 300])];
     let acks = Rig::segments_to(&rig.exchange(&racing), peer.port);
@@ -274,12 +269,7 @@ fn blind_resets_get_challenge_acks_and_only_an_exact_one_resets() {
 
     // SYN-RECEIVED: the handshake on the control core.
     let mut half = Peer::new(40002, 0x2000_0000);
-    let out = rig.exchange(&[half.syn()]);
-    let synack = Rig::segments_to(&out, half.port)
-        .into_iter()
-        .find(|s| s.control == TcpControl::Syn)
-        .expect("SYN-ACK");
-    half.on_synack(&synack);
+    let synack = rig.half_open(&mut half);
     assert_eq!(rig.cores.control.handler().handshakes(), 1);
     let out =
         rig.exchange(&[half.segment(TcpControl::Rst, half.snd_nxt.wrapping_add(7), None, b"")]);
@@ -373,12 +363,7 @@ fn data_with_an_ack_out_of_range_is_dropped_and_answered() {
     // acknowledge our SYN draws <SEQ=SEG.ACK><CTL=RST>, and the handshake
     // stays; the right ACK then completes it.
     let mut half = Peer::new(40020, 0x4100_0000);
-    let out = rig.exchange(&[half.syn()]);
-    let synack = Rig::segments_to(&out, half.port)
-        .into_iter()
-        .find(|s| s.control == TcpControl::Syn)
-        .expect("SYN-ACK");
-    half.on_synack(&synack);
+    let synack = rig.half_open(&mut half);
     for bad in [
         synack.seq.wrapping_add(1000),
         synack.seq,

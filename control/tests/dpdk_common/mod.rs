@@ -546,10 +546,10 @@ impl Rig {
         self.cores.control.handler().counters().clone()
     }
 
-    /// The three-way handshake of `peer` (its SYN, uwarp's SYN-ACK, its
-    /// ACK), checked; returns the connection's log. Any data uwarp sent
-    /// right away (its greeting) is returned too.
-    pub fn connect(&mut self, peer: &mut Peer) -> (Log, Vec<Seg>) {
+    /// The first half of `peer`'s handshake: its SYN, uwarp's SYN-ACK
+    /// (checked: it acknowledges the SYN, from the listening port), which
+    /// the peer takes. Returns the SYN-ACK; uwarp is in SYN-RECEIVED.
+    pub fn half_open(&mut self, peer: &mut Peer) -> Seg {
         let out = self.exchange(&[peer.syn()]);
         let segs = Rig::segments_to(&out, peer.port);
         let synack = segs
@@ -560,6 +560,14 @@ impl Rig {
         assert_eq!(synack.ack, Some(peer.iss.wrapping_add(1)), "{synack:?}");
         assert_eq!(synack.src_port, peer.dst_port);
         peer.on_synack(&synack);
+        synack
+    }
+
+    /// The three-way handshake of `peer` (its SYN, uwarp's SYN-ACK, its
+    /// ACK), checked; returns the connection's log. Any data uwarp sent
+    /// right away (its greeting) is returned too.
+    pub fn connect(&mut self, peer: &mut Peer) -> (Log, Vec<Seg>) {
+        self.half_open(peer);
         let ack = peer.segment(TcpControl::None, peer.snd_nxt, Some(peer.rcv_nxt), b"");
         let out = self.exchange(&[ack]);
         let segs = Rig::segments_to(&out, peer.port);
