@@ -307,11 +307,7 @@ fn nagle_holds_small_segments_while_data_is_unacknowledged() {
 
 #[test]
 fn zero_window_is_probed_until_it_opens() {
-    let small = Config {
-        recv_buffer: 4096,
-        ..config()
-    };
-    let mut pair = Pair::connected(no_nagle(), small);
+    let mut pair = pair_with_small_receiver(4096);
     pair.a.send(&stream(10_000));
     pair.settle(Duration::from_millis(50));
     assert_eq!(pair.b.received_len(), 4096);
@@ -336,11 +332,7 @@ fn a_linger_ends_a_close_the_peer_never_lets_finish() {
     // The peer stops reading: its window closes with our data, and our
     // FIN waits behind the rest. Its answers to the probes keep FIN-WAIT-1
     // going for good.
-    let small = Config {
-        recv_buffer: 4096,
-        ..config()
-    };
-    let mut pair = Pair::connected(no_nagle(), small);
+    let mut pair = pair_with_small_receiver(4096);
     pair.a.send(&stream(10_000));
     pair.a.close();
     pair.settle(Duration::from_secs(30));

@@ -140,11 +140,7 @@ fn shrinking_mss_splits_records_and_counts_them() {
 
 #[test]
 fn a_window_below_one_record_splits_it_after_the_persist_timer() {
-    let small = Config {
-        recv_buffer: 1000,
-        ..config()
-    };
-    let mut pair = Pair::connected(no_nagle(), small);
+    let mut pair = pair_with_small_receiver(1000);
     queue_records(&mut pair, &[1200]);
     assert!(pair.take(true).is_empty(), "waits for the window to open");
     let at = pair.a.poll_at().expect("persist timer");

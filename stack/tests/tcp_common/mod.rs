@@ -69,6 +69,17 @@ pub fn no_nagle() -> Config {
     }
 }
 
+/// A connected pair whose A sends at once (Nagle off) to a B whose
+/// receive buffer holds only `recv_buffer` octets: the peer's window
+/// closes when B does not read.
+pub fn pair_with_small_receiver(recv_buffer: usize) -> Pair {
+    let small = Config {
+        recv_buffer,
+        ..config()
+    };
+    Pair::connected(no_nagle(), small)
+}
+
 /// Two connections and the time.
 pub struct Pair {
     pub now: Instant,
