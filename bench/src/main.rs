@@ -400,7 +400,9 @@ struct LoopbackArgs {
     #[arg(long)]
     cores: Option<u16>,
     /// Send DPDK payloads by reference: each frame's TCP payload an
-    /// external-buffer segment into the send queue, not a copy.
+    /// external-buffer segment into the send queue (or, for payloads that
+    /// zero-copy transmit takes, into the sender's registered memory), not
+    /// a copy.
     #[arg(long)]
     payloads_by_reference: bool,
     /// Zero-copy transmit: send the payload of each FPDU of at least BYTES

@@ -13,6 +13,7 @@
 //! caller's side.
 
 use std::ffi::c_void;
+use std::ops::Range;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU16, Ordering};
 
@@ -120,10 +121,11 @@ impl ExternalRegion {
         unsafe { AtomicU16::from_ptr(&raw mut (*self.shinfo.as_ptr()).refcnt) }
     }
 
-    /// Whether `bytes` lies inside the region.
-    pub fn contains(&self, bytes: &[u8]) -> bool {
+    /// Where `bytes` begins in the region, when it lies inside it.
+    pub fn offset_of(&self, bytes: &[u8]) -> Option<usize> {
         let (start, base) = (bytes.as_ptr() as usize, self.base as usize);
-        start >= base && start - base + bytes.len() <= self.len
+        let offset = start.checked_sub(base)?;
+        (offset <= self.len && bytes.len() <= self.len - offset).then_some(offset)
     }
 
     /// Makes `m`, an empty exclusive mbuf fresh from a pool (whose data
@@ -135,7 +137,18 @@ impl ExternalRegion {
     /// needs the EAL in IOVA-as-VA mode ([`Eal::iova_is_va`]) and the
     /// memory DMA-mapped for it.
     pub fn attach(&self, m: Mbuf, bytes: &[u8]) -> Result<Mbuf> {
-        if !self.contains(bytes) {
+        let offset = self.offset_of(bytes).ok_or_else(|| {
+            Error::InvalidArgument("the bytes lie outside the external region".into())
+        })?;
+        self.attach_range(m, offset..offset + bytes.len())
+    }
+
+    /// Like [`attach`](Self::attach), for the octets at `range` of the
+    /// region, named by their place so that no reference to them is made
+    /// (memory that other threads may write, such as registered memory,
+    /// is only ever reached through raw pointers).
+    pub fn attach_range(&self, m: Mbuf, range: Range<usize>) -> Result<Mbuf> {
+        if range.start > range.end || range.end > self.len {
             return Err(Error::InvalidArgument(
                 "the bytes lie outside the external region".into(),
             ));
@@ -145,13 +158,13 @@ impl ExternalRegion {
                 "an external segment needs an empty exclusive mbuf".into(),
             ));
         }
-        let len = u16::try_from(bytes.len())
+        let len = u16::try_from(range.len())
             .ok()
             .filter(|&len| len > 0)
             .ok_or_else(|| {
                 Error::InvalidArgument(format!(
                     "external segment of {} bytes (1 to 65535)",
-                    bytes.len()
+                    range.len()
                 ))
             })?;
         // Only the handle's owner adds references, so the count cannot
@@ -162,7 +175,8 @@ impl ExternalRegion {
             ));
         }
         self.refcnt().fetch_add(1, Ordering::AcqRel);
-        let addr = bytes.as_ptr();
+        // Inside the region (checked above), so inside its allocation.
+        let addr = self.base.wrapping_add(range.start);
         // SAFETY: m is an empty exclusive mbuf, exclusively ours (`Mbuf` owns
         // its chain);
         // the reference just added is the one it holds, given back by DPDK
@@ -224,9 +238,7 @@ impl Mbuf {
             ));
         }
         let region = ExternalRegion::from_owner(owner);
-        // SAFETY: base/len describe the owner's bytes, held by the region.
-        let bytes = unsafe { std::slice::from_raw_parts(region.base, region.len) };
         // The mbuf holds its own reference; the region's goes with it.
-        region.attach(Mbuf::alloc(pool)?, bytes)
+        region.attach_range(Mbuf::alloc(pool)?, 0..region.len)
     }
 }

@@ -55,9 +55,10 @@ pub struct PortConfig {
     /// Both ends need it. Ignored on other devices; off by default.
     pub memory_link_offloads: bool,
     /// Send TCP payloads by reference where the device allows: as an
-    /// external-buffer segment into the connection's send queue, chained
-    /// to the headers ([`FrameSink::send_tcp_frame_referencing`]), instead
-    /// of copied into the frame. A memory link with
+    /// external-buffer segment into the connection's send queue or the
+    /// application's registered memory, chained to the headers
+    /// ([`FrameSink::send_tcp_frame_referencing`]), instead of copied into
+    /// the frame. A memory link with
     /// [`memory_link_offloads`](Self::memory_link_offloads) allows it
     /// (its peer reads the bytes where they lie); other devices copy, for
     /// now (a NIC needs the memory DMA-mapped). Off by default: on the

@@ -503,6 +503,27 @@ fn a_region_lends_slices_to_many_mbufs_and_outlives_its_handle() {
         Err(Error::InvalidArgument(_))
     ));
 
+    // Octets named by their place in the region, and refused past its end
+    // or backwards.
+    let third = region
+        .attach_range(Mbuf::alloc(&pool).unwrap(), 2500..3000)
+        .unwrap();
+    assert_eq!(third.data(), &whole[2500..3000]);
+    assert_eq!(region.offset_of(&base[2500..]), Some(2500));
+    assert_eq!(region.offset_of(&outside), None);
+    let backwards = std::ops::Range { start: 20, end: 10 };
+    for range in [2990..3001, 3000..3001, backwards] {
+        let fresh = Mbuf::alloc(&pool).unwrap();
+        assert!(
+            matches!(
+                region.attach_range(fresh, range.clone()),
+                Err(Error::InvalidArgument(_))
+            ),
+            "{range:?}"
+        );
+    }
+    drop(third);
+
     // The handle goes first: the owner stays for the mbufs in flight.
     drop(region);
     let mut out = vec![first];

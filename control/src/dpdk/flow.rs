@@ -9,12 +9,12 @@
 use std::sync::Arc;
 
 use smoltcp::wire::TcpRepr;
-use uwarp_dataplane::extbuf::ExternalRegion;
 use uwarp_dataplane::net::{FourTuple, FrameSink};
 use uwarp_stack::tcp::{Connection, Event, Instant, State};
 
 use super::app::{End, TcpApp};
 use super::doorbell::{Doorbell, Rung};
+use super::frame_memory::FrameMemory;
 use super::route::Route;
 
 /// What servicing the flows of one core counted: their transmissions,
@@ -45,10 +45,8 @@ pub struct TcpFlow<A> {
     conn: Box<Connection>,
     app: A,
     route: Route,
-    /// The connection's send queue memory, for frames that carry their
-    /// payload from it by reference; `None` once the connection gave it
-    /// back in TIME-WAIT ([`Connection::release_memory`]).
-    send_memory: Option<ExternalRegion>,
+    /// The memory its frames may carry their payload from by reference.
+    memory: FrameMemory,
     /// The end the engine reported, told to the application once it has
     /// had its last chance to read.
     end: Option<End>,
@@ -64,14 +62,8 @@ pub struct TcpFlow<A> {
 impl<A: TcpApp> TcpFlow<A> {
     /// A flow for `conn`, run by `app`, sending along `route`.
     pub fn new(conn: Box<Connection>, app: A, route: Route) -> Self {
-        let memory = Arc::clone(conn.send_memory());
-        let (base, len) = (memory.as_ptr(), memory.len());
-        // SAFETY: the Arc keeps the allocation, which never moves; the
-        // send queue rewrites only acknowledged octets, which a receiver
-        // discards by sequence number (see `SendMemory`).
-        let send_memory = unsafe { ExternalRegion::new(memory, base, len) };
         TcpFlow {
-            send_memory: Some(send_memory),
+            memory: FrameMemory::new(&conn),
             conn,
             app,
             route,
@@ -190,16 +182,13 @@ impl<A: TcpApp> TcpFlow<A> {
             self.app.drive(now, &mut self.conn);
         }
         while let Some(segment) = self.conn.poll_transmit(now) {
-            let sent = match &self.send_memory {
-                Some(memory) => self.route.transmit_from(&segment, memory, sink),
-                None => self.route.transmit(&segment, sink),
-            };
-            if sent {
+            if self.route.transmit_from(&segment, &mut self.memory, sink) {
                 counters.segments_sent += 1;
             } else {
                 counters.segments_dropped += 1;
             }
         }
+        self.memory.forget_registered_unless_sending(&self.conn);
         self.deliver_events(now);
         if let Some(end) = self.end.take() {
             self.finish(end, counters);
@@ -241,9 +230,9 @@ impl<A: TcpApp> TcpFlow<A> {
             self.ended = true;
             self.app.on_end(end, self.conn.stats());
         }
-        if self.send_memory.is_some() && self.conn.release_memory() {
+        if self.memory.send_ring().is_some() && self.conn.release_memory() {
             // Frames still pointing into the old memory keep it alive.
-            self.send_memory = None;
+            self.memory.release_send_ring();
             counters.buffers_released += 1;
         }
     }
@@ -252,7 +241,12 @@ impl<A: TcpApp> TcpFlow<A> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use smoltcp::wire::{EthernetAddress, EthernetFrame, Ipv4Address, Ipv4Packet, TcpControl};
+    use smoltcp::wire::{
+        EthernetAddress, EthernetFrame, Ipv4Address, Ipv4Packet, TcpControl, TcpPacket,
+    };
+    use uwarp_dataplane::extbuf::ExternalRegion;
+    use uwarp_dataplane::net::ipv4::HEADERS_LEN;
+    use uwarp_stack::mem::{BufferSlice, MemoryBuffer};
     use uwarp_stack::tcp::{parse, Config, Consumer, Disposition, Endpoint, Seq, State, Stats};
 
     /// Takes in-order data in place and reads the rest at `drive`, like
@@ -303,6 +297,48 @@ mod tests {
             fill(&mut frame);
             self.0.push(frame);
             true
+        }
+    }
+
+    /// A device that reads payloads from `registered` by reference, as a
+    /// memory link does: each such frame is gathered and its checksum
+    /// filled in, as the receiving end would see it.
+    struct ReferencingFrames {
+        frames: Frames,
+        registered: Arc<MemoryBuffer>,
+        /// The places in `registered` frames were sent from.
+        referenced: Vec<std::ops::Range<usize>>,
+    }
+
+    impl FrameSink for ReferencingFrames {
+        fn send_frame(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+            self.frames.send_frame(len, fill)
+        }
+
+        fn sends_by_reference(&self) -> bool {
+            true
+        }
+
+        fn send_tcp_frame_referencing(
+            &mut self,
+            headers_len: usize,
+            _region: &ExternalRegion,
+            range: std::ops::Range<usize>,
+            trailer: &[u8],
+            fill: &mut dyn FnMut(&mut [u8]),
+        ) -> Option<bool> {
+            let mut frame = vec![0; headers_len];
+            fill(&mut frame);
+            let mut run = vec![0; range.len()];
+            self.registered.read_at(range.start, &mut run).unwrap();
+            frame.extend_from_slice(&run);
+            frame.extend_from_slice(trailer);
+            let (src, dst, _) = tcp_of(&frame);
+            let mut tcp = TcpPacket::new_unchecked(&mut frame[HEADERS_LEN..]);
+            tcp.fill_checksum(&src.into(), &dst.into());
+            self.frames.0.push(frame);
+            self.referenced.push(range);
+            Some(true)
         }
     }
 
@@ -423,7 +459,7 @@ mod tests {
         let fin = fin.expect("the peer's FIN");
         assert_eq!(wire.flow.conn.state(), State::TimeWait);
         assert_eq!(wire.counters.buffers_released, 1);
-        assert!(wire.flow.send_memory.is_none());
+        assert!(wire.flow.memory.send_ring().is_none());
         assert_eq!(wire.flow.conn.send_memory().len(), 1);
 
         let fin = parse(FAR, NEAR, &fin).unwrap();
@@ -437,6 +473,75 @@ mod tests {
         assert_eq!(ack.ack_number.map(Seq::from), Some(fin_end));
         assert!(ack.payload.is_empty() && ack.control == TcpControl::None);
         assert_eq!(wire.counters.buffers_released, 1, "counted once");
+    }
+
+    /// Queues one record of a 4-octet head, a run of `run` held by
+    /// reference, and a 6-octet tail, once established.
+    struct ZeroCopySender {
+        run: Option<BufferSlice>,
+    }
+
+    impl Consumer for ZeroCopySender {
+        fn on_data(&mut self, _: u64, _: &[u8], _: bool) -> Disposition {
+            Disposition::Consumed
+        }
+
+        fn on_left_edge(&mut self, _: u64) {}
+    }
+
+    impl TcpApp for ZeroCopySender {
+        fn drive(&mut self, _: Instant, conn: &mut Connection) {
+            if let Some(run) = self.run.take() {
+                let (head, tail) = conn.reserve_record_referencing(4, run, 6).unwrap();
+                head.copy_from_slice(b"HEAD");
+                tail.copy_from_slice(b"TAIL!!");
+                conn.commit_record();
+            }
+        }
+
+        fn on_end(&mut self, _: End, _: &Stats) {}
+    }
+
+    /// A run held by reference goes out from the application's memory,
+    /// the record's other octets around it, and the flow keeps that
+    /// memory alive only until TCP has the run acknowledged.
+    #[test]
+    fn a_run_in_registered_memory_is_sent_from_there_and_let_go_once_acknowledged() {
+        let registered = Arc::new(MemoryBuffer::new(4096));
+        let data: Vec<u8> = (0..1000).map(|i| (i * 7 + 3) as u8).collect();
+        registered.write_at(100, &data).unwrap();
+        let run = BufferSlice::new(Arc::clone(&registered), 100, 1000).unwrap();
+        let mut wire = Wire::accept(ZeroCopySender { run: None });
+        for ack in wire.peer_segments() {
+            wire.deliver(&ack);
+        }
+        wire.flow.app.run = Some(run);
+        let mut sink = ReferencingFrames {
+            frames: Frames::default(),
+            registered: Arc::clone(&registered),
+            referenced: Vec::new(),
+        };
+        wire.flow.service(wire.now, &mut sink, &mut wire.counters);
+        assert!(
+            Arc::strong_count(&registered) > 2,
+            "the queue and the flow's region hold the memory"
+        );
+        assert_eq!(sink.referenced, vec![100..1100]);
+        drop(sink.registered);
+        wire.frames = sink.frames;
+        wire.service();
+        let (_, received) = wire.peer.received().expect("the record arrived");
+        assert_eq!(&received[..4], b"HEAD");
+        assert_eq!(&received[4..1004], &data[..]);
+        assert_eq!(&received[1004..], b"TAIL!!");
+        // The peer's (delayed) ACK releases the record, and the flow its
+        // region.
+        wire.now = wire.now + uwarp_stack::tcp::Duration::from_millis(500);
+        wire.peer.on_timer(wire.now);
+        for ack in wire.peer_segments() {
+            wire.deliver(&ack);
+        }
+        assert_eq!(Arc::strong_count(&registered), 1, "nothing holds it now");
     }
 
     /// Takes data only into room its application made ready and its

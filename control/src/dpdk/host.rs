@@ -61,7 +61,9 @@ pub struct HostConfig {
     pub memory_link_offloads: bool,
     /// Send TCP payloads by reference where the device allows (see
     /// [`PortConfig::payloads_by_reference`]: today a memory link with
-    /// `memory_link_offloads`). Off by default.
+    /// `memory_link_offloads`): from the send queue, or from registered
+    /// memory for payloads that zero-copy transmit leaves there. Off by
+    /// default.
     ///
     /// [`PortConfig::payloads_by_reference`]: uwarp_dataplane::PortConfig::payloads_by_reference
     pub payloads_by_reference: bool,

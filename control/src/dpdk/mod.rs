@@ -6,6 +6,8 @@
 //! - [`route`]: the Ethernet/IPv4 headers of a connection's frames.
 //! - [`app`]: [`TcpApp`], what runs above a connection.
 //! - [`flow`]: a connection with its application and route.
+//! - [`frame_memory`]: the memory a connection's frames carry payloads
+//!   from by reference.
 //! - [`doorbell`]: how other threads ask a core to drive a flow.
 //! - [`setup`]: the control core's TCP: listeners, active opens, the
 //!   handshake, hand-over to a dataplane core.
@@ -20,6 +22,7 @@ pub mod core;
 mod deadlines;
 pub mod doorbell;
 pub mod flow;
+pub mod frame_memory;
 pub mod host;
 pub mod rdma;
 pub mod route;
@@ -30,6 +33,7 @@ pub use clock::Clock;
 pub use core::{ClosedFlows, TcpCore, TcpCoreCounters};
 pub use doorbell::Doorbell;
 pub use flow::{FlowCounters, TcpFlow};
+pub use frame_memory::FrameMemory;
 pub use host::{HostConfig, HostReport, TcpHost};
 pub use route::Route;
 pub use setup::{AppFactory, SetupCounters, TcpRequests, TcpSetup};

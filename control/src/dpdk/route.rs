@@ -2,11 +2,15 @@
 //! 894, RFC 791) in front of every TCP segment it sends, fixed when the
 //! connection is set up so the dataplane core needs no neighbour lookup.
 
+use std::ops::Range;
+
 use smoltcp::wire::{EthernetAddress, IpProtocol, Ipv4Address};
 use uwarp_dataplane::extbuf::ExternalRegion;
 use uwarp_dataplane::net::ipv4::{HEADERS_LEN, MIN_FRAME_LEN};
 use uwarp_dataplane::net::{write_headers, FrameSink, Ipv4Header, DEFAULT_TTL};
 use uwarp_stack::tcp::Segment;
+
+use super::frame_memory::FrameMemory;
 
 /// The smallest payload sent by reference rather than copied: below it,
 /// copying costs less than the second mbuf and the shared reference count
@@ -42,42 +46,77 @@ impl Route {
         }
     }
 
-    /// Writes `segment`, a segment of the connection whose send queue's
-    /// memory `send_memory` covers ([`Connection::send_memory`]), into
-    /// `sink`; false when the sink had no room (TCP retransmits).
+    /// Writes `segment`, a segment of the connection whose send-side
+    /// memory `memory` holds, into `sink`; false when the sink had no
+    /// room (TCP retransmits).
     ///
-    /// A payload of at least [`MIN_REFERENCED_PAYLOAD`] octets, contiguous
-    /// in that memory (none of it held in registered memory instead), goes
-    /// by reference where the sink can send it so;
-    /// otherwise the frame is [`transmit`](Self::transmit)'s copy.
-    ///
-    /// [`Connection::send_memory`]: uwarp_stack::tcp::Connection::send_memory
+    /// Where the sink can send it so, a payload goes by reference when it
+    /// holds one run of at least [`MIN_REFERENCED_PAYLOAD`] octets: the
+    /// run in registered memory that zero-copy transmit queued (the
+    /// ring's octets before it copied behind the headers, those after it
+    /// into a last segment), or else, when the registered memory holds
+    /// none of it, the whole payload where it lies in the send queue's
+    /// ring. Otherwise the frame is [`transmit`](Self::transmit)'s copy.
     pub fn transmit_from(
         &self,
         segment: &Segment<'_>,
-        send_memory: &ExternalRegion,
+        memory: &mut FrameMemory,
         sink: &mut dyn FrameSink,
     ) -> bool {
-        let payload = segment.payload;
-        let in_ring = payload.second.is_empty() && payload.references.is_empty();
-        if in_ring && payload.first.len() >= MIN_REFERENCED_PAYLOAD {
-            let tcp_len = segment.len();
-            let headers_len = HEADERS_LEN + segment.header_len();
-            let referenced = sink.send_tcp_frame_referencing(
-                headers_len,
-                payload.first,
-                send_memory,
-                &mut |frame| {
-                    write_headers(frame, &self.header, tcp_len, true);
-                    // The frame is exactly as long as the headers.
-                    let _ = segment.emit_header_for_checksum_offload(&mut frame[HEADERS_LEN..]);
-                },
-            );
-            if let Some(queued) = referenced {
-                return queued;
-            }
+        let payload = &segment.payload;
+        if !sink.sends_by_reference() || payload.len() < MIN_REFERENCED_PAYLOAD {
+            return self.transmit(segment, sink);
         }
-        self.transmit(segment, sink)
+        let mut runs = payload.references.iter();
+        let referenced = match (runs.next(), runs.next()) {
+            (Some((span, slice, offset)), None) if span.len() >= MIN_REFERENCED_PAYLOAD => {
+                let start = slice.offset() + offset;
+                let region = memory.registered(slice.buffer());
+                self.transmit_referencing(segment, region, start, span, sink)
+            }
+            (None, _) if payload.second.is_empty() => {
+                let in_ring = memory
+                    .send_ring()
+                    .map(|ring| (ring.offset_of(payload.first), ring));
+                match in_ring {
+                    Some((Some(start), ring)) => {
+                        let span = 0..payload.len();
+                        self.transmit_referencing(segment, ring, start, span, sink)
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        referenced.unwrap_or_else(|| self.transmit(segment, sink))
+    }
+
+    /// Sends `segment` with the octets at `span` of its payload read from
+    /// `region`, starting at `start` in it, and the rest of the payload
+    /// copied from the ring; `None` when the sink cannot, or those octets
+    /// straddle the ring's end.
+    fn transmit_referencing(
+        &self,
+        segment: &Segment<'_>,
+        region: &ExternalRegion,
+        start: usize,
+        span: Range<usize>,
+        sink: &mut dyn FrameSink,
+    ) -> Option<bool> {
+        let payload = &segment.payload;
+        let before = payload.ring_part(0..span.start)?;
+        let after = payload.ring_part(span.end..payload.len())?;
+        let tcp_len = segment.len();
+        let tcp_header_len = segment.header_len();
+        let headers_len = HEADERS_LEN + tcp_header_len + before.len();
+        let range = start..start + span.len();
+        sink.send_tcp_frame_referencing(headers_len, region, range, after, &mut |frame| {
+            write_headers(frame, &self.header, tcp_len, true);
+            let tcp = &mut frame[HEADERS_LEN..];
+            // The frame is exactly as long as the headers and `before`.
+            let _ = segment.emit_header_for_checksum_offload(tcp);
+            tcp[tcp_header_len..].copy_from_slice(before);
+        })
     }
 
     /// Writes `segment` as one frame into `sink` (padded to the Ethernet

@@ -8,6 +8,7 @@
 //! zeros to 60 octets on transmit). Sans-IO: frames come in as slices,
 //! go out through a [`FrameSink`], and time is passed in by the caller.
 
+use std::ops::Range;
 use std::time::Instant;
 
 use smoltcp::wire::{ArpOperation, EthernetAddress, IpProtocol, Ipv4Address};
@@ -39,21 +40,31 @@ pub trait FrameSink {
         self.send_frame(len, &mut |frame| fill(frame, false))
     }
 
-    /// Sends an Ethernet/IPv4/TCP frame whose payload is not copied: the
-    /// frame is the `headers_len` octets `fill` writes (as
+    /// Whether [`FrameSink::send_tcp_frame_referencing`] can send at all
+    /// (checked before the caller looks for octets to reference). The
+    /// default never references.
+    fn sends_by_reference(&self) -> bool {
+        false
+    }
+
+    /// Sends an Ethernet/IPv4/TCP frame whose payload is mostly not
+    /// copied: the frame is the `headers_len` octets `fill` writes (as
     /// [`FrameSink::send_tcp_frame`]'s `fill` does when given `true`: the
-    /// device fills both checksums) followed by `payload`, read where it
-    /// lies in `region`, which keeps it alive until the device is done.
+    /// device fills both checksums; they may end with the payload's first
+    /// octets), then the octets at `range` of `region`, read where they lie
+    /// (the region keeps them alive until the device is done), then a copy
+    /// of `trailer` (the payload's octets after them, often none).
     ///
-    /// `None` when this sink cannot (no checksum offload, or a device that
-    /// cannot read external buffers): the caller sends a copy with
-    /// [`FrameSink::send_tcp_frame`]. Otherwise whether the frame was
-    /// queued. The default never references.
+    /// `None` when this sink cannot (no checksum offload, a device that
+    /// cannot read external buffers, or no mbuf for a piece): the caller
+    /// sends a copy with [`FrameSink::send_tcp_frame`]. Otherwise whether
+    /// the frame was queued. The default never references.
     fn send_tcp_frame_referencing(
         &mut self,
         _headers_len: usize,
-        _payload: &[u8],
         _region: &ExternalRegion,
+        _range: Range<usize>,
+        _trailer: &[u8],
         _fill: &mut dyn FnMut(&mut [u8]),
     ) -> Option<bool> {
         None

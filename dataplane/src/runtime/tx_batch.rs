@@ -9,6 +9,7 @@
 //! On their way to the device, frames go through the transmit side of the
 //! port's [`ImpairSwitch`] (off unless set), applied once to each frame.
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -257,22 +258,40 @@ impl FrameSink for TxBatch {
         queued
     }
 
+    fn sends_by_reference(&self) -> bool {
+        self.reference_payloads
+    }
+
     fn send_tcp_frame_referencing(
         &mut self,
         headers_len: usize,
-        payload: &[u8],
         region: &ExternalRegion,
+        range: Range<usize>,
+        trailer: &[u8],
         fill: &mut dyn FnMut(&mut [u8]),
     ) -> Option<bool> {
         if !self.reference_payloads {
             return None;
         }
         let headers_len = u16::try_from(headers_len).ok()?;
-        // Both mbufs first: a failure leaves the caller free to copy.
+        let trailer_len = u16::try_from(trailer.len()).ok()?;
+        // Every mbuf first: a failure leaves the caller free to copy.
         let mut head = self.take_mbuf(headers_len)?;
-        let tail = region.attach(self.take_mbuf(0)?, payload).ok()?;
-        if !fill_frame(&mut head, headers_len, fill) || head.chain(tail).is_err() {
+        let referenced = region.attach_range(self.take_mbuf(0)?, range).ok()?;
+        let last = match trailer_len {
+            0 => None,
+            len => Some(self.take_mbuf(len)?),
+        };
+        if !fill_frame(&mut head, headers_len, fill) || head.chain(referenced).is_err() {
             return None;
+        }
+        if let Some(mut last) = last {
+            let copied = fill_frame(&mut last, trailer_len, &mut |out| {
+                out.copy_from_slice(trailer)
+            });
+            if !copied || head.chain(last).is_err() {
+                return None;
+            }
         }
         head.offload_tcp_checksums(ETHERNET_HEADER_LEN as u8, IPV4_HEADER_LEN as u16);
         let queued = self.push(head);

@@ -12,7 +12,11 @@
 //! CRC pass of zero-copy transmit
 //! ([`BufferSlice::crc32c_update`](super::BufferSlice::crc32c_update)),
 //! which reads a payload through a `&[u8]` that lives only for the call.
-//! Several threads may make these accesses at once, on the same buffer.
+//! Zero-copy transmit on a device that reads external buffers also hands
+//! a payload's address to the device, which reads it the way a NIC's DMA
+//! does (the memcpy of a virtual device's driver, or a memory link's
+//! receiver). Several threads may make these accesses at once, on the same
+//! buffer.
 //!
 //! What the type does not do is make two accesses to the *same octets* from
 //! different threads, one of them a write, well defined: that is a data race

@@ -40,6 +40,16 @@ impl BufferSlice {
         })
     }
 
+    /// The buffer the slice lies in.
+    pub fn buffer(&self) -> &Arc<MemoryBuffer> {
+        &self.buffer
+    }
+
+    /// Where the slice begins in its buffer.
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+
     /// Octets in the slice.
     pub fn len(&self) -> usize {
         self.len

@@ -89,6 +89,22 @@ impl<'a> Payload<'a> {
         self.copy_ring(at..self.len(), out);
     }
 
+    /// The ring's octets at offsets `range` of the payload, when they lie
+    /// in one piece of it (not across the ring's end); empty for an empty
+    /// range.
+    pub fn ring_part(&self, range: Range<usize>) -> Option<&'a [u8]> {
+        let split = self.first.len();
+        if range.is_empty() {
+            Some(&[])
+        } else if range.end <= split {
+            self.first.get(range)
+        } else if range.start >= split {
+            self.second.get(range.start - split..range.end - split)
+        } else {
+            None
+        }
+    }
+
     /// Copies the ring's octets at offsets `range` of the payload into the
     /// same offsets of `out`.
     fn copy_ring(&self, range: Range<usize>, out: &mut [u8]) {
@@ -368,6 +384,24 @@ mod tests {
         bytes[21] = 40;
         assert_eq!(parse_verified(&bytes), Err(ParseError::Malformed));
         assert_eq!(parse_verified(&bytes[..10]), Err(ParseError::Malformed));
+    }
+
+    #[test]
+    fn ring_parts_are_given_only_where_they_do_not_cross_the_wrap() {
+        let data: Vec<u8> = (0..100u8).collect();
+        let (first, second) = data.split_at(60);
+        let payload = Payload {
+            first,
+            second,
+            ..Payload::default()
+        };
+        assert_eq!(payload.ring_part(0..60), Some(&data[..60]));
+        assert_eq!(payload.ring_part(10..20), Some(&data[10..20]));
+        assert_eq!(payload.ring_part(60..100), Some(&data[60..]));
+        assert_eq!(payload.ring_part(70..75), Some(&data[70..75]));
+        assert_eq!(payload.ring_part(59..61), None, "across the wrap");
+        assert_eq!(payload.ring_part(90..101), None, "past the end");
+        assert_eq!(payload.ring_part(100..100), Some(&[][..]));
     }
 
     #[test]

@@ -185,6 +185,11 @@ impl SendQueue {
         true
     }
 
+    /// Whether any queued record holds a run by reference.
+    pub fn holds_references(&self) -> bool {
+        self.referencing != 0
+    }
+
     /// Position of the oldest queued octet.
     pub fn head(&self) -> u64 {
         self.head

@@ -39,9 +39,11 @@ pub struct DpdkConfig {
     pub threads: CoreThreads,
     /// Zero-copy transmit: the payload of an FPDU of a Send, RDMA Write or
     /// Read Response with at least this many octets (within one element of
-    /// a gather list, and with no Markers towards the peer) stays in the application's registered memory, and segments carrying
-    /// it read it from there instead of from a copy in TCP's send queue
-    /// (one copy on the way out, not two). A Send or Write sent so
+    /// a gather list, and with no Markers towards the peer) stays in the
+    /// application's registered memory, and segments carrying it read it
+    /// from there instead of from a copy in TCP's send queue (one copy on
+    /// the way out, not two; none where the port sends payloads by
+    /// reference, [`HostConfig::payloads_by_reference`]). A Send or Write sent so
     /// completes once TCP has acknowledged it, not as soon as it is
     /// queued: the application must not change the data before its
     /// completion (RDMAC verbs), since a retransmission reads it again.

@@ -587,6 +587,13 @@ impl Connection {
         self.send.memory()
     }
 
+    /// Whether the send queue holds a record with a run by reference
+    /// ([`reserve_record_referencing`](Self::reserve_record_referencing)),
+    /// so that its segments may still point into registered memory.
+    pub fn sends_by_reference(&self) -> bool {
+        self.send.holds_references()
+    }
+
     /// Gives back the memory of the send queue and the reassembly buffer
     /// once the connection is in TIME-WAIT, for an application that reads
     /// nothing more (octets it left unread are dropped). In TIME-WAIT the
