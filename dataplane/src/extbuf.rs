@@ -144,9 +144,9 @@ impl ExternalRegion {
     }
 
     /// Like [`attach`](Self::attach), for the octets at `range` of the
-    /// region, named by their place so that no reference to them is made
-    /// (memory that other threads may write, such as registered memory,
-    /// is only ever reached through raw pointers).
+    /// region, named by their place so that the caller makes no
+    /// reference to them (memory that other threads may write, such as
+    /// registered memory).
     pub fn attach_range(&self, m: Mbuf, range: Range<usize>) -> Result<Mbuf> {
         if range.start > range.end || range.end > self.len {
             return Err(Error::InvalidArgument(

@@ -47,10 +47,47 @@ fn ports(pool: &Arc<Mempool>) -> (Port, Queues, Port, Queues) {
         tx_queues: 2,
         ..PortConfig::default()
     };
-    let mut port_b = Port::configure(eal(), b, &config, std::slice::from_ref(pool)).expect("B");
-    port_b.start().expect("start B");
-    let queues_b = port_b.take_queues().expect("queues of B");
+    let (port_b, queues_b) = started(b, &config, pool);
     (port_a, queues_a, port_b, queues_b)
+}
+
+/// Starts `device` with `config` and takes its queues.
+fn started(
+    device: uwarp_dataplane::Device,
+    config: &PortConfig,
+    pool: &Arc<Mempool>,
+) -> (Port, Queues) {
+    let mut port =
+        Port::configure(eal(), device, config, std::slice::from_ref(pool)).expect("port");
+    port.start().expect("start");
+    let queues = port.take_queues().expect("queues");
+    (port, queues)
+}
+
+/// A peer's endpoint and ours: MAC, IPv4 address, TCP port.
+type Endpoints = (
+    (EthernetAddress, Ipv4Address, u16),
+    (EthernetAddress, Ipv4Address, u16),
+);
+
+/// Sends the peer's SYN of a flow on port B (sequence number 100) and
+/// steps the cores until the control core handed it to dataplane core 0.
+fn open_flow(
+    cores: &mut Stepper<HandOver, Recorder>,
+    queues_b: &mut Queues,
+    pool: &Mempool,
+    now: Instant,
+) -> Endpoints {
+    let peer = (PEER_MAC, PEER_IP, 40000);
+    let us = (uwarp().0, uwarp().1, 4791);
+    send(
+        queues_b,
+        pool,
+        &[tcp_frame(peer, us, TcpControl::Syn, 100, b"")],
+    );
+    cores.step(now);
+    cores.step(now);
+    (peer, us)
 }
 
 fn send(queues: &mut Queues, pool: &Mempool, frames: &[Vec<u8>]) {
@@ -182,15 +219,7 @@ fn stepped_cores_answer_arp_and_icmp_and_hand_flows_over() {
     );
 
     // A SYN of an unknown flow: control core, hand-over, then the flow.
-    let peer = (PEER_MAC, PEER_IP, 40000);
-    let us = (uwarp().0, uwarp().1, 4791);
-    send(
-        &mut queues_b,
-        &pool,
-        &[tcp_frame(peer, us, TcpControl::Syn, 100, b"")],
-    );
-    cores.step(now);
-    cores.step(now);
+    let (peer, us) = open_flow(&mut cores, &mut queues_b, &pool, now);
     assert_eq!(cores.control.counters().tcp_to_handler, 1);
     send(
         &mut queues_b,
@@ -314,4 +343,69 @@ fn threaded_cores_answer_ten_thousand_pings_pinned() {
         dataplanes: vec![last],
     };
     threaded_pings(&placement, "pinned");
+}
+
+/// A memory link's verified frame in two segments is taken as it lies
+/// when its head is exactly the headers (a payload sent by reference),
+/// and gathered and delivered whole when the head holds payload octets
+/// too (a zero-copy segment that ends inside its run of registered
+/// memory). Regression (issue 6): the second was dropped as truncated.
+#[test]
+fn chained_frames_are_delivered_whole_however_their_head_ends() {
+    let pool = common::pool(eal(), "chained", 2047);
+    let (a, b) = ring_pair(eal(), 1, 1024).expect("ring pair");
+    let trusting = PortConfig {
+        memory_link_offloads: true,
+        ..PortConfig::default()
+    };
+    let (port_a, queues_a) = started(a, &trusting, &pool);
+    let (port_b, mut queues_b) = started(b, &PortConfig::default(), &pool);
+    let config = InterfaceConfig::new(address(UWARP_MAC, UWARP_IP));
+    let slice = std::slice::from_ref(&pool);
+    let (control, dataplanes) = assemble(
+        config,
+        queues_a,
+        slice,
+        HandOver::default(),
+        vec![Recorder::default()],
+    )
+    .expect("cores");
+    let mut cores = Stepper::new(control, dataplanes);
+    let now = Instant::now();
+    let (peer, us) = open_flow(&mut cores, &mut queues_b, &pool, now);
+
+    let payload: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
+    let headers = 14 + 20 + 20;
+    let frames: Vec<Vec<u8>> = [101, 1101]
+        .map(|seq| tcp_frame(peer, us, TcpControl::None, seq, &payload))
+        .into();
+    // The first cut right after its headers, the second 16 octets later.
+    let mut out: Vec<Mbuf> = frames
+        .iter()
+        .zip([headers, headers + 16])
+        .map(|(frame, cut)| {
+            let mut head = Mbuf::from_slice(&pool, &frame[..cut]).unwrap();
+            let tail = Mbuf::from_slice(&pool, &frame[cut..]).unwrap();
+            head.chain(tail).unwrap();
+            // As a memory link's sender marks it: the receiver trusts it.
+            head.offload_tcp_checksums(14, 20);
+            head
+        })
+        .collect();
+    while !out.is_empty() {
+        queues_b.tx[0].tx_burst(&mut out);
+    }
+    cores.step(now);
+
+    let dp = &cores.dataplanes[0];
+    assert_eq!(dp.counters().net.tcp_truncated, 0, "{:?}", dp.counters());
+    assert_eq!(dp.counters().gathered, 1, "only the second was gathered");
+    let segments = &dp.handler().segments;
+    assert_eq!(segments.len(), 3, "the SYN and both frames");
+    for (frame, (_, segment)) in frames.iter().zip(&segments[1..]) {
+        assert_eq!(segment, &frame[34..], "the whole segment");
+    }
+    drop(cores.shutdown());
+    drop((port_a, port_b, queues_b));
+    assert_eq!(pool.in_use(), 0, "every mbuf is back in the pool");
 }

@@ -17,11 +17,17 @@ pub struct FrameMemory {
     /// The send queue's ring; `None` once the connection gave it back in
     /// TIME-WAIT ([`Connection::release_memory`]).
     send_ring: Option<ExternalRegion>,
-    /// The registered buffer the last referenced run lay in, and its
-    /// region: runs of one buffer follow each other, so one region serves
-    /// a whole transfer for one allocation.
-    registered: Option<(Arc<MemoryBuffer>, ExternalRegion)>,
+    /// The registered buffers the latest referenced runs lay in, with
+    /// their regions, the most recent last: a queue pair's Writes or
+    /// Sends from one buffer and its Read Responses from another take
+    /// turns segment by segment, and each keeps its region for a whole
+    /// transfer (one allocation).
+    registered: Vec<(Arc<MemoryBuffer>, ExternalRegion)>,
 }
+
+/// Registered buffers a flow keeps a region for at once: beyond it, the
+/// least recently used goes.
+const REGISTERED_REGIONS: usize = 4;
 
 impl FrameMemory {
     /// The memory of `conn`'s send queue.
@@ -34,7 +40,7 @@ impl FrameMemory {
         let send_ring = unsafe { ExternalRegion::new(memory, base, len) };
         FrameMemory {
             send_ring: Some(send_ring),
-            registered: None,
+            registered: Vec::new(),
         }
     }
 
@@ -52,31 +58,102 @@ impl FrameMemory {
     /// The region over all of `buffer`, registered memory a queued record
     /// holds a run of.
     pub fn registered(&mut self, buffer: &Arc<MemoryBuffer>) -> &ExternalRegion {
-        if matches!(&self.registered, Some((held, _)) if !Arc::ptr_eq(held, buffer)) {
-            self.registered = None;
-        }
-        let (_, region) = self.registered.get_or_insert_with(|| {
-            // SAFETY (both blocks): the Arc keeps the allocation, which
-            // never moves, and the region only hands its address to
-            // devices, which read it the way a NIC reads host memory by
-            // DMA, while the application may write it: a run is only
-            // referenced while its Send or Write is not complete, during
-            // which verbs forbid the application to touch it, and after
-            // completion (TCP acknowledged it) a frame still in flight is
-            // a duplicate the receiver discards by sequence number.
-            let base = unsafe { buffer.as_ptr() }.cast_const();
-            let region = unsafe { ExternalRegion::new(Arc::clone(buffer), base, buffer.len()) };
-            (Arc::clone(buffer), region)
-        });
+        let held = self
+            .registered
+            .iter()
+            .position(|(held, _)| Arc::ptr_eq(held, buffer));
+        let entry = match held {
+            Some(at) => self.registered.remove(at),
+            None => {
+                if self.registered.len() == REGISTERED_REGIONS {
+                    self.registered.remove(0);
+                }
+                // SAFETY (both blocks): the Arc keeps the allocation, which
+                // never moves, and the region only hands its address to
+                // devices, which read it the way a NIC reads host memory
+                // by DMA, while the application may write it (the access
+                // contract of `MemoryBuffer`). A Send's or Write's run is
+                // only referenced while the request is not complete,
+                // during which verbs forbid the application to touch it;
+                // after completion (TCP acknowledged it) a frame still in
+                // flight is a duplicate the receiver discards by sequence
+                // number. A Read Response's source has no such guard, as
+                // with a NIC: octets changed under it arrive as they were
+                // read, and with CRCs on fail the CRC framed before.
+                let base = unsafe { buffer.as_ptr() }.cast_const();
+                let region = unsafe { ExternalRegion::new(Arc::clone(buffer), base, buffer.len()) };
+                (Arc::clone(buffer), region)
+            }
+        };
+        self.registered.push(entry);
+        let (_, region) = self.registered.last().expect("pushed above");
         region
     }
 
-    /// Lets go of the registered buffer once `conn` holds no run by
+    /// Lets go of the registered buffers once `conn` holds no run by
     /// reference, so that the connection keeps no application memory
     /// alive while it sends none of it.
     pub fn forget_registered_unless_sending(&mut self, conn: &Connection) {
-        if self.registered.is_some() && !conn.sends_by_reference() {
-            self.registered = None;
+        if !self.registered.is_empty() && !conn.holds_referenced_runs() {
+            self.registered.clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use smoltcp::wire::Ipv4Address;
+    use uwarp_stack::tcp::{Config, Endpoint, Instant, Seq};
+
+    /// A connection that has queued nothing.
+    fn connection() -> Connection {
+        let near = Endpoint::new(Ipv4Address::new(10, 0, 0, 1), 40000);
+        let far = Endpoint::new(Ipv4Address::new(10, 0, 0, 2), 5000);
+        Connection::connect(
+            Config::default(),
+            near,
+            far,
+            Seq(1),
+            Instant::from_micros(0),
+        )
+    }
+
+    /// Each cached region holds two references to its buffer: its cache
+    /// entry's and its holder's.
+    fn cached(buffer: &Arc<MemoryBuffer>) -> bool {
+        Arc::strong_count(buffer) == 3
+    }
+
+    #[test]
+    fn buffers_taking_turns_keep_their_regions_and_a_fifth_evicts_the_oldest() {
+        let mut memory = FrameMemory::new(&connection());
+        let buffers: Vec<_> = (0..5).map(|_| Arc::new(MemoryBuffer::new(64))).collect();
+        let (a, b) = (&buffers[0], &buffers[1]);
+        for _ in 0..3 {
+            memory.registered(b);
+            memory.registered(a);
+            assert_eq!(memory.registered.len(), 2, "one region each");
+            assert!(cached(a) && cached(b));
+        }
+        for buffer in &buffers[2..] {
+            memory.registered(buffer);
+        }
+        assert_eq!(Arc::strong_count(b), 1, "b, used least recently, went");
+        assert!(buffers.iter().filter(|&buffer| cached(buffer)).count() == 4);
+    }
+
+    #[test]
+    fn a_connection_with_no_referenced_run_keeps_no_buffer() {
+        let conn = connection();
+        let mut memory = FrameMemory::new(&conn);
+        let buffer = Arc::new(MemoryBuffer::new(64));
+        memory.registered(&buffer);
+        assert!(cached(&buffer));
+        memory.forget_registered_unless_sending(&conn);
+        assert_eq!(Arc::strong_count(&buffer), 1);
+        assert!(memory.send_ring().is_some(), "the ring stays");
+        memory.release_send_ring();
+        assert!(memory.send_ring().is_none());
     }
 }

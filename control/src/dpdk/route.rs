@@ -56,7 +56,7 @@ impl Route {
     /// ring's octets before it copied behind the headers, those after it
     /// into a last segment), or else, when the registered memory holds
     /// none of it, the whole payload where it lies in the send queue's
-    /// ring. Otherwise the frame is [`transmit`](Self::transmit)'s copy.
+    /// ring, if it lies there in one piece. Otherwise the frame is [`transmit`](Self::transmit)'s copy.
     pub fn transmit_from(
         &self,
         segment: &Segment<'_>,

@@ -17,8 +17,8 @@ use std::time::Instant;
 
 use crate::mbuf::Mbuf;
 use crate::net::{
-    classify, classify_chained, Classified, FourTuple, InterfaceAddress, NetCounters, RxChecksum,
-    TcpMeta,
+    classify, classify_chained, Classified, DropReason, FourTuple, InterfaceAddress, NetCounters,
+    RxChecksum, TcpMeta,
 };
 use crate::queue::RxQueue;
 use crate::runtime::flow_table::FlowTable;
@@ -264,20 +264,33 @@ impl<H: FlowHandler> DataplaneCore<H> {
     /// of the memory link) it came from. A frame in several segments is
     /// taken as it lies when it is a verified TCP payload chained to its
     /// headers (a memory link's payload by reference), and is otherwise
-    /// gathered into one segment first; `None` when that found no mbuf.
+    /// gathered into one segment first (a head that holds payload octets
+    /// too, say); `None` when that found no mbuf.
     fn classify(&mut self, mbuf: Mbuf) -> Option<(Classified, Mbuf)> {
         let (ip, tcp) = rx_checksums(&mbuf, self.rx.trusts_offloaded_frames());
         let head = mbuf.data();
         let tail_len = match mbuf.nb_segs() {
             1 => 0,
             2 if tcp == RxChecksum::Good => mbuf.pkt_len() as usize - head.len(),
-            _ => {
-                let mbuf = self.gather(mbuf)?;
-                return Some((classify(mbuf.data(), &self.address, ip, tcp), mbuf));
-            }
+            _ => return self.classify_gathered(mbuf, ip, tcp),
         };
-        let classified = classify_chained(head, tail_len, &self.address, ip, tcp);
-        Some((classified, mbuf))
+        match classify_chained(head, tail_len, &self.address, ip, tcp) {
+            Classified::Drop(DropReason::TcpTruncated) if tail_len > 0 => {
+                self.classify_gathered(mbuf, ip, tcp)
+            }
+            classified => Some((classified, mbuf)),
+        }
+    }
+
+    /// [`classify`](Self::classify) for `mbuf` gathered into one segment.
+    fn classify_gathered(
+        &mut self,
+        mbuf: Mbuf,
+        ip: RxChecksum,
+        tcp: RxChecksum,
+    ) -> Option<(Classified, Mbuf)> {
+        let mbuf = self.gather(mbuf)?;
+        Some((classify(mbuf.data(), &self.address, ip, tcp), mbuf))
     }
 
     /// `mbuf` in one segment (itself when it is), counting copies.

@@ -15,7 +15,8 @@ use smoltcp::wire::{
 };
 use uwarp_dataplane::net::{EchoReply, InterfaceAddress, Resolution, TcpMeta};
 use uwarp_dataplane::runtime::{
-    assemble, ControlContext, ControlCore, ControlHandler, DataplaneCore, FlowHandler, TxBatch,
+    assemble, tcp_segment, ControlContext, ControlCore, ControlHandler, DataplaneCore, FlowHandler,
+    TxBatch,
 };
 use uwarp_dataplane::{Mbuf, Mempool, MempoolConfig};
 use uwarp_dataplane::{Port, Queues};
@@ -137,9 +138,8 @@ impl FlowHandler for Recorder {
         packet: Mbuf,
         _: &mut TxBatch,
     ) {
-        let data = packet.data();
-        let segment = data[meta.tcp_offset..meta.tcp_offset + meta.tcp_len].to_vec();
-        self.segments.push((*flow, segment));
+        let (head, tail) = tcp_segment(&packet, meta);
+        self.segments.push((*flow, [head, tail].concat()));
     }
 }
 

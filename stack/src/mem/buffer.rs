@@ -6,17 +6,18 @@
 //! # The access contract
 //!
 //! The octets are raw memory. Nothing in uwarp ever makes a `&mut [u8]`
-//! that points into them, and every access but one is a raw-pointer copy
+//! that points into them, and every access but two is a raw-pointer copy
 //! ([`read_at`](MemoryBuffer::read_at), [`write_at`](MemoryBuffer::write_at),
-//! the [`StagTable`](super::StagTable)'s placement). The exception is the
-//! CRC pass of zero-copy transmit
+//! the [`StagTable`](super::StagTable)'s placement). The exceptions are
+//! reads of zero-copy transmit, each through a `&[u8]` that lives only
+//! for one pass: the CRC pass
 //! ([`BufferSlice::crc32c_update`](super::BufferSlice::crc32c_update)),
-//! which reads a payload through a `&[u8]` that lives only for the call.
-//! Zero-copy transmit on a device that reads external buffers also hands
-//! a payload's address to the device, which reads it the way a NIC's DMA
-//! does (the memcpy of a virtual device's driver, or a memory link's
-//! receiver). Several threads may make these accesses at once, on the same
-//! buffer.
+//! and, on a device that reads external buffers, the device's read of a
+//! payload whose address it was handed, which stands for a NIC's DMA: the
+//! memcpy of a virtual device's driver, or, on a memory link, the
+//! receiving core's copy of the frame into one mbuf (or into a duplicate
+//! for the impairment stage). Several threads may make these accesses at
+//! once, on the same buffer.
 //!
 //! What the type does not do is make two accesses to the *same octets* from
 //! different threads, one of them a write, well defined: that is a data race

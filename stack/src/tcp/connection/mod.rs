@@ -590,7 +590,7 @@ impl Connection {
     /// Whether the send queue holds a record with a run by reference
     /// ([`reserve_record_referencing`](Self::reserve_record_referencing)),
     /// so that its segments may still point into registered memory.
-    pub fn sends_by_reference(&self) -> bool {
+    pub fn holds_referenced_runs(&self) -> bool {
         self.send.holds_references()
     }
 
