@@ -291,9 +291,12 @@ fn zero_copy_transmit_by_reference_survives_loss_reordering_and_duplication() {
     // Each FPDU of the Writes (the client's) and of the Read Responses
     // (the server's) carries 1428 octets (MTU 1500 with timestamps and
     // CRCs) or, at the end of a chunk, 1276, above the threshold of 1024:
-    // every one went by reference (retransmissions add more), and arrived
-    // in three pieces that the receiving end gathered.
+    // every one was framed around its run of registered memory, at least
+    // as many frames went by reference (retransmissions add some), and
+    // the receiving ends gathered the three pieces of nearly all.
     let segments = volume / CHUNK as u64 * CHUNK.div_ceil(1428) as u64;
+    assert_eq!(client_qp.fpdus_sent_by_reference, segments);
+    assert_eq!(server_qp.fpdus_sent_by_reference, segments);
     for (sender, receiver) in [(&client, &server), (&server, &client)] {
         let referenced: u64 = sender
             .transmit

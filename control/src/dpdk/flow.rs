@@ -188,7 +188,7 @@ impl<A: TcpApp> TcpFlow<A> {
                 counters.segments_dropped += 1;
             }
         }
-        self.memory.forget_registered_unless_sending(&self.conn);
+        self.memory.forget_unused_registered(&self.conn);
         self.deliver_events(now);
         if let Some(end) = self.end.take() {
             self.finish(end, counters);
@@ -246,6 +246,7 @@ mod tests {
     };
     use uwarp_dataplane::extbuf::ExternalRegion;
     use uwarp_dataplane::net::ipv4::HEADERS_LEN;
+    use uwarp_dataplane::net::Piece;
     use uwarp_stack::mem::{BufferSlice, MemoryBuffer};
     use uwarp_stack::tcp::{parse, Config, Consumer, Disposition, Endpoint, Seq, State, Stats};
 
@@ -324,15 +325,17 @@ mod tests {
             headers_len: usize,
             _region: &ExternalRegion,
             range: std::ops::Range<usize>,
-            trailer: &[u8],
-            fill: &mut dyn FnMut(&mut [u8]),
+            trailer_len: usize,
+            fill: &mut dyn FnMut(Piece, &mut [u8]),
         ) -> Option<bool> {
             let mut frame = vec![0; headers_len];
-            fill(&mut frame);
+            fill(Piece::Head, &mut frame);
             let mut run = vec![0; range.len()];
             self.registered.read_at(range.start, &mut run).unwrap();
             frame.extend_from_slice(&run);
-            frame.extend_from_slice(trailer);
+            let mut trailer = vec![0; trailer_len];
+            fill(Piece::Trailer, &mut trailer);
+            frame.extend_from_slice(&trailer);
             let (src, dst, _) = tcp_of(&frame);
             let mut tcp = TcpPacket::new_unchecked(&mut frame[HEADERS_LEN..]);
             tcp.fill_checksum(&src.into(), &dst.into());
@@ -475,10 +478,12 @@ mod tests {
         assert_eq!(wire.counters.buffers_released, 1, "counted once");
     }
 
-    /// Queues one record of a 4-octet head, a run of `run` held by
-    /// reference, and a 6-octet tail, once established.
+    /// Queues one record, `head`, a run held by reference, `tail`, once
+    /// it is given the run.
     struct ZeroCopySender {
+        head: &'static [u8],
         run: Option<BufferSlice>,
+        tail: &'static [u8],
     }
 
     impl Consumer for ZeroCopySender {
@@ -492,14 +497,48 @@ mod tests {
     impl TcpApp for ZeroCopySender {
         fn drive(&mut self, _: Instant, conn: &mut Connection) {
             if let Some(run) = self.run.take() {
-                let (head, tail) = conn.reserve_record_referencing(4, run, 6).unwrap();
-                head.copy_from_slice(b"HEAD");
-                tail.copy_from_slice(b"TAIL!!");
+                let (head, tail) = conn
+                    .reserve_record_referencing(self.head.len(), run, self.tail.len())
+                    .unwrap();
+                head.copy_from_slice(self.head);
+                tail.copy_from_slice(self.tail);
                 conn.commit_record();
             }
         }
 
         fn on_end(&mut self, _: End, _: &Stats) {}
+    }
+
+    /// 1000 octets of a pattern at offset 100 of `registered`.
+    const RUN: std::ops::Range<usize> = 100..1100;
+
+    /// An established flow that, serviced through the returned sink,
+    /// sends one record of `head`, the octets at [`RUN`] of `registered`
+    /// (written here) by reference, and `tail`; and those octets.
+    fn zero_copy_wire(
+        registered: &Arc<MemoryBuffer>,
+        head: &'static [u8],
+        tail: &'static [u8],
+    ) -> (Wire<ZeroCopySender>, ReferencingFrames, Vec<u8>) {
+        let data: Vec<u8> = RUN.map(|i| (i * 7 + 3) as u8).collect();
+        registered.write_at(RUN.start, &data).unwrap();
+        let run = BufferSlice::new(Arc::clone(registered), RUN.start, RUN.len()).unwrap();
+        let app = ZeroCopySender {
+            head,
+            run: None,
+            tail,
+        };
+        let mut wire = Wire::accept(app);
+        for ack in wire.peer_segments() {
+            wire.deliver(&ack);
+        }
+        wire.flow.app.run = Some(run);
+        let sink = ReferencingFrames {
+            frames: Frames::default(),
+            registered: Arc::clone(registered),
+            referenced: Vec::new(),
+        };
+        (wire, sink, data)
     }
 
     /// A run held by reference goes out from the application's memory,
@@ -508,21 +547,9 @@ mod tests {
     #[test]
     fn a_run_in_registered_memory_is_sent_from_there_and_let_go_once_acknowledged() {
         let registered = Arc::new(MemoryBuffer::new(4096));
-        let data: Vec<u8> = (0..1000).map(|i| (i * 7 + 3) as u8).collect();
-        registered.write_at(100, &data).unwrap();
-        let run = BufferSlice::new(Arc::clone(&registered), 100, 1000).unwrap();
-        let mut wire = Wire::accept(ZeroCopySender { run: None });
-        for ack in wire.peer_segments() {
-            wire.deliver(&ack);
-        }
-        wire.flow.app.run = Some(run);
-        let mut sink = ReferencingFrames {
-            frames: Frames::default(),
-            registered: Arc::clone(&registered),
-            referenced: Vec::new(),
-        };
+        let (mut wire, mut sink, data) = zero_copy_wire(&registered, b"HEAD", b"TAIL!!");
         wire.flow.service(wire.now, &mut sink, &mut wire.counters);
-        assert_eq!(sink.referenced, vec![100..1100]);
+        assert_eq!(sink.referenced, vec![RUN]);
         drop(sink.registered);
         // Ours, the queued record's, and the flow's region's (its cache
         // entry and the region's own holder).
@@ -541,6 +568,21 @@ mod tests {
             wire.deliver(&ack);
         }
         assert_eq!(Arc::strong_count(&registered), 1, "nothing holds it now");
+    }
+
+    /// A segment that is nothing but a run is copied: as headers chained
+    /// to the run alone it would be read in place by a memory link's
+    /// receiver.
+    #[test]
+    fn a_segment_of_nothing_but_a_run_is_copied() {
+        let registered = Arc::new(MemoryBuffer::new(4096));
+        let (mut wire, mut sink, data) = zero_copy_wire(&registered, b"", b"");
+        wire.flow.service(wire.now, &mut sink, &mut wire.counters);
+        assert!(sink.referenced.is_empty(), "{:?}", sink.referenced);
+        wire.frames = sink.frames;
+        wire.service();
+        let (_, received) = wire.peer.received().expect("the record arrived");
+        assert_eq!(received, &data[..]);
     }
 
     /// Takes data only into room its application made ready and its

@@ -90,11 +90,17 @@ impl FrameMemory {
         region
     }
 
-    /// Lets go of the registered buffers once `conn` holds no run by
-    /// reference, so that the connection keeps no application memory
-    /// alive while it sends none of it.
-    pub fn forget_registered_unless_sending(&mut self, conn: &Connection) {
-        if !self.registered.is_empty() && !conn.holds_referenced_runs() {
+    /// Lets go of the registered buffers `conn` no longer sends from:
+    /// all of them once it holds no run by reference, and otherwise those
+    /// only this cache still holds (their region and its entry), so a
+    /// connection keeps no application memory alive that the application
+    /// and its queued runs have let go. Frames still pointing into such
+    /// memory keep it alive until they are freed.
+    pub fn forget_unused_registered(&mut self, conn: &Connection) {
+        if conn.holds_referenced_runs() {
+            self.registered
+                .retain(|(buffer, _)| Arc::strong_count(buffer) > 2);
+        } else {
             self.registered.clear();
         }
     }
@@ -104,6 +110,7 @@ impl FrameMemory {
 mod tests {
     use super::*;
     use smoltcp::wire::Ipv4Address;
+    use uwarp_stack::mem::BufferSlice;
     use uwarp_stack::tcp::{Config, Endpoint, Instant, Seq};
 
     /// A connection that has queued nothing.
@@ -140,18 +147,31 @@ mod tests {
             memory.registered(buffer);
         }
         assert_eq!(Arc::strong_count(b), 1, "b, used least recently, went");
-        assert!(buffers.iter().filter(|&buffer| cached(buffer)).count() == 4);
+        assert_eq!(buffers.iter().filter(|&buffer| cached(buffer)).count(), 4);
     }
 
     #[test]
-    fn a_connection_with_no_referenced_run_keeps_no_buffer() {
-        let conn = connection();
+    fn buffers_nobody_else_holds_are_let_go_and_all_once_no_run_is_queued() {
+        let mut conn = connection();
         let mut memory = FrameMemory::new(&conn);
-        let buffer = Arc::new(MemoryBuffer::new(64));
-        memory.registered(&buffer);
-        assert!(cached(&buffer));
-        memory.forget_registered_unless_sending(&conn);
-        assert_eq!(Arc::strong_count(&buffer), 1);
+        let (sent, dropped) = (
+            Arc::new(MemoryBuffer::new(64)),
+            Arc::new(MemoryBuffer::new(64)),
+        );
+        memory.registered(&sent);
+        memory.registered(&dropped);
+        // A run of `sent` is queued; the application lets `dropped` go.
+        let run = BufferSlice::new(Arc::clone(&sent), 0, 64).unwrap();
+        conn.reserve_record_referencing(0, run, 0).unwrap();
+        conn.commit_record();
+        let weak = Arc::downgrade(&dropped);
+        drop(dropped);
+        memory.forget_unused_registered(&conn);
+        assert!(weak.upgrade().is_none(), "only the cache held it");
+        assert_eq!(Arc::strong_count(&sent), 4, "ours, the run's, the cache's");
+        // Once nothing is queued, nothing is kept.
+        memory.forget_unused_registered(&connection());
+        assert_eq!(Arc::strong_count(&sent), 2, "ours and the run's");
         assert!(memory.send_ring().is_some(), "the ring stays");
         memory.release_send_ring();
         assert!(memory.send_ring().is_none());

@@ -7,7 +7,7 @@ use std::ops::Range;
 use smoltcp::wire::{EthernetAddress, IpProtocol, Ipv4Address};
 use uwarp_dataplane::extbuf::ExternalRegion;
 use uwarp_dataplane::net::ipv4::{HEADERS_LEN, MIN_FRAME_LEN};
-use uwarp_dataplane::net::{write_headers, FrameSink, Ipv4Header, DEFAULT_TTL};
+use uwarp_dataplane::net::{write_headers, FrameSink, Ipv4Header, Piece, DEFAULT_TTL};
 use uwarp_stack::tcp::Segment;
 
 use super::frame_memory::FrameMemory;
@@ -52,9 +52,9 @@ impl Route {
     ///
     /// Where the sink can send it so, a payload goes by reference when it
     /// holds one run of at least [`MIN_REFERENCED_PAYLOAD`] octets: the
-    /// run in registered memory that zero-copy transmit queued (the
-    /// ring's octets before it copied behind the headers, those after it
-    /// into a last segment), or else, when the registered memory holds
+    /// run in registered memory that zero-copy transmit queued, when the
+    /// payload holds more than the run (the ring's octets before it
+    /// copied behind the headers, those after it into a last segment), or else, when the registered memory holds
     /// none of it, the whole payload where it lies in the send queue's
     /// ring, if it lies there in one piece. Otherwise the frame is [`transmit`](Self::transmit)'s copy.
     pub fn transmit_from(
@@ -69,7 +69,13 @@ impl Route {
         }
         let mut runs = payload.references.iter();
         let referenced = match (runs.next(), runs.next()) {
-            (Some((span, slice, offset)), None) if span.len() >= MIN_REFERENCED_PAYLOAD => {
+            // A run that is the whole payload (a segment cut inside it) is
+            // copied: its frame would be the headers chained to the run
+            // alone, which a memory link's receiver reads where it lies
+            // for as long as it handles the segment, not in one pass.
+            (Some((span, slice, offset)), None)
+                if span.len() >= MIN_REFERENCED_PAYLOAD && span.len() < payload.len() =>
+            {
                 let start = slice.offset() + offset;
                 let region = memory.registered(slice.buffer());
                 self.transmit_referencing(segment, region, start, span, sink)
@@ -93,8 +99,7 @@ impl Route {
 
     /// Sends `segment` with the octets at `span` of its payload read from
     /// `region`, starting at `start` in it, and the rest of the payload
-    /// copied from the ring; `None` when the sink cannot, or those octets
-    /// straddle the ring's end.
+    /// copied from the ring around them; `None` when the sink cannot.
     fn transmit_referencing(
         &self,
         segment: &Segment<'_>,
@@ -104,19 +109,23 @@ impl Route {
         sink: &mut dyn FrameSink,
     ) -> Option<bool> {
         let payload = &segment.payload;
-        let before = payload.ring_part(0..span.start)?;
-        let after = payload.ring_part(span.end..payload.len())?;
         let tcp_len = segment.len();
         let tcp_header_len = segment.header_len();
-        let headers_len = HEADERS_LEN + tcp_header_len + before.len();
+        let headers_len = HEADERS_LEN + tcp_header_len + span.start;
+        let trailer = span.end..payload.len();
         let range = start..start + span.len();
-        sink.send_tcp_frame_referencing(headers_len, region, range, after, &mut |frame| {
-            write_headers(frame, &self.header, tcp_len, true);
-            let tcp = &mut frame[HEADERS_LEN..];
-            // The frame is exactly as long as the headers and `before`.
-            let _ = segment.emit_header_for_checksum_offload(tcp);
-            tcp[tcp_header_len..].copy_from_slice(before);
-        })
+        let mut fill = |piece, out: &mut [u8]| match piece {
+            Piece::Head => {
+                write_headers(out, &self.header, tcp_len, true);
+                let tcp = &mut out[HEADERS_LEN..];
+                // The frame is exactly as long as the headers and the
+                // payload's octets before the referenced ones.
+                let _ = segment.emit_header_for_checksum_offload(tcp);
+                payload.copy_ring_part(0..span.start, &mut tcp[tcp_header_len..]);
+            }
+            Piece::Trailer => payload.copy_ring_part(trailer.clone(), out),
+        };
+        sink.send_tcp_frame_referencing(headers_len, region, range, trailer.len(), &mut fill)
     }
 
     /// Writes `segment` as one frame into `sink` (padded to the Ethernet

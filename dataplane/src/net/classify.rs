@@ -150,7 +150,7 @@ pub fn classify(
 /// be TCP payload whose checksum the device vouched for: a TCP header
 /// that does not end exactly where `head` does, or a `tcp_csum` other
 /// than [`RxChecksum::Good`], drops the frame as `TcpTruncated` (a caller
-/// gathers such frames into one piece first). A `tail_len` of 0 is
+/// then gathers it into one piece and classifies that). A `tail_len` of 0 is
 /// [`classify()`].
 pub fn classify_chained(
     head: &[u8],

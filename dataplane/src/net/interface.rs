@@ -48,12 +48,14 @@ pub trait FrameSink {
     }
 
     /// Sends an Ethernet/IPv4/TCP frame whose payload is mostly not
-    /// copied: the frame is the `headers_len` octets `fill` writes (as
-    /// [`FrameSink::send_tcp_frame`]'s `fill` does when given `true`: the
-    /// device fills both checksums; they may end with the payload's first
-    /// octets), then the octets at `range` of `region`, read where they lie
-    /// (the region keeps them alive until the device is done), then a copy
-    /// of `trailer` (the payload's octets after them, often none).
+    /// copied: the frame is the `headers_len` octets `fill` writes when
+    /// given [`Piece::Head`] (as [`FrameSink::send_tcp_frame`]'s `fill`
+    /// does when given `true`: the device fills both checksums; they may
+    /// end with the payload's first octets), then the octets at `range` of
+    /// `region`, read where they lie (the region keeps them alive until the
+    /// device is done), then the `trailer_len` octets `fill` writes when
+    /// given [`Piece::Trailer`] (the payload's octets after them, often
+    /// none).
     ///
     /// `None` when this sink cannot (no checksum offload, a device that
     /// cannot read external buffers, or no mbuf for a piece): the caller
@@ -64,11 +66,21 @@ pub trait FrameSink {
         _headers_len: usize,
         _region: &ExternalRegion,
         _range: Range<usize>,
-        _trailer: &[u8],
-        _fill: &mut dyn FnMut(&mut [u8]),
+        _trailer_len: usize,
+        _fill: &mut dyn FnMut(Piece, &mut [u8]),
     ) -> Option<bool> {
         None
     }
+}
+
+/// The pieces of a frame [`FrameSink::send_tcp_frame_referencing`] has
+/// its caller write: those around the octets it sends by reference.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Piece {
+    /// The headers, and the payload's octets before the referenced ones.
+    Head,
+    /// The payload's octets after the referenced ones.
+    Trailer,
 }
 
 /// Collects the frames, for tests.

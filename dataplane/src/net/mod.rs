@@ -36,6 +36,8 @@ pub use addr::{FourTuple, InterfaceAddress};
 pub use arp::{ArpCache, ArpConfig};
 pub use classify::{classify, classify_chained, Classified, DropReason, RxChecksum, TcpMeta};
 pub use counters::NetCounters;
-pub use interface::{EchoReply, FrameSink, Interface, InterfaceConfig, Received, Resolution};
+pub use interface::{
+    EchoReply, FrameSink, Interface, InterfaceConfig, Piece, Received, Resolution,
+};
 pub use ipv4::{write_headers, Ipv4Header, DEFAULT_TTL, ETHERNET_HEADER_LEN, IPV4_HEADER_LEN};
 pub use rss::RssSteering;

@@ -17,7 +17,7 @@ use crate::extbuf::ExternalRegion;
 use crate::mbuf::Mbuf;
 use crate::mempool::Mempool;
 use crate::net::ipv4::{ETHERNET_HEADER_LEN, IPV4_HEADER_LEN};
-use crate::net::FrameSink;
+use crate::net::{FrameSink, Piece};
 use crate::queue::TxQueue;
 use crate::runtime::impair::{copy_mbuf, Direction, ImpairCounters, ImpairSwitch, Stage};
 
@@ -267,14 +267,14 @@ impl FrameSink for TxBatch {
         headers_len: usize,
         region: &ExternalRegion,
         range: Range<usize>,
-        trailer: &[u8],
-        fill: &mut dyn FnMut(&mut [u8]),
+        trailer_len: usize,
+        fill: &mut dyn FnMut(Piece, &mut [u8]),
     ) -> Option<bool> {
         if !self.reference_payloads {
             return None;
         }
         let headers_len = u16::try_from(headers_len).ok()?;
-        let trailer_len = u16::try_from(trailer.len()).ok()?;
+        let trailer_len = u16::try_from(trailer_len).ok()?;
         // Every mbuf first: a failure leaves the caller free to copy.
         let mut head = self.take_mbuf(headers_len)?;
         let referenced = region.attach_range(self.take_mbuf(0)?, range).ok()?;
@@ -282,14 +282,13 @@ impl FrameSink for TxBatch {
             0 => None,
             len => Some(self.take_mbuf(len)?),
         };
-        if !fill_frame(&mut head, headers_len, fill) || head.chain(referenced).is_err() {
+        let head_filled = fill_frame(&mut head, headers_len, &mut |out| fill(Piece::Head, out));
+        if !head_filled || head.chain(referenced).is_err() {
             return None;
         }
         if let Some(mut last) = last {
-            let copied = fill_frame(&mut last, trailer_len, &mut |out| {
-                out.copy_from_slice(trailer)
-            });
-            if !copied || head.chain(last).is_err() {
+            let filled = fill_frame(&mut last, trailer_len, &mut |out| fill(Piece::Trailer, out));
+            if !filled || head.chain(last).is_err() {
                 return None;
             }
         }

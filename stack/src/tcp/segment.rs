@@ -89,30 +89,22 @@ impl<'a> Payload<'a> {
         self.copy_ring(at..self.len(), out);
     }
 
-    /// The ring's octets at offsets `range` of the payload, when they lie
-    /// in one piece of it (not across the ring's end); empty for an empty
-    /// range.
-    pub fn ring_part(&self, range: Range<usize>) -> Option<&'a [u8]> {
+    /// Copies the ring's octets at offsets `range` of the payload into the
+    /// front of `out`, which must hold at least `range.len()` octets,
+    /// across the ring's end if they lie across it.
+    pub fn copy_ring_part(&self, range: Range<usize>, out: &mut [u8]) {
         let split = self.first.len();
-        if range.is_empty() {
-            Some(&[])
-        } else if range.end <= split {
-            self.first.get(range)
-        } else if range.start >= split {
-            self.second.get(range.start - split..range.end - split)
-        } else {
-            None
-        }
+        let first = range.start.min(split)..range.end.min(split);
+        let (before, after) = out.split_at_mut(first.len());
+        before.copy_from_slice(&self.first[first]);
+        let second = range.start.max(split) - split..range.end.max(split) - split;
+        after[..second.len()].copy_from_slice(&self.second[second]);
     }
 
     /// Copies the ring's octets at offsets `range` of the payload into the
     /// same offsets of `out`.
     fn copy_ring(&self, range: Range<usize>, out: &mut [u8]) {
-        let split = self.first.len();
-        let first = range.start.min(split)..range.end.min(split);
-        out[first.clone()].copy_from_slice(&self.first[first]);
-        let second = range.start.max(split)..range.end.max(split);
-        out[second.clone()].copy_from_slice(&self.second[second.start - split..second.end - split]);
+        self.copy_ring_part(range.clone(), &mut out[range.start..]);
     }
 
     /// The payload gathered into a vector (tests and slow paths).
@@ -387,7 +379,7 @@ mod tests {
     }
 
     #[test]
-    fn ring_parts_are_given_only_where_they_do_not_cross_the_wrap() {
+    fn ring_parts_are_copied_across_the_wrap() {
         let data: Vec<u8> = (0..100u8).collect();
         let (first, second) = data.split_at(60);
         let payload = Payload {
@@ -395,13 +387,12 @@ mod tests {
             second,
             ..Payload::default()
         };
-        assert_eq!(payload.ring_part(0..60), Some(&data[..60]));
-        assert_eq!(payload.ring_part(10..20), Some(&data[10..20]));
-        assert_eq!(payload.ring_part(60..100), Some(&data[60..]));
-        assert_eq!(payload.ring_part(70..75), Some(&data[70..75]));
-        assert_eq!(payload.ring_part(59..61), None, "across the wrap");
-        assert_eq!(payload.ring_part(90..101), None, "past the end");
-        assert_eq!(payload.ring_part(100..100), Some(&[][..]));
+        for range in [0..60, 10..20, 60..100, 70..75, 59..61, 0..100, 100..100] {
+            let mut out = vec![0xEE; range.len() + 1];
+            payload.copy_ring_part(range.clone(), &mut out);
+            assert_eq!(&out[..range.len()], &data[range.clone()], "{range:?}");
+            assert_eq!(out[range.len()], 0xEE, "{range:?}: nothing past it");
+        }
     }
 
     #[test]
