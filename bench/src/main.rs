@@ -46,10 +46,19 @@ use uwarp_stack::wire::terminate::LayoutHint;
 
 /// uwarp's perf and diagnostics tool.
 #[derive(Parser)]
-#[command(name = "uwarp-perf", version, about)]
+#[command(
+    name = "uwarp-perf",
+    version,
+    about,
+    after_help = "Without a command, runs `loopback` with its defaults: RDMA Writes, \
+                  latency and connection setup between two uwarp devices on a virtual \
+                  DPDK link (no NIC, no hugepages)."
+)]
 struct Cli {
+    /// Without one, `loopback` with its defaults (the README's main job:
+    /// no NIC, no hugepages).
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Subcommand)]
@@ -499,8 +508,11 @@ enum LayoutArg {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let result = match cli.command {
+    let command = Cli::parse().command.unwrap_or_else(|| {
+        let default = Cli::parse_from(["uwarp-perf", "loopback"]);
+        default.command.expect("loopback is a subcommand")
+    });
+    let result = match command {
         Command::Decode(args) => decode(&args),
         Command::Loopback(args) => {
             let transport = match args.transport {

@@ -121,6 +121,104 @@ fn every_operation_runs_with_zero_copy_transmit() {
     assert_eq!(by_reference(&off, "counters"), 0, "{off}");
 }
 
+/// With `--payloads-by-reference` as well, the Writes leave the client
+/// with no copy there: its frames point into registered memory (its
+/// host counts them) and the server gathers their pieces (its host
+/// counts them too), and checks the data (its verdict fails the run
+/// otherwise).
+#[test]
+fn payloads_by_reference_go_from_registered_memory() {
+    let args = ["loopback", "--crc", "--zero-copy-from", "1024"];
+    let report = run(&[&args[..], &["--payloads-by-reference"]].concat());
+    assert_measured(&report, "dpdk");
+    let (client, server) = (
+        &report["dpdk"]["counters"],
+        &report["dpdk"]["server_counters"],
+    );
+    let count = |end: &serde_json::Value, field: &str| end["host"][field].as_u64().unwrap();
+    let fpdus = client["fpdus_sent_by_reference"].as_u64().unwrap();
+    assert!(fpdus > 0, "{report}");
+    assert!(count(client, "frames_referenced") >= fpdus, "{report}");
+    assert!(count(server, "frames_gathered") > 0, "{report}");
+    // Without it the same FPDUs are copied into their frames.
+    let copied = run(&args);
+    assert_eq!(count(&copied["dpdk"]["counters"], "frames_referenced"), 0);
+    assert_eq!(
+        count(&copied["dpdk"]["server_counters"], "frames_gathered"),
+        0
+    );
+}
+
+/// The table people read: a header, a row of eight measurements per
+/// transport, the calibration, each transport's fraction of copy+CRC,
+/// and the ratios, which agree with the rows.
+#[test]
+fn compare_prints_its_table_and_the_ratios_of_its_rows() {
+    let mut args = vec!["compare", "--crc"];
+    args.extend(QUICK_LOOPBACK);
+    let text = String::from_utf8(perf_stdout(&args)).unwrap();
+    let line = |prefix: &str| {
+        text.lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} line: {text}"))
+    };
+    let header: Vec<&str> = line("transport ").split_whitespace().collect();
+    let columns = [
+        "Gbit/s", "msg/s", "p50", "us", "p90", "us", "p99", "us", "p99.9",
+    ];
+    assert_eq!(&header[1..10], &columns, "{text}");
+    assert_eq!(&header[10..], &["max", "us", "setup/s"], "{text}");
+    let row = |transport: &str| -> Vec<f64> {
+        let values: Vec<f64> = line(&format!("{transport} "))
+            .split_whitespace()
+            .skip(1)
+            .map(|v| v.parse().unwrap_or_else(|_| panic!("{v:?}: {text}")))
+            .collect();
+        assert_eq!(values.len(), 8, "{text}");
+        assert!(values.iter().all(|&v| v > 0.0), "{text}");
+        values
+    };
+    let (dpdk, socket) = (row("dpdk"), row("socket"));
+    assert!(
+        line("calibrate: memcpy ").contains(" Gbit/s, CRC32c "),
+        "{text}"
+    );
+    for transport in ["dpdk", "socket"] {
+        let fraction = line(&format!("{transport}: bandwidth is "));
+        assert!(fraction.contains(" of copy+CRC"), "{text}");
+    }
+    let ratios: Vec<&str> = line("dpdk/socket: ").split_whitespace().collect();
+    assert_eq!(ratios[1], "bw", "{text}");
+    let bw: f64 = ratios[2].parse().unwrap();
+    // The rows print two decimals, the ratio two: they agree to a few
+    // hundredths.
+    assert!(
+        (bw - dpdk[0] / socket[0]).abs() < 0.02 * bw.max(1.0),
+        "{text}"
+    );
+}
+
+/// `uwarp-perf` alone is the README's main job: `loopback` with its
+/// defaults, 64 KiB Writes over the virtual DPDK link.
+#[test]
+fn no_command_runs_the_default_loopback() {
+    let text = String::from_utf8(perf_stdout(&[])).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("write 65536 B x 20000 (tx depth 128, CRC off); latency: 8 B RDMA Write ping-pong, one way"),
+        "{text}"
+    );
+    assert!(
+        lines.next().is_some_and(|l| l.starts_with("transport ")),
+        "{text}"
+    );
+    assert!(
+        lines.next().is_some_and(|l| l.starts_with("dpdk ")),
+        "{text}"
+    );
+}
+
 #[test]
 fn compare_gives_the_dpdk_link_its_mtu() {
     let report = run(&["compare", "--mtu", "9000"]);

@@ -1,8 +1,9 @@
 //! What a DPDK end's cores counted over a loopback run
 //! ([`uwarp_control::Device::close`]'s [`HostReport`], summed over the
 //! dataplane cores), as one line of text and as the JSON object `host`:
-//! the connection set-up of the control core, the frames received, and
-//! every way a frame was dropped.
+//! the connection set-up of the control core, the frames received, those
+//! sent by reference and those gathered from pieces, and every way a
+//! frame was dropped.
 
 use serde_json::{Map, Value};
 use uwarp_control::HostReport;
@@ -15,8 +16,9 @@ fn sum<T>(items: &[T], value: impl Fn(&T) -> u64) -> u64 {
     items.iter().map(value).sum()
 }
 
-/// The control core's TCP and the frames received.
-fn counts(r: &HostReport) -> [Count; 7] {
+/// The control core's TCP, the frames received, and the frames sent and
+/// received in pieces (payloads by reference).
+fn counts(r: &HostReport) -> [Count; 9] {
     let s = &r.setup;
     [
         ("handed_over", "connections handed over", s.handed_over),
@@ -33,6 +35,16 @@ fn counts(r: &HostReport) -> [Count; 7] {
             "frames_received",
             "frames received",
             sum(&r.dataplanes, |d| d.rx_frames),
+        ),
+        (
+            "frames_referenced",
+            "sent by reference",
+            sum(&r.transmit, |t| t.payloads_referenced),
+        ),
+        (
+            "frames_gathered",
+            "gathered from pieces",
+            sum(&r.dataplanes, |d| d.gathered),
         ),
     ]
 }
