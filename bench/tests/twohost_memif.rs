@@ -9,7 +9,7 @@
 mod common;
 
 use common::{args, check_pair, finish_and_check, finish_pair, root_or_skip, serial, side_args};
-use common::{small_run, Perf, ITERS, MODES};
+use common::{check_marked, check_p2p, p2p_pings, small_run, Perf, ITERS, MARKED_WRITES, MODES};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -157,35 +157,16 @@ fn mpa_options_and_inline_sends_run_over_memif() {
         return;
     }
     let _serial = serial();
-    let marked = args(&[
-        "-s",
-        "65536",
-        "-n",
-        "200",
-        "--mpa-rev",
-        "1",
-        "--markers",
-        "--crc",
-    ]);
-    let (server, client) = run("write-bw", "markers", &marked);
-    check_pair(&server, &client, "write-bw", &[65536], Some(200));
-    assert_eq!(client["mpa"]["revision"], 1, "{client}");
-    assert_eq!(client["mpa"]["rtr"], "none", "{client}");
-    assert_eq!(client["mpa"]["crc"], true, "{client}");
-    // The client asked for Markers: the server puts them in what it sends.
-    assert_eq!(client["mpa"]["markers_rx"], true, "{client}");
-    assert_eq!(server["mpa"]["markers_tx"], true, "{server}");
+    let (server, client) = run("write-bw", "markers", &args(&MARKED_WRITES));
+    check_marked(&server, &client);
 
     let inline = args(&["-s", "64", "-n", "500", "-I", "64"]);
     let (server, client) = run("send-lat", "inline", &inline);
     check_pair(&server, &client, "send-lat", &[64], Some(500));
 
     for rtr in ["none", "read", "send"] {
-        let offer = args(&["-s", "64", "-n", "100", "--p2p", rtr]);
-        let (server, client) = run("write-lat", rtr, &offer);
-        check_pair(&server, &client, "write-lat", &[64], Some(100));
-        assert_eq!(client["mpa"]["rtr"], rtr, "{client}");
-        assert_eq!(server["mpa"]["rtr"], rtr, "{server}");
+        let (server, client) = run("write-lat", rtr, &p2p_pings(rtr));
+        check_p2p(&server, &client, rtr);
     }
 }
 

@@ -16,11 +16,15 @@
 //! of two CPUs without pause; the socket process's threads and the
 //! kernel's tap share the other): the latency runs are short.
 //!
+//! Both ways again with the MPA options: revision 1 with Markers and
+//! CRCs, and peer-to-peer with a Read or a Send RTR.
+//!
 //! Each test has its own tap and subnet. Needs root (taps).
 
 mod common;
 
-use common::{finish_and_check, quick_iters, quick_run, root_or_skip, serial, sh, side_args};
+use common::{args, check_marked, check_p2p, finish_and_check, finish_pair, p2p_pings};
+use common::{quick_iters, quick_run, root_or_skip, serial, sh, side_args, MARKED_WRITES};
 use common::{Perf, MODES};
 
 /// One test's tap: the kernel at 10.81.N.1, uwarp at 10.81.N.2. The tap
@@ -80,6 +84,48 @@ fn socket(mode: &str, side: &[&str], extra: &[String]) -> Vec<String> {
     side_args(mode, side, &["--transport", "socket"], extra)
 }
 
+/// Starts a server and a client of `mode` across `tap`, on `port`: the
+/// DPDK side serving (`dpdk_serves`) or connecting, the socket side the
+/// other, the client with `client_extra`. Returns both, server first,
+/// and the address the client connects to.
+fn across(
+    tap: &Tap,
+    dpdk_serves: bool,
+    mode: &str,
+    port: &str,
+    client_extra: &[String],
+) -> (Perf, Perf, String) {
+    let server_side = ["--server", "--port", port];
+    let (mut server, peer) = if dpdk_serves {
+        let server = Perf::start("DPDK server", &[], &tap.dpdk(mode, &server_side, &[]));
+        (server, format!("{}:{port}", tap.uwarp_ip()))
+    } else {
+        let server = Perf::start("socket server", &[], &socket(mode, &server_side, &[]));
+        (server, format!("{}:{port}", tap.kernel_ip()))
+    };
+    server.wait_for("listening on");
+    let client_side = ["--connect", peer.as_str()];
+    let client = if dpdk_serves {
+        tap.up();
+        Perf::start(
+            "socket client",
+            &[],
+            &socket(mode, &client_side, client_extra),
+        )
+    } else {
+        // The client makes the tap, then asks for the server's address
+        // until the kernel's side has it.
+        let client = Perf::start(
+            "DPDK client",
+            &[],
+            &tap.dpdk(mode, &client_side, client_extra),
+        );
+        tap.up();
+        client
+    };
+    (server, client, peer)
+}
+
 /// Every mode over its own tap, with the DPDK side serving (`dpdk_serves`)
 /// or connecting; the socket side is the other.
 fn every_mode(subnet: u8, dpdk_serves: bool) {
@@ -90,34 +136,7 @@ fn every_mode(subnet: u8, dpdk_serves: bool) {
     let tap = Tap::new(subnet);
     for (i, mode) in MODES.into_iter().enumerate() {
         let port = (18700 + 10 * usize::from(subnet) + i).to_string();
-        let server_side = ["--server", "--port", port.as_str()];
-        let (mut server, peer) = if dpdk_serves {
-            let server = Perf::start("DPDK server", &[], &tap.dpdk(mode, &server_side, &[]));
-            (server, format!("{}:{port}", tap.uwarp_ip()))
-        } else {
-            let server = Perf::start("socket server", &[], &socket(mode, &server_side, &[]));
-            (server, format!("{}:{port}", tap.kernel_ip()))
-        };
-        server.wait_for("listening on");
-        let client_side = ["--connect", peer.as_str()];
-        let client = if dpdk_serves {
-            tap.up();
-            Perf::start(
-                "socket client",
-                &[],
-                &socket(mode, &client_side, &quick_run(mode)),
-            )
-        } else {
-            // The client makes the tap, then asks for the server's
-            // address until the kernel's side has it.
-            let client = Perf::start(
-                "DPDK client",
-                &[],
-                &tap.dpdk(mode, &client_side, &quick_run(mode)),
-            );
-            tap.up();
-            client
-        };
+        let (server, client, peer) = across(&tap, dpdk_serves, mode, &port, &quick_run(mode));
         let (server, client) = finish_and_check(server, client, mode, quick_iters(mode));
         let transports = (server["transport"].as_str(), client["transport"].as_str());
         let expected = if dpdk_serves {
@@ -138,4 +157,36 @@ fn a_dpdk_server_serves_a_socket_client_in_every_mode() {
 #[test]
 fn a_socket_server_serves_a_dpdk_client_in_every_mode() {
     every_mode(32, false);
+}
+
+/// The MPA options across the transports, each way: revision 1 with
+/// Markers and CRCs on 64 KiB Writes, and peer-to-peer with each RTR
+/// the client may ask for.
+fn mpa_options(subnet: u8, dpdk_serves: bool) {
+    if !root_or_skip("a tap device") {
+        return;
+    }
+    let _serial = serial();
+    let tap = Tap::new(subnet);
+    let port = |i: usize| (18700 + 10 * usize::from(subnet) + i).to_string();
+    let marked = args(&MARKED_WRITES);
+    let (server, client, _) = across(&tap, dpdk_serves, "write-bw", &port(0), &marked);
+    let (server, client) = finish_pair(server, client);
+    check_marked(&server, &client);
+    for (i, rtr) in ["read", "send"].into_iter().enumerate() {
+        let offer = p2p_pings(rtr);
+        let (server, client, _) = across(&tap, dpdk_serves, "write-lat", &port(i + 1), &offer);
+        let (server, client) = finish_pair(server, client);
+        check_p2p(&server, &client, rtr);
+    }
+}
+
+#[test]
+fn mpa_options_work_from_a_socket_client_to_a_dpdk_server() {
+    mpa_options(33, true);
+}
+
+#[test]
+fn mpa_options_work_from_a_dpdk_client_to_a_socket_server() {
+    mpa_options(34, false);
 }

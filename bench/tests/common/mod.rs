@@ -109,6 +109,45 @@ pub fn quick_run(mode: &str) -> Vec<String> {
     run_of(mode, quick_iters(mode))
 }
 
+/// A client's arguments for a `write-bw` run in MPA revision 1 with
+/// Markers and CRCs: 200 Writes of 64 KiB ([`check_marked`] checks it).
+pub const MARKED_WRITES: [&str; 8] = [
+    "-s",
+    "65536",
+    "-n",
+    "200",
+    "--mpa-rev",
+    "1",
+    "--markers",
+    "--crc",
+];
+
+/// Checks the reports of a [`MARKED_WRITES`] run: every Write arrived,
+/// revision 1 with CRCs, and the server put Markers in what it sent, as
+/// the client asked.
+pub fn check_marked(server: &Value, client: &Value) {
+    check_pair(server, client, "write-bw", &[65536], Some(200));
+    assert_eq!(client["mpa"]["revision"], 1, "{client}");
+    assert_eq!(client["mpa"]["rtr"], "none", "{client}");
+    assert_eq!(client["mpa"]["crc"], true, "{client}");
+    assert_eq!(client["mpa"]["markers_rx"], true, "{client}");
+    assert_eq!(server["mpa"]["markers_tx"], true, "{server}");
+}
+
+/// A client's arguments for a `write-lat` run of 100 ping-pongs of 64
+/// octets, offering peer-to-peer with the RTR `rtr`.
+pub fn p2p_pings(rtr: &str) -> Vec<String> {
+    args(&["-s", "64", "-n", "100", "--p2p", rtr])
+}
+
+/// Checks the reports of a [`p2p_pings`] run: every ping-pong, and both
+/// ends agreed on `rtr`.
+pub fn check_p2p(server: &Value, client: &Value, rtr: &str) {
+    check_pair(server, client, "write-lat", &[64], Some(100));
+    assert_eq!(client["mpa"]["rtr"], rtr, "{client}");
+    assert_eq!(server["mpa"]["rtr"], rtr, "{server}");
+}
+
 /// Owned arguments.
 pub fn args(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
