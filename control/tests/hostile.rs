@@ -8,7 +8,9 @@
 //! transport from a kernel socket (`socket::CASE`), and against the DPDK
 //! transport from uwarp's bare TCP on the other end of a net_ring pair
 //! (`dpdk::CASE`), whose segments reach the dataplane core's in-place
-//! placement.
+//! placement. On DPDK alone, a peer whose receive window stays below one
+//! FPDU gets a Write's FPDUs split across segments (RFC 5044 appendix
+//! A.1), counted by the queue pair.
 
 mod common;
 mod dpdk_common;
@@ -492,4 +494,65 @@ fn a_peer_that_stops_reading_cannot_hold_a_terminated_queue_pair<T: Transport>()
     // Whether the Terminate found room behind the data the peer left
     // depends on the transport's buffers; it is counted once if it did.
     assert!(counters.terminates_sent <= 1, "{counters:?}");
+}
+
+/// The DPDK transport whose hosts' TCP receive buffers hold 1024 octets,
+/// less than one full-sized FPDU: the victim at 10.71.0.1, the peer's
+/// bare TCP at 10.71.0.2.
+struct SmallWindowDpdk;
+
+impl Transport for SmallWindowDpdk {
+    fn victim() -> (Device, &'static str, Box<dyn Dialer>) {
+        let tune = |host: &mut HostConfig| {
+            small_pool(host);
+            host.tcp.recv_buffer = 1024;
+        };
+        let (device, host) = device_beside_tcp_host(71, DeviceConfig::default(), tune);
+        (device, "10.71.0.1:0", Box::new(BareDialer(host)))
+    }
+}
+
+/// A peer whose receive window stays below one FPDU: uwarp's TCP splits
+/// the FPDUs of a Write across segments once the persist timer runs out
+/// (RFC 5044 appendix A.1's exception), the queue pair counts the splits
+/// where the perf tool reads them, and the Write arrives whole.
+#[test]
+fn a_window_below_one_fpdu_splits_fpdus_and_the_queue_pair_counts_them() {
+    let (victim, mut raw) = attack::<SmallWindowDpdk>(true);
+    // A first FPDU lets the responder speak (RFC 5044 section 7.1.2).
+    let mut first = Vec::new();
+    FpduWriter::new(true, false)
+        .write(&[&untagged(Opcode::Send, 0, 1, b"hi")], &mut first)
+        .unwrap();
+    raw.write_all(&first);
+    let data: Vec<u8> = (0..2000u32).map(|i| (i * 11 + 5) as u8).collect();
+    let source = victim.pd.alloc_mr(data.len(), Access::LOCAL_WRITE).unwrap();
+    source.buffer().write_at(0, &data).unwrap();
+    let op = SendOp::Write {
+        remote_addr: 0x1000,
+        rkey: 0x4242,
+    };
+    let wr = SendWr::new(7, op, Payload::Sgl(vec![source.whole()]));
+    victim.qp.post_send(wr).unwrap();
+    // FPDU by FPDU: its length field, then the ULPDU, pad and CRC.
+    let mut reader = FpduReader::new(true, false);
+    let mut written = Vec::new();
+    loop {
+        let length = raw.read_exact(2);
+        let ulpdu_len = usize::from(u16::from_be_bytes([length[0], length[1]]));
+        let rest = raw.read_exact((2 + ulpdu_len).next_multiple_of(4) - 2 + 4);
+        reader.push(&length);
+        reader.push(&rest);
+        let ulpdu = reader.next_ulpdu().expect("an FPDU").expect("a valid FPDU");
+        let segment = RdmapSegment::parse(&ulpdu).unwrap();
+        assert_eq!(segment.opcode(), Opcode::RdmaWrite);
+        written.extend_from_slice(segment.payload);
+        if segment.ddp.last {
+            break;
+        }
+    }
+    assert!(written == data, "the Write arrived changed");
+    let counters = victim.qp.counters();
+    assert!(counters.fpdus_split > 0, "{counters:?}");
+    assert_eq!(counters.terminates_sent + counters.crc_errors, 0);
 }
