@@ -18,7 +18,8 @@
 //! sockets; with `--perftest` the bandwidth modes speak perftest's own
 //! protocol instead (`ib_write_bw -R` ...), against perftest on Linux
 //! siw or an iWARP NIC. `uwarp-perf conns` sets up thousands of connections in one
-//! process and measures what each costs.
+//! process and measures what each costs. Without a command, `uwarp-perf`
+//! runs `loopback` with its defaults.
 
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;

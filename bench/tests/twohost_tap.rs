@@ -23,6 +23,8 @@
 
 mod common;
 
+use serde_json::Value;
+
 use common::{args, check_marked, check_p2p, finish_and_check, finish_pair, p2p_pings};
 use common::{quick_iters, quick_run, root_or_skip, serial, sh, side_args, MARKED_WRITES};
 use common::{Perf, MODES};
@@ -138,15 +140,21 @@ fn every_mode(subnet: u8, dpdk_serves: bool) {
         let port = (18700 + 10 * usize::from(subnet) + i).to_string();
         let (server, client, peer) = across(&tap, dpdk_serves, mode, &port, &quick_run(mode));
         let (server, client) = finish_and_check(server, client, mode, quick_iters(mode));
-        let transports = (server["transport"].as_str(), client["transport"].as_str());
-        let expected = if dpdk_serves {
-            ("dpdk", "socket")
-        } else {
-            ("socket", "dpdk")
-        };
-        assert_eq!(transports, (Some(expected.0), Some(expected.1)));
-        assert_eq!(client["peer"], peer.as_str());
+        check_across(&server, &client, &peer, dpdk_serves);
     }
+}
+
+/// Checks that a run went [`across`] the transports: the server on DPDK
+/// when `dpdk_serves`, the client on the other, connected to `peer`.
+fn check_across(server: &Value, client: &Value, peer: &str, dpdk_serves: bool) {
+    let transports = (server["transport"].as_str(), client["transport"].as_str());
+    let expected = if dpdk_serves {
+        (Some("dpdk"), Some("socket"))
+    } else {
+        (Some("socket"), Some("dpdk"))
+    };
+    assert_eq!(transports, expected, "{server} {client}");
+    assert_eq!(client["peer"], peer, "{client}");
 }
 
 #[test]
@@ -170,14 +178,16 @@ fn mpa_options(subnet: u8, dpdk_serves: bool) {
     let tap = Tap::new(subnet);
     let port = |i: usize| (18700 + 10 * usize::from(subnet) + i).to_string();
     let marked = args(&MARKED_WRITES);
-    let (server, client, _) = across(&tap, dpdk_serves, "write-bw", &port(0), &marked);
+    let (server, client, peer) = across(&tap, dpdk_serves, "write-bw", &port(0), &marked);
     let (server, client) = finish_pair(server, client);
     check_marked(&server, &client);
+    check_across(&server, &client, &peer, dpdk_serves);
     for (i, rtr) in ["read", "send"].into_iter().enumerate() {
         let offer = p2p_pings(rtr);
-        let (server, client, _) = across(&tap, dpdk_serves, "write-lat", &port(i + 1), &offer);
+        let (server, client, peer) = across(&tap, dpdk_serves, "write-lat", &port(i + 1), &offer);
         let (server, client) = finish_pair(server, client);
         check_p2p(&server, &client, rtr);
+        check_across(&server, &client, &peer, dpdk_serves);
     }
 }
 
