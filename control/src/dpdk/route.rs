@@ -54,9 +54,11 @@ impl Route {
     /// holds one run of at least [`MIN_REFERENCED_PAYLOAD`] octets: the
     /// run in registered memory that zero-copy transmit queued, when the
     /// payload holds more than the run (the ring's octets before it
-    /// copied behind the headers, those after it into a last segment), or else, when the registered memory holds
-    /// none of it, the whole payload where it lies in the send queue's
-    /// ring, if it lies there in one piece. Otherwise the frame is [`transmit`](Self::transmit)'s copy.
+    /// copied behind the headers, those after it into a last segment),
+    /// or else, when the registered memory holds none of it, the whole
+    /// payload where it lies in the send queue's ring, if it lies there
+    /// in one piece. Otherwise the frame is
+    /// [`transmit`](Self::transmit)'s copy.
     pub fn transmit_from(
         &self,
         segment: &Segment<'_>,
@@ -80,18 +82,10 @@ impl Route {
                 let region = memory.registered(slice.buffer());
                 self.transmit_referencing(segment, region, start, span, sink)
             }
-            (None, _) if payload.second.is_empty() => {
-                let in_ring = memory
-                    .send_ring()
-                    .map(|ring| (ring.offset_of(payload.first), ring));
-                match in_ring {
-                    Some((Some(start), ring)) => {
-                        let span = 0..payload.len();
-                        self.transmit_referencing(segment, ring, start, span, sink)
-                    }
-                    _ => None,
-                }
-            }
+            (None, _) if payload.second.is_empty() => memory.send_ring().and_then(|ring| {
+                let start = ring.offset_of(payload.first)?;
+                self.transmit_referencing(segment, ring, start, 0..payload.len(), sink)
+            }),
             _ => None,
         };
         referenced.unwrap_or_else(|| self.transmit(segment, sink))
