@@ -16,6 +16,7 @@
 
 mod dpdk_common;
 
+use std::sync::MutexGuard;
 use std::time::Duration;
 
 use dpdk_common::device_pair;
@@ -58,9 +59,13 @@ struct Link {
     server_pd: ProtectionDomain,
     server_qp: QueuePair,
     _server_cq: CompletionQueue,
+    /// This binary's tests one at a time (last, so it goes after the
+    /// devices): each busy-polls two cores on threads.
+    _serial: MutexGuard<'static, ()>,
 }
 
 fn link(impair: &str, subnet: u8, sending: Sending) -> Link {
+    let serial = dpdk_common::serial();
     let rx: ImpairConfig = impair.parse().expect("an impairment");
     let (server, client) = device_pair(subnet, 4096, CoreThreads::Spawned, |dpdk| {
         let by_reference = matches!(
@@ -112,6 +117,7 @@ fn link(impair: &str, subnet: u8, sending: Sending) -> Link {
         server_pd,
         server_qp,
         _server_cq: server_cq,
+        _serial: serial,
     }
 }
 

@@ -207,6 +207,16 @@ pub fn stream_until_closed(log: &Log, wait: Duration) -> Vec<u8> {
     lock(log).stream()
 }
 
+/// Holds the tests of one binary that take both CPUs (busy-polling
+/// cores on threads) to one at a time: side by side they starve each
+/// other's threads, and a descheduled thread looks like loss to TCP.
+pub fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Small pools: the tests of one binary run side by side in the EAL's
 /// 256 MiB.
 pub fn small_pool(host: &mut HostConfig) {
