@@ -26,6 +26,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use uwarp::{Revision, RtrSet, ZERO_COPY_FROM};
 use uwarp_bench::capture::read_capture;
 use uwarp_bench::decode::{decode_streams, CrcMode, DecodeOptions};
 use uwarp_bench::perf::conns::{self, ConnsRun};
@@ -38,10 +39,9 @@ use uwarp_bench::pollloop::{self, Link, PollLoopConfig};
 use uwarp_bench::port::PortHost;
 use uwarp_bench::tcp::compare::{self, CompareConfig, Pinning};
 use uwarp_bench::tcp::{self, Open, Role, TcpRun};
-use uwarp_control::dpdk::End;
-use uwarp_control::perftest::{Options as PerftestOptions, Test};
-use uwarp_control::{Revision, RtrSet, ZERO_COPY_FROM};
 use uwarp_dataplane::runtime::{Impairment, Placement};
+use uwarp_dataplane::tcp::End;
+use uwarp_interop::perftest::{Options as PerftestOptions, Test};
 use uwarp_stack::tcp::CongestionControl;
 use uwarp_stack::wire::terminate::LayoutHint;
 

@@ -15,7 +15,7 @@ use std::io::{Read, Seek, Write};
 use std::os::fd::AsRawFd;
 
 use smoltcp::wire::{EthernetAddress, Ipv4Address};
-use uwarp_control::HostConfig;
+use uwarp::HostConfig;
 use uwarp_dataplane::{Device, Eal, EalConfig};
 
 /// The EAL arguments that name PCI devices (then the EAL scans the bus

@@ -1,4 +1,4 @@
-//! uwarp's perftest protocol (`uwarp_control::perftest`) against what
+//! uwarp's perftest protocol (`uwarp_interop::perftest`) against what
 //! perftest 4.5 on Linux siw put on the wire (`tests/data/siw/lo/`,
 //! `ib_{write,read,send}_bw -R -s 64 -n 5`, siw to siw): the messages
 //! uwarp builds for the captured runs' parameters are the captured
@@ -20,10 +20,10 @@ use std::path::{Path, PathBuf};
 
 use uwarp_bench::capture::{read_capture, FlowKey};
 use uwarp_bench::decode::{decode_streams, DecodeOptions, RecordKind};
-use uwarp_control::perftest::params::{credit_due, rx_depth, Layout};
-use uwarp_control::perftest::script::{script, Announced, Message, Step};
-use uwarp_control::perftest::wire::{self, Dest, IbMtu};
-use uwarp_control::perftest::{BwReport, Options, Test};
+use uwarp_interop::perftest::params::{credit_due, rx_depth, Layout};
+use uwarp_interop::perftest::script::{script, Announced, Message, Step};
+use uwarp_interop::perftest::wire::{self, Dest, IbMtu};
+use uwarp_interop::perftest::{BwReport, Options, Test};
 use uwarp_stack::mpa::negotiation;
 use uwarp_stack::wire::fpdu::Fpdu;
 use uwarp_stack::wire::mpa::StartupRepr;

@@ -16,11 +16,11 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use serde_json::Value;
-use uwarp_control::perftest::{wire, Options, Test};
-use uwarp_control::{
+use uwarp::{
     Access, ConnectParams, Device, DeviceConfig, MemoryRegion, Payload, QpInit, QueuePair, RecvWr,
     SendOp, SendWr,
 };
+use uwarp_interop::perftest::{wire, Options, Test};
 
 use common::{args, finish_pair, Finished, Perf};
 

@@ -9,7 +9,7 @@ use uwarp_stack::mpa::{
 
 /// Which side of the startup a connection is on.
 #[derive(Debug)]
-pub(crate) enum Side {
+pub enum Side {
     /// Sent a Request, waits for the Reply.
     Initiator(Initiator),
     /// Waits for a Request (and then for the application's decision).
@@ -18,7 +18,7 @@ pub(crate) enum Side {
 
 /// What the startup phase did with the latest input.
 #[derive(Debug)]
-pub(crate) enum Progress {
+pub enum Progress {
     /// Nothing yet.
     Pending,
     /// The Reply arrived; the octets after it belong to Full Operation.
@@ -32,19 +32,20 @@ pub(crate) enum Progress {
 /// A connection in its startup phase: it reports one outcome, then only
 /// [`Progress::Pending`].
 #[derive(Debug)]
-pub(crate) struct Startup {
-    pub(crate) side: Side,
+pub struct Startup {
+    /// The initiator or responder it runs.
+    pub side: Side,
     done: bool,
 }
 
 impl Startup {
     /// A startup on `side`.
-    pub(crate) fn new(side: Side) -> Self {
+    pub fn new(side: Side) -> Self {
         Startup { side, done: false }
     }
 
     /// The next octets of the stream.
-    pub(crate) fn feed(&mut self, data: &[u8]) -> Progress {
+    pub fn feed(&mut self, data: &[u8]) -> Progress {
         if self.done {
             return Progress::Pending;
         }
@@ -67,7 +68,7 @@ impl Startup {
     }
 
     /// Checks the deadline for the peer's frame at `now`.
-    pub(crate) fn on_timer(&mut self, now: Micros) -> Progress {
+    pub fn on_timer(&mut self, now: Micros) -> Progress {
         if self.done {
             return Progress::Pending;
         }
@@ -83,7 +84,7 @@ impl Startup {
 
     /// The peer closed (or the connection failed) before its frame was
     /// complete.
-    pub(crate) fn on_closed(&mut self) -> Progress {
+    pub fn on_closed(&mut self) -> Progress {
         if self.done {
             return Progress::Pending;
         }

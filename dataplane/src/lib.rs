@@ -1,5 +1,6 @@
-//! uwarp's DPDK dataplane: safe wrappers over [`dpdk_sys`] for the parts
-//! of DPDK the poll-mode cores use.
+//! uwarp's DPDK dataplane: what the dataplane cores run. Safe wrappers
+//! over [`dpdk_sys`] for the parts of DPDK the poll-mode cores use, and
+//! uwarp's TCP on them.
 //!
 //! - [`eal`]: the EAL, initialised once per process ([`Eal::init`]).
 //! - [`mempool`]: pktmbuf pools, one per core, freed on drop.
@@ -13,6 +14,8 @@
 //!   sans-IO: per-frame classification and the control core's interface.
 //! - [`runtime`]: the control core and the dataplane cores with their
 //!   flow tables and rings, run on pinned threads or stepped.
+//! - [`tcp`]: uwarp's MPA-aware TCP on the dataplane cores: flows, their
+//!   routes and timers, a core's TCP.
 //!
 //! Every call into DPDK takes an `&Eal`, so none can happen before the EAL
 //! is initialised; ownership of mbufs, queues and ports follows DPDK's
@@ -30,6 +33,7 @@ pub mod port;
 pub mod queue;
 pub mod runtime;
 pub mod stats;
+pub mod tcp;
 
 pub use device::{ring_loopback, ring_pair, Device};
 pub use eal::{Eal, EalConfig, Lcores};

@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use uwarp_control::{
+use uwarp::{
     Access, CompletionQueue, Device, MemoryRegion, Payload, QpCaps, QpCounters, QpInit, QpState,
     QueuePair, RecvWr, SendOp, SendWr, WcStatus, WorkCompletion,
 };

@@ -1,12 +1,12 @@
 //! What a DPDK end's cores counted over a loopback run
-//! ([`uwarp_control::Device::close`]'s [`HostReport`], summed over the
+//! ([`uwarp::Device::close`]'s [`HostReport`], summed over the
 //! dataplane cores), as one line of text and as the JSON object `host`:
 //! the connection set-up of the control core, the frames received, those
 //! sent by reference and those gathered from pieces, and every way a
 //! frame was dropped.
 
 use serde_json::{Map, Value};
-use uwarp_control::HostReport;
+use uwarp::HostReport;
 
 /// A counter: its JSON name, its words in the text line, its value.
 type Count = (&'static str, &'static str, u64);

@@ -22,7 +22,7 @@
 //! - `session.rs`: the run between a client and a server.
 //! - `twohost.rs`: the two-host modes' device and side.
 //! - `perftest.rs`: `--perftest`, the same modes speaking perftest's own
-//!   protocol ([`uwarp_control::perftest`]) against perftest itself.
+//!   protocol ([`uwarp_interop::perftest`]) against perftest itself.
 //! - `transport.rs`: the ends of a loopback run: two DPDK devices on a
 //!   net_ring pair, or one device of the kernel-socket transport.
 //! - `workload.rs`: the loopback run, and the connection setup rate.

@@ -1,13 +1,13 @@
 //! `uwarp-perf write-bw|read-bw|send-bw --perftest`: one side of a run of
 //! perftest's `ib_write_bw -R`, `ib_read_bw -R` or `ib_send_bw -R`
-//! ([`uwarp_control::perftest`]), against perftest itself or another
+//! ([`uwarp_interop::perftest`]), against perftest itself or another
 //! `uwarp-perf --perftest`, on either transport; the result in
 //! perftest's table, or one JSON object.
 
 use std::fmt::Write as _;
 
 use serde_json::{json, Value};
-use uwarp_control::perftest::{self, wire::Dest, Options, Report, Role, Test};
+use uwarp_interop::perftest::{self, wire::Dest, Options, Report, Role, Test};
 
 use super::report::counters_json;
 use super::twohost::{listen, open_device, Carrier, Side};

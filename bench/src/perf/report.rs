@@ -8,7 +8,7 @@
 use hdrhistogram::Histogram;
 use serde_json::{json, Map, Value};
 
-use uwarp_control::{HostReport, QpCounters, Rtr};
+use uwarp::{HostReport, QpCounters, Rtr};
 
 use super::calibrate::Calibration;
 use super::host;

@@ -23,7 +23,7 @@ use std::io::ErrorKind;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use uwarp_control::{
+use uwarp::{
     ConnectParams, Connection, Device, Error, IncomingRequest, Listener, LocalParams, Negotiated,
     QpCounters, Revision, RtrSet,
 };

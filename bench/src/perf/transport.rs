@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use smoltcp::wire::{
     EthernetAddress, Ipv4Address, ETHERNET_HEADER_LEN, IPV4_HEADER_LEN, TCP_HEADER_LEN,
 };
-use uwarp_control::HostReport;
-use uwarp_control::{CoreThreads, Device, DeviceConfig, DpdkConfig, HostConfig, ZERO_COPY_FROM};
+use uwarp::HostReport;
+use uwarp::{CoreThreads, Device, DeviceConfig, DpdkConfig, HostConfig, ZERO_COPY_FROM};
 use uwarp_dataplane::runtime::ImpairConfig;
 use uwarp_dataplane::{ring_pair, Eal, EalConfig, MempoolConfig};
 

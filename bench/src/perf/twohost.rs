@@ -9,7 +9,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use uwarp_control::{CoreThreads, Device, DeviceConfig, DpdkConfig, Listener};
+use uwarp::{CoreThreads, Device, DeviceConfig, DpdkConfig, Listener};
 
 use super::report::RunReport;
 use super::session::{run_client, serve, ClientRun, ServerRun};

@@ -17,7 +17,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use uwarp_control::{
+use uwarp::{
     CompletionQueue, ConnectParams, Device, Listener, LocalParams, QpCounters, QpInit, QpState,
     QueuePair, Revision, RtrSet,
 };

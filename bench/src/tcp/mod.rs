@@ -12,8 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use uwarp_control::dpdk::{End, HostReport, TcpHost};
+use uwarp::HostReport;
+use uwarp_control::TcpHost;
 use uwarp_dataplane::runtime::{Impairment, Placement};
+use uwarp_dataplane::tcp::End;
 use uwarp_stack::tcp::CongestionControl;
 
 use crate::port::PortHost;

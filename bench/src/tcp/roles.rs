@@ -14,7 +14,7 @@ use std::time::Instant as WallInstant;
 
 use crossbeam_channel::Sender;
 use sha2::{Digest, Sha256};
-use uwarp_control::dpdk::{End, TcpApp};
+use uwarp_dataplane::tcp::{End, TcpApp};
 use uwarp_stack::tcp::{Connection, Consumer, Disposition, Event, Instant, Stats};
 
 /// What a connection does.

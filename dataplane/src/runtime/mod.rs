@@ -1,5 +1,5 @@
-//! The poll-mode runtime of `DESIGN.md`: a control core and dataplane
-//! cores, each a struct with `poll()`.
+//! The poll-mode runtime (ARCHITECTURE.md, "The DPDK runtime"): a
+//! control core and dataplane cores, each a struct with `poll()`.
 //!
 //! - [`flow_table`]: the per-core 4-tuple → flow map.
 //! - [`link`]: the rings between the control core and each dataplane core.

@@ -4,7 +4,7 @@
 //! this process, which is where every connection's state lives.
 
 use smoltcp::wire::{EthernetAddress, Ipv4Address};
-use uwarp_control::{CoreThreads, Device, DeviceConfig, DpdkConfig, HostConfig};
+use uwarp::{CoreThreads, Device, DeviceConfig, DpdkConfig, HostConfig};
 use uwarp_dataplane::{ring_pair, Eal, EalConfig};
 
 /// The server end's address.

@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use uwarp_control::{
+use uwarp::{
     Access, CompletionQueue, ConnectParams, Device, LocalParams, MemoryRegion, QpInit, QpState,
     QueuePair, RtrSet,
 };
@@ -27,7 +27,7 @@ pub(super) struct End {
     pub(super) cq: CompletionQueue,
     pub(super) region: MemoryRegion,
     pub(super) qps: Vec<QueuePair>,
-    pd: uwarp_control::ProtectionDomain,
+    pd: uwarp::ProtectionDomain,
 }
 
 impl End {

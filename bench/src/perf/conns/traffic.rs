@@ -16,7 +16,7 @@
 
 use std::time::Instant;
 
-use uwarp_control::{
+use uwarp::{
     CompletionQueue, Payload, QueuePair, RecvWr, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion,
 };
 

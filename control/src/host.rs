@@ -1,0 +1,282 @@
+//! [`TcpHost`]: a TCP/IP host on one DPDK port, ready to listen and
+//! connect: the port started, a control core running [`TcpSetup`] and
+//! `HostConfig::dataplane_cores` dataplane cores running a [`TcpCore`]
+//! each, on threads of their own.
+
+use std::net::SocketAddrV4;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use smoltcp::wire::{EthernetAddress, Ipv4Address};
+use uwarp_dataplane::net::{InterfaceAddress, InterfaceConfig, NetCounters};
+use uwarp_dataplane::runtime::{
+    assemble, check_cores, port_config, ControlHandler, DataplaneCounters, ImpairCounters,
+    ImpairSwitch, Impairment, Placement, Runtime, Stopped, TxCounters,
+};
+use uwarp_dataplane::{Device, Eal, Mempool, MempoolConfig, Port, PortConfig, Queues};
+use uwarp_stack::tcp::{Config, Endpoint};
+
+use crate::setup::{SetupCounters, TcpRequests, TcpSetup};
+use crate::Error;
+use uwarp_dataplane::tcp::app::TcpApp;
+use uwarp_dataplane::tcp::clock::Clock;
+use uwarp_dataplane::tcp::core::{TcpCore, TcpCoreCounters};
+
+/// How a [`TcpHost`] is set up.
+#[derive(Clone, Debug)]
+pub struct HostConfig {
+    /// Our IPv4 address.
+    pub ip: Ipv4Address,
+    /// The subnet prefix length of `ip`.
+    pub prefix_len: u8,
+    /// The default gateway, if any.
+    pub gateway: Option<Ipv4Address>,
+    /// Our MAC address; `None` takes the port's.
+    pub mac: Option<EthernetAddress>,
+    /// Settings of every connection.
+    pub tcp: Config,
+    /// Where the cores' threads run (a pinned placement lists one CPU per
+    /// dataplane core).
+    pub placement: Placement,
+    /// Dataplane cores, each with a receive and a transmit queue of the
+    /// port (at most as many as the device has; 1 by default). Passive
+    /// opens go to the core whose queue the SYN came in on, active opens
+    /// to the core whose queue the SYN-ACK came in on.
+    pub dataplane_cores: u16,
+    /// The mbuf pool.
+    pub mempool: MempoolConfig,
+    /// How long to wait for the link to come up at start (a net_memif
+    /// client's start fails until its server listens: it is retried).
+    pub link_wait: Duration,
+    /// The port's impairment stage at start (off by default; see
+    /// [`TcpHost::impairment`] to change it while running).
+    pub impairment: Impairment,
+    /// On a net_ring pair of this process, take the checksum offload a
+    /// memory link can stand in for (see
+    /// [`PortConfig::memory_link_offloads`]); both ends need it. Off by
+    /// default.
+    ///
+    /// [`PortConfig::memory_link_offloads`]: uwarp_dataplane::PortConfig::memory_link_offloads
+    pub memory_link_offloads: bool,
+    /// Send TCP payloads by reference where the device allows (see
+    /// [`PortConfig::payloads_by_reference`]: today a memory link with
+    /// `memory_link_offloads`): from the send queue, or from registered
+    /// memory for payloads that zero-copy transmit leaves there. Off by
+    /// default.
+    ///
+    /// [`PortConfig::payloads_by_reference`]: uwarp_dataplane::PortConfig::payloads_by_reference
+    pub payloads_by_reference: bool,
+}
+
+impl HostConfig {
+    /// A host at `ip`/`prefix_len` with the defaults: the port's MAC, no
+    /// gateway, default TCP settings, unpinned threads, up to 10 s for
+    /// the link.
+    pub fn new(ip: Ipv4Address, prefix_len: u8) -> Self {
+        HostConfig {
+            ip,
+            prefix_len,
+            gateway: None,
+            mac: None,
+            tcp: Config::default(),
+            placement: Placement::Unpinned,
+            dataplane_cores: 1,
+            mempool: MempoolConfig::default(),
+            link_wait: Duration::from_secs(10),
+            impairment: Impairment::default(),
+            memory_link_offloads: false,
+            payloads_by_reference: false,
+        }
+    }
+}
+
+/// What a host's cores counted, at shutdown.
+#[derive(Clone, Debug, Default)]
+pub struct HostReport {
+    /// The control core's TCP.
+    pub setup: SetupCounters,
+    /// Each dataplane core's TCP.
+    pub cores: Vec<TcpCoreCounters>,
+    /// Each dataplane core's receive path.
+    pub dataplanes: Vec<DataplaneCounters>,
+    /// Each dataplane core's transmit queue.
+    pub transmit: Vec<TxCounters>,
+    /// The interface (ARP, ICMP, drops seen by the control core).
+    pub net: NetCounters,
+    /// What each dataplane core's impairment stage did: (receive,
+    /// transmit).
+    pub impaired: Vec<(ImpairCounters, ImpairCounters)>,
+    /// Mbufs dropped unsent at shutdown.
+    pub dropped_at_shutdown: usize,
+}
+
+/// A TCP/IP host on one port.
+pub struct TcpHost<A: TcpApp> {
+    runtime: Runtime<TcpSetup<A>, TcpCore<A>>,
+    requests: TcpRequests<A>,
+    address: InterfaceAddress,
+    impairment: Arc<ImpairSwitch>,
+    port: Port,
+    // Dropped after the port and the runtime, which hold its mbufs.
+    _pool: Arc<Mempool>,
+}
+
+impl<A: TcpApp> TcpHost<A> {
+    /// Starts `device` with a queue pair per dataplane core (one more
+    /// transmit queue for the control core when the device has it) and
+    /// the cores.
+    pub fn start(eal: &'static Eal, device: Device, config: HostConfig) -> Result<Self, Error> {
+        let up = PortUp::start(eal, device, &config)?;
+        let clock = Clock::start();
+        let (mut setup, requests) = TcpSetup::new(clock, config.tcp.clone(), isn_secret()?);
+        setup.set_steering(up.port.rss_steering().cloned());
+        let handlers = setup.dataplane_handlers(config.dataplane_cores);
+        let (control, dataplanes) = assemble(
+            InterfaceConfig::new(up.address),
+            up.queues,
+            std::slice::from_ref(&up.pool),
+            setup,
+            handlers,
+        )?;
+        let impairment = Arc::clone(dataplanes[0].impairment());
+        impairment.set(config.impairment);
+        let runtime = Runtime::spawn(eal, control, dataplanes, &config.placement)?;
+        Ok(TcpHost {
+            runtime,
+            requests,
+            address: up.address,
+            impairment,
+            port: up.port,
+            _pool: up.pool,
+        })
+    }
+
+    /// Our addresses.
+    pub fn address(&self) -> &InterfaceAddress {
+        &self.address
+    }
+
+    /// The port's impairment stage, to switch it while the host runs.
+    pub fn impairment(&self) -> &Arc<ImpairSwitch> {
+        &self.impairment
+    }
+
+    /// Listens on `port`: each connection accepted gets the application
+    /// `factory` makes for its peer.
+    pub fn listen(
+        &self,
+        port: u16,
+        factory: impl FnMut(Endpoint) -> A + Send + 'static,
+    ) -> Result<(), Error> {
+        self.requests
+            .listen(port, factory)?
+            .recv_timeout(Duration::from_secs(5))
+            .map_err(|_| Error::DeviceClosed)?
+            .map_err(Error::InvalidArgument)
+    }
+
+    /// Opens a connection to `remote`, run by `app` (which hears how it
+    /// went: its events, or `End::Unreachable`/`Reset`/`TimedOut`).
+    pub fn connect(&self, remote: SocketAddrV4, app: A) -> Result<(), Error> {
+        let remote = Endpoint::new(*remote.ip(), remote.port());
+        self.requests.connect(remote, app)
+    }
+
+    /// Stops the cores and the port; returns what they counted. Flows
+    /// still open are dropped without a FIN or RST.
+    pub fn shutdown(mut self) -> HostReport {
+        let stopped = self.runtime.shutdown();
+        let _ = self.port.stop();
+        HostReport::of(&stopped, TcpSetup::counters)
+    }
+}
+
+impl HostReport {
+    /// What the cores of `stopped` counted: every dataplane core's TCP,
+    /// receive path, transmit queue and impairment stage, the control
+    /// core's interface, and the control core's TCP, which `setup` finds
+    /// in the control core's handler (a [`TcpSetup`], or the handler
+    /// running one underneath).
+    pub fn of<C: ControlHandler, A: TcpApp>(
+        stopped: &Stopped<C, TcpCore<A>>,
+        setup: impl FnOnce(&C) -> &SetupCounters,
+    ) -> Self {
+        let cores = &stopped.dataplanes;
+        HostReport {
+            setup: setup(stopped.control.handler()).clone(),
+            cores: cores
+                .iter()
+                .map(|c| c.handler().counters().clone())
+                .collect(),
+            dataplanes: cores.iter().map(|c| c.counters().clone()).collect(),
+            transmit: cores.iter().map(|c| c.tx().counters().clone()).collect(),
+            impaired: cores.iter().map(|c| c.impair_counters()).collect(),
+            net: stopped.control.iface().counters().clone(),
+            dropped_at_shutdown: stopped.dropped_at_shutdown,
+        }
+    }
+}
+
+/// A port started for a host, with its queues not yet given to cores.
+pub struct PortUp {
+    /// Its mbuf pool.
+    pub pool: Arc<Mempool>,
+    /// The port.
+    pub port: Port,
+    /// Its queues.
+    pub queues: Queues,
+    /// The host's addresses on it.
+    pub address: InterfaceAddress,
+}
+
+impl PortUp {
+    /// Starts `device` with a queue pair per dataplane core (one more
+    /// transmit queue for the control core when the device has it) and
+    /// waits for the link.
+    pub fn start(eal: &'static Eal, device: Device, config: &HostConfig) -> Result<Self, Error> {
+        // A name of its own, not the port's id: a port's id is free again
+        // as soon as the port is released, before the pool of its cores is
+        // freed, and a port opened on another thread in between may take
+        // the id (two devices' tests side by side did).
+        static POOLS: AtomicUsize = AtomicUsize::new(0);
+        let name = format!("tcp{}", POOLS.fetch_add(1, Ordering::Relaxed));
+        let pool = Arc::new(Mempool::new(eal, &name, &config.mempool, None)?);
+        let capabilities = device.capabilities()?;
+        check_cores(&capabilities, config.dataplane_cores)?;
+        let port_settings = PortConfig {
+            memory_link_offloads: config.memory_link_offloads,
+            payloads_by_reference: config.payloads_by_reference,
+            ..port_config(&capabilities, config.dataplane_cores)
+        };
+        let mut port = Port::configure(eal, device, &port_settings, std::slice::from_ref(&pool))?;
+        port.start_until_link_up(config.link_wait, config.link_wait)?;
+        let queues = port
+            .take_queues()
+            .ok_or(Error::WrongState("the port's queues are taken"))?;
+        let mac = match config.mac {
+            Some(mac) => mac,
+            None => EthernetAddress(port.mac_address()?),
+        };
+        let address = InterfaceAddress {
+            mac,
+            ip: config.ip,
+            prefix_len: config.prefix_len,
+            gateway: config.gateway,
+        };
+        Ok(PortUp {
+            pool,
+            port,
+            queues,
+            address,
+        })
+    }
+}
+
+/// A fresh secret for the ISN generator (RFC 6528).
+pub fn isn_secret() -> Result<[u8; 16], Error> {
+    let mut secret = [0u8; 16];
+    getrandom::fill(&mut secret)
+        .map_err(|_| Error::WrongState("no randomness for the ISN secret"))?;
+    Ok(secret)
+}

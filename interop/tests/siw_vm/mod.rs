@@ -1,0 +1,200 @@
+//! Drives the siw VM of `scripts/siw-vm/` for the interoperability
+//! tests: builds it once per test binary, boots it with a set of siw's
+//! module parameters to run one shell line, and reads what that prints.
+//! The VM is at [`VM_IP`] behind the tap [`TAP`], the host at [`HOST_IP`].
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use uwarp::{Device, DeviceConfig, Listener};
+use uwarp_interop::rping;
+
+/// The host's end of the tap.
+pub const HOST_IP: Ipv4Addr = Ipv4Addr::new(10, 79, 0, 1);
+/// The VM's eth0, where siw is attached.
+pub const VM_IP: Ipv4Addr = Ipv4Addr::new(10, 79, 0, 2);
+/// uwarp on DPDK, on net_af_packet on the host's end of the tap.
+pub const DPDK_IP: Ipv4Addr = Ipv4Addr::new(10, 79, 0, 3);
+/// The host's end of the tap, as run.sh names it.
+pub const TAP: &str = "uwsiw0";
+/// The whole VM run, boot included (run.sh powers it off after that).
+pub const VM_TIMEOUT_SECS: u32 = 300;
+
+pub fn scripts() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/siw-vm")
+}
+
+/// Builds the VM once per test binary (a no-op when it is up to date).
+pub fn build_vm() {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let status = Command::new("bash")
+            .arg(scripts().join("build.sh"))
+            .stdout(Stdio::null())
+            .status()
+            .expect("run build.sh");
+        assert!(status.success(), "scripts/siw-vm/build.sh failed");
+    });
+}
+
+/// A running `run.sh`: its output lines arrive on `lines`. Dropping it
+/// stops the VM (SIGTERM: run.sh then kills qemu and removes the tap).
+pub struct Vm {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Vm {
+    /// Boots the VM with siw's `params` to run the shell line `command`,
+    /// and waits until siw is attached and the command starts.
+    pub fn boot(params: &str, command: &str) -> Self {
+        let mut vm = Self::start(params, command);
+        vm.expect("uwsiw: ready");
+        vm
+    }
+
+    /// Starts booting the VM with siw's `params` to run the shell line
+    /// `command`.
+    pub fn start(params: &str, command: &str) -> Self {
+        build_vm();
+        let mut child = Command::new("bash")
+            .arg(scripts().join("run.sh"))
+            .args(["--siw", params, "--timeout", &VM_TIMEOUT_SECS.to_string()])
+            .args(["exec", "sh", "-c", command])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("run run.sh");
+        let stdout = child.stdout.take().expect("run.sh's stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                println!("vm: {line}");
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Vm { child, lines }
+    }
+
+    /// Waits until run.sh has made the tap (qemu is starting).
+    pub fn wait_for_tap(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(u64::from(VM_TIMEOUT_SECS));
+        while !std::path::Path::new("/sys/class/net").join(TAP).exists() {
+            self.assert_running();
+            assert!(Instant::now() < deadline, "run.sh never made {TAP}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits for the VM to print `wanted`; panics if it stops first.
+    pub fn expect(&mut self, wanted: &str) {
+        self.expect_with(&format!("{wanted:?}"), |line| {
+            assert!(!line.contains("data mismatch"), "siw's rping: {line}");
+            (line == wanted).then_some(())
+        });
+    }
+
+    /// Waits for the first line that `take` makes something of (`what`
+    /// names it in the panic if the VM stops first, or prints nothing
+    /// for [`VM_TIMEOUT_SECS`]), and returns that.
+    pub fn expect_with<T>(&mut self, what: &str, mut take: impl FnMut(&str) -> Option<T>) -> T {
+        let deadline = Instant::now() + Duration::from_secs(u64::from(VM_TIMEOUT_SECS));
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    if let Some(found) = take(&line) {
+                        return found;
+                    }
+                }
+                Err(err) => panic!("the VM never printed {what} ({err}): {}", self.stop()),
+            }
+        }
+    }
+
+    /// Panics unless the VM still runs. A connection to the VM's address
+    /// is made only after this: once the tap is gone the host would route
+    /// it elsewhere.
+    pub fn assert_running(&mut self) {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!("the VM stopped: {status}");
+        }
+    }
+
+    /// Waits for the VM's command to end; panics unless it succeeded and
+    /// siw's rping never found a ping's data wrong ("data mismatch!").
+    /// (rping's exit status says less: when it exits, its connection
+    /// manager thread may find the event channel closed under it, print
+    /// "rdma_get_cm_event: Bad file descriptor" and exit with 255.)
+    pub fn finish(mut self) {
+        let status = self.child.wait().expect("wait for run.sh");
+        assert!(status.success(), "the VM's command failed: {status}");
+        let mismatch = self
+            .lines
+            .try_iter()
+            .find(|line| line.contains("data mismatch"));
+        assert_eq!(mismatch, None, "siw's rping found wrong data");
+    }
+
+    /// Stops the VM (SIGTERM: run.sh kills qemu and removes the tap) and
+    /// says how run.sh ended.
+    pub fn stop(&mut self) -> String {
+        if let Ok(None) = self.child.try_wait() {
+            // SAFETY: kill has no memory preconditions; the pid is our child's.
+            unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        }
+        match self.child.wait() {
+            Ok(status) => format!("run.sh ended: {status}"),
+            Err(err) => format!("run.sh: {err}"),
+        }
+    }
+}
+
+impl Drop for Vm {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// What the VM's kernel printed on its console in the last boot (run.sh
+/// writes it to the cache's `log/console-TAP.log`).
+pub fn console_log() -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/siw-vm/log")
+        .join(format!("console-{TAP}.log"));
+    std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
+}
+
+/// uwarp's device for a test against the VM, listening on `port`: on
+/// DPDK (net_af_packet on the tap, at [`DPDK_IP`]) once run.sh has made
+/// the tap, or on the kernel's sockets on every address (the tap's may
+/// not exist yet). Call it while the VM boots.
+pub fn listening_device(vm: &mut Vm, dpdk: bool, port: u16) -> (Device, Listener) {
+    let (device, listen) = if dpdk {
+        vm.wait_for_tap();
+        let vdev = format!("net_af_packet0,iface={TAP}");
+        let device = rping::open_dpdk_vdev(&vdev, DPDK_IP, 24).expect("a DPDK device on the tap");
+        (device, DPDK_IP)
+    } else {
+        let device = Device::open(DeviceConfig::default()).expect("open a device");
+        (device, Ipv4Addr::UNSPECIFIED)
+    };
+    let listener = device
+        .listen(SocketAddr::V4(SocketAddrV4::new(listen, port)))
+        .expect("listen");
+    (device, listener)
+}
+
+/// A port nothing on the host listens on now, for uwarp's server.
+pub fn free_port() -> u16 {
+    let probe = TcpListener::bind((Ipv4Addr::UNSPECIFIED, 0)).expect("bind a probe");
+    probe.local_addr().expect("the probe's address").port()
+}

@@ -1,0 +1,79 @@
+//! uwarp-testing: helpers the tests of several uwarp crates share, so that
+//! no test file copies another's or includes it by path.
+//!
+//! - [`pair`]: devices and connected queue pairs over the `uwarp` API on
+//!   either transport, and what the tests check them with.
+//! - [`dpdk_rig`]: uwarp's TCP on DPDK stepped over a net_ring pair, with
+//!   a peer the test plays with hand-made frames (RFC 9293 segments), and
+//!   iWARP devices on net_ring pairs.
+//! - [`serial`] and [`root_or_skip`]: running tests that need both CPUs,
+//!   or root, as this machine allows.
+//! - [`example_binary`]: a package's example, built for a test that runs
+//!   it as a process of its own.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
+
+pub mod dpdk_rig;
+pub mod pair;
+
+/// Holds the tests of one binary that take both CPUs (busy-polling cores
+/// on threads, or a VM) to one at a time: side by side they starve each
+/// other's threads, and a descheduled thread looks like loss to TCP.
+pub fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Whether this process runs as root; if not, says on stderr that the
+/// test is skipped because `what` needs root.
+pub fn root_or_skip(what: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() == 0 };
+    if !root {
+        eprintln!("SKIPPED: {what} needs root");
+    }
+    root
+}
+
+/// The example `name` of the workspace package `package`, built for the
+/// calling test binary's profile and target directory (it lies next to
+/// the test's own directory, `target/<profile>/deps/..`). It is built
+/// first so that it is current (`cargo test --test NAME` alone does not
+/// build examples); if that build fails while the tree is being edited, a
+/// binary already there is used.
+pub fn example_binary(package: &str, name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let deps = exe.parent().expect("the deps directory");
+    let profile_dir = deps.parent().expect("the profile directory");
+    let target_dir = profile_dir.parent().expect("the target directory");
+    let profile = match profile_dir.file_name().and_then(|name| name.to_str()) {
+        Some("debug") => "dev".to_string(),
+        Some(other) => other.to_string(),
+        None => panic!("{} names no profile", profile_dir.display()),
+    };
+    let binary = profile_dir
+        .join("examples")
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "-p", package, "--example", name])
+        .arg("--profile")
+        .arg(&profile)
+        .arg("--target-dir")
+        .arg(target_dir)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .expect("cargo runs");
+    if !status.success() {
+        assert!(
+            binary.exists(),
+            "cargo build --example {name} failed and there is no binary"
+        );
+        eprintln!("cargo build --example {name} failed; using the binary already built");
+    }
+    assert!(binary.exists(), "{} is missing", binary.display());
+    binary
+}

@@ -1,0 +1,211 @@
+//! The connection manager's types (librdmacm's `rdma_connect`,
+//! `rdma_listen`, `rdma_accept`, `rdma_reject`): what an application asks
+//! for when it connects, what a listener hands it, and what an established
+//! connection reports. The MPA startup phase itself (RFC 5044 section 7,
+//! RFC 6581) runs on the device's control thread.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender};
+use uwarp_stack::mpa::{ConnectRequest, LocalParams, Negotiated};
+
+use crate::driver::Driver;
+use crate::error::Error;
+use crate::qp::QueuePair;
+
+/// How to connect.
+#[derive(Debug, Clone)]
+pub struct ConnectParams {
+    /// MPA settings: revision, CRC, Markers, IRD/ORD, peer-to-peer RTR
+    /// options and the private data for the Request.
+    pub mpa: LocalParams,
+    /// Give up if the TCP connection or the MPA Reply takes longer.
+    pub timeout: Duration,
+    /// When a revision-2 Request is refused by a responder that only
+    /// speaks revision 1 (it closes the connection), retry once with
+    /// revision 1 (RFC 6581 section 10).
+    pub revision_1_fallback: bool,
+    /// How long this end holds its first FPDU (the peer-to-peer RTR, or
+    /// the first message) back after the Reply arrives: the queue pair
+    /// enters RTS, and `connect` returns, only then. Zero, the default,
+    /// sends at once. Linux siw as the responder needs about 50 ms: it
+    /// sends its Reply before it starts reading the connection, and an
+    /// FPDU that arrives in between is never read (siw's accept race, see
+    /// docs/siw-interop.md). On the DPDK transport the hold ends at the control
+    /// core's next startup sweep after the delay (within 50 ms).
+    pub first_fpdu_delay: Duration,
+}
+
+impl Default for ConnectParams {
+    fn default() -> Self {
+        Self {
+            mpa: LocalParams::default(),
+            timeout: Duration::from_secs(10),
+            revision_1_fallback: false,
+            first_fpdu_delay: Duration::ZERO,
+        }
+    }
+}
+
+/// An established connection's parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Connection {
+    /// What MPA negotiated.
+    pub negotiated: Negotiated,
+    /// The peer's private data from its Request or Reply.
+    pub private_data: Vec<u8>,
+    /// This end's address.
+    pub local_addr: SocketAddr,
+    /// The peer's address.
+    pub peer_addr: SocketAddr,
+    /// The largest ULPDU this end sends (RFC 5044 section 4.1), from the
+    /// connection's MSS: a message longer than this less the DDP header
+    /// travels in several segments.
+    pub mulpdu: usize,
+}
+
+/// A connection request waiting for the application's decision. Dropping
+/// it undecided rejects it with no private data.
+#[derive(Debug)]
+pub struct IncomingRequest {
+    /// What the initiator asked for: revision, CRC, Markers, its enhanced
+    /// block (IRD/ORD and RTR options) and its private data.
+    pub request: ConnectRequest,
+    /// Where it comes from.
+    pub peer_addr: SocketAddr,
+    pub(crate) id: u64,
+    pub(crate) control: Sender<ControlCmd>,
+    pub(crate) decided: bool,
+    /// Runs the device's cores while `accept` or `reject` waits (set by
+    /// the listener that hands the request out).
+    pub(crate) driver: Driver,
+}
+
+impl IncomingRequest {
+    /// The initiator's private data.
+    pub fn private_data(&self) -> &[u8] {
+        &self.request.private_data
+    }
+
+    /// The initiator's IRD and ORD, when it sent the RFC 6581 block.
+    pub fn ird_ord(&self) -> Option<(u16, u16)> {
+        self.request.enhanced.map(|block| (block.ird, block.ord))
+    }
+
+    /// Accepts onto `qp` with `params` (its private data goes in the
+    /// Reply); returns once the Reply is sent and the queue pair is in RTS.
+    pub fn accept(mut self, qp: &QueuePair, params: LocalParams) -> Result<Connection, Error> {
+        self.decided = true;
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        let cmd = ControlCmd::Accept {
+            id: self.id,
+            qp: qp.clone(),
+            params,
+            reply,
+        };
+        self.control.send(cmd).map_err(|_| Error::DeviceClosed)?;
+        self.driver.wait(&answer)?
+    }
+
+    /// Rejects with `private_data` in the Reply, then closes.
+    pub fn reject(mut self, private_data: &[u8]) -> Result<(), Error> {
+        self.decided = true;
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        let cmd = ControlCmd::Reject {
+            id: self.id,
+            private_data: private_data.to_vec(),
+            reply: Some(reply),
+        };
+        self.control.send(cmd).map_err(|_| Error::DeviceClosed)?;
+        self.driver.wait(&answer)?
+    }
+}
+
+impl Drop for IncomingRequest {
+    fn drop(&mut self) {
+        if !self.decided {
+            let _ = self.control.send(ControlCmd::Reject {
+                id: self.id,
+                private_data: Vec::new(),
+                reply: None,
+            });
+        }
+    }
+}
+
+/// A listening endpoint (`rdma_listen`); stops listening when dropped.
+#[derive(Debug)]
+pub struct Listener {
+    pub(crate) local_addr: SocketAddr,
+    pub(crate) id: u64,
+    pub(crate) requests: crossbeam_channel::Receiver<IncomingRequest>,
+    pub(crate) control: Sender<ControlCmd>,
+    pub(crate) driver: Driver,
+}
+
+impl Listener {
+    /// The address it listens on (with the port the system chose for port
+    /// 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The next connection request whose MPA Request has arrived, waiting
+    /// up to `timeout`.
+    pub fn get_request(&self, timeout: Duration) -> Result<IncomingRequest, Error> {
+        let mut request = self
+            .driver
+            .recv(&self.requests, timeout)
+            .map_err(|err| match err {
+                crossbeam_channel::RecvTimeoutError::Timeout => Error::Timeout,
+                crossbeam_channel::RecvTimeoutError::Disconnected => Error::DeviceClosed,
+            })?;
+        request.driver = self.driver.clone();
+        Ok(request)
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        let _ = self.control.send(ControlCmd::StopListening { id: self.id });
+    }
+}
+
+/// A new listener: its identifier, its address, and where its connection
+/// requests arrive.
+pub(crate) type Listening = (u64, SocketAddr, Receiver<IncomingRequest>);
+
+/// What the application asks of the control thread.
+#[derive(Debug)]
+pub(crate) enum ControlCmd {
+    /// Listen on an address.
+    Listen {
+        addr: SocketAddr,
+        reply: Sender<Result<Listening, Error>>,
+    },
+    /// Stop listening.
+    StopListening { id: u64 },
+    /// Connect a queue pair.
+    Connect {
+        addr: SocketAddr,
+        qp: QueuePair,
+        params: ConnectParams,
+        reply: Sender<Result<Connection, Error>>,
+    },
+    /// Accept a pending request onto a queue pair.
+    Accept {
+        id: u64,
+        qp: QueuePair,
+        params: LocalParams,
+        reply: Sender<Result<Connection, Error>>,
+    },
+    /// Reject a pending request.
+    Reject {
+        id: u64,
+        private_data: Vec<u8>,
+        reply: Option<Sender<Result<(), Error>>>,
+    },
+    /// End the thread.
+    Shutdown,
+}

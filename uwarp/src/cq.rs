@@ -1,0 +1,220 @@
+//! Completion queues (`ibv_cq`): filled by the dataplane, polled by the
+//! application without system calls, with the RDMAC verbs' arming for the
+//! next completion or the next solicited one (RFC 5040 section 5.1's
+//! Solicited Event) when the application wants to sleep instead of poll.
+
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use crossbeam_queue::ArrayQueue;
+use uwarp_stack::verbs::{WcStatus, WorkCompletion};
+
+use crate::driver::Driver;
+
+const DISARMED: u8 = 0;
+const ARMED_ANY: u8 = 1;
+const ARMED_SOLICITED: u8 = 2;
+
+/// A completion queue; clone the handle to share it between queue pairs.
+///
+/// On a DPDK device whose cores run inline ([`crate::transport::dpdk::CoreThreads::Inline`]),
+/// polling an empty queue runs the device's cores once, and the waiting
+/// calls run them while they wait: the application's polling loop is the
+/// stack's.
+#[derive(Debug, Clone)]
+pub struct CompletionQueue {
+    pub(crate) shared: Arc<CqShared>,
+    driver: Driver,
+}
+
+#[derive(Debug)]
+pub(crate) struct CqShared {
+    entries: ArrayQueue<WorkCompletion>,
+    overflowed: AtomicUsize,
+    arm: AtomicU8,
+    /// Events raised by arming and not yet taken; its lock also orders
+    /// `arrived` against the waiters' last look at the queue.
+    events: Mutex<u64>,
+    wake: Condvar,
+    /// Threads in [`CompletionQueue::poll_blocking`].
+    waiters: AtomicUsize,
+    arrived: Condvar,
+}
+
+impl CqShared {
+    /// Wakes the threads waiting in [`CompletionQueue::poll_blocking`]; the
+    /// dataplane calls it once after each batch of pushes.
+    pub(crate) fn wake_waiters(&self) {
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            let _guard = self.events.lock().unwrap_or_else(|e| e.into_inner());
+            self.arrived.notify_all();
+        }
+    }
+
+    /// Adds a completion, raising an event if the queue is armed for it.
+    /// A full queue hands the completion back (the dataplane keeps it, in
+    /// order, and counts the miss in `overflowed`).
+    pub(crate) fn push(&self, wc: WorkCompletion) -> Result<(), WorkCompletion> {
+        self.entries.push(wc).inspect_err(|_| {
+            self.overflowed.fetch_add(1, Ordering::Relaxed);
+        })?;
+        let arm = self.arm.load(Ordering::Acquire);
+        let wanted = match arm {
+            ARMED_ANY => true,
+            ARMED_SOLICITED => wc.solicited || wc.status != WcStatus::Success,
+            _ => false,
+        };
+        if wanted
+            && self
+                .arm
+                .compare_exchange(arm, DISARMED, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        {
+            let mut events = self.events.lock().unwrap_or_else(|e| e.into_inner());
+            *events += 1;
+            self.wake.notify_all();
+        }
+        Ok(())
+    }
+}
+
+impl CompletionQueue {
+    /// A queue holding up to `depth` completions, on a device whose cores
+    /// `driver` runs.
+    pub(crate) fn new(depth: usize, driver: Driver) -> Self {
+        Self {
+            driver,
+            shared: Arc::new(CqShared {
+                entries: ArrayQueue::new(depth.max(1)),
+                overflowed: AtomicUsize::new(0),
+                arm: AtomicU8::new(DISARMED),
+                events: Mutex::new(0),
+                wake: Condvar::new(),
+                waiters: AtomicUsize::new(0),
+                arrived: Condvar::new(),
+            }),
+        }
+    }
+
+    /// Takes up to `max` completions, oldest first, appending them to `out`;
+    /// returns how many it took.
+    pub fn poll(&self, out: &mut Vec<WorkCompletion>, max: usize) -> usize {
+        if self.shared.entries.is_empty() {
+            self.driver.progress();
+        }
+        let mut taken = 0;
+        while taken < max {
+            let Some(wc) = self.shared.entries.pop() else {
+                break;
+            };
+            out.push(wc);
+            taken += 1;
+        }
+        taken
+    }
+
+    /// Takes the oldest completion.
+    pub fn poll_one(&self) -> Option<WorkCompletion> {
+        self.shared.entries.pop().or_else(|| {
+            self.driver.progress();
+            self.shared.entries.pop()
+        })
+    }
+
+    /// Arms the queue: the next completion (or, with `solicited_only`, the
+    /// next solicited or failed one) raises one event for
+    /// [`wait_event`](Self::wait_event) (`ibv_req_notify_cq`).
+    pub fn req_notify(&self, solicited_only: bool) {
+        let arm = if solicited_only {
+            ARMED_SOLICITED
+        } else {
+            ARMED_ANY
+        };
+        self.shared.arm.store(arm, Ordering::Release);
+    }
+
+    /// Waits up to `timeout` for an event raised since the last call and
+    /// consumes it (`ibv_get_cq_event`); `false` on timeout.
+    pub fn wait_event(&self, timeout: Duration) -> bool {
+        if self.driver.is_inline() {
+            let deadline = std::time::Instant::now() + timeout;
+            loop {
+                let mut events = self.shared.events.lock().unwrap_or_else(|e| e.into_inner());
+                if *events > 0 {
+                    *events -= 1;
+                    return true;
+                }
+                drop(events);
+                if std::time::Instant::now() >= deadline {
+                    return false;
+                }
+                self.driver.progress();
+            }
+        }
+        let events = self.shared.events.lock().unwrap_or_else(|e| e.into_inner());
+        let (mut events, _) = self
+            .shared
+            .wake
+            .wait_timeout_while(events, timeout, |count| *count == 0)
+            .unwrap_or_else(|e| e.into_inner());
+        if *events == 0 {
+            return false;
+        }
+        *events -= 1;
+        true
+    }
+
+    /// Waits until a completion arrives or `timeout` passes, sleeping on a
+    /// condition variable the dataplane signals once per batch of
+    /// completions (no CPU spent, and no timer granularity added to the
+    /// wait).
+    pub fn poll_blocking(&self, timeout: Duration) -> Option<WorkCompletion> {
+        if let Some(wc) = self.poll_one() {
+            return Some(wc);
+        }
+        if self.driver.is_inline() {
+            // One clock read a turn, for the deadline and the cores.
+            let deadline = std::time::Instant::now() + timeout;
+            loop {
+                let now = std::time::Instant::now();
+                if now >= deadline {
+                    return None;
+                }
+                self.driver.progress_at(now);
+                if let Some(wc) = self.shared.entries.pop() {
+                    return Some(wc);
+                }
+            }
+        }
+        let shared = &self.shared;
+        let deadline = std::time::Instant::now() + timeout;
+        shared.waiters.fetch_add(1, Ordering::SeqCst);
+        let mut guard = shared.events.lock().unwrap_or_else(|e| e.into_inner());
+        let found = loop {
+            // Checked under the lock: a push after this check notifies
+            // only once this thread is waiting.
+            if let Some(wc) = self.poll_one() {
+                break Some(wc);
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                break None;
+            }
+            guard = shared
+                .arrived
+                .wait_timeout(guard, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        };
+        drop(guard);
+        shared.waiters.fetch_sub(1, Ordering::SeqCst);
+        found
+    }
+
+    /// How many times a completion found the queue full; the dataplane
+    /// keeps it and delivers it once the application has polled room.
+    pub fn overflowed(&self) -> usize {
+        self.shared.overflowed.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,249 @@
+//! The device: the one entry point of the API (`ibv_open_device` plus
+//! `rdma_create_event_channel`). Opening one starts its control thread and
+//! its dataplane thread; everything else is created from it.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::Sender;
+use uwarp_dataplane::runtime::ImpairSwitch;
+use uwarp_dataplane::Eal;
+use uwarp_stack::mem::{ProtectionDomains, StagTable};
+use uwarp_stack::mpa::Micros;
+use uwarp_stack::rdmap::SharedReceiveQueue;
+
+use crate::cm::ControlCmd;
+use crate::cm::{ConnectParams, Connection, Listener};
+use crate::cq::CompletionQueue;
+use crate::driver::Driver;
+use crate::error::Error;
+use crate::pd::ProtectionDomain;
+use crate::qp::{QpInit, QueuePair};
+use crate::transport::dpdk::cores::DpdkCores;
+use crate::transport::dpdk::stream::StreamContext;
+use crate::transport::dpdk::DpdkConfig;
+use crate::transport::socket::{spawn_control, spawn_dataplane};
+use uwarp_control::HostReport;
+
+/// How to open a device.
+#[derive(Debug, Clone)]
+pub struct DeviceConfig {
+    /// How many memory regions can be registered at once.
+    pub max_regions: usize,
+    /// How long a passive side waits for an MPA Request after the TCP
+    /// connection is up.
+    pub startup_timeout: Duration,
+}
+
+impl Default for DeviceConfig {
+    fn default() -> Self {
+        Self {
+            max_regions: StagTable::DEFAULT_CAPACITY,
+            startup_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What every part of a device shares.
+#[derive(Debug, Clone)]
+pub(crate) struct Shared {
+    pub(crate) table: Arc<StagTable>,
+}
+
+/// An open device, on the kernel-socket transport ([`Device::open`]) or
+/// on uwarp's TCP over DPDK ([`Device::open_dpdk`]). Dropping it stops its
+/// cores; on the socket transport it first resets every connection still
+/// open. [`Device::close`] does the same and returns what a DPDK device's
+/// cores counted.
+pub struct Device {
+    shared: Shared,
+    pds: ProtectionDomains,
+    control: Sender<ControlCmd>,
+    threads: Vec<JoinHandle<()>>,
+    dpdk: Option<DpdkCores>,
+    driver: Driver,
+}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let transport = if self.dpdk.is_some() {
+            "dpdk"
+        } else {
+            "socket"
+        };
+        f.debug_struct("Device")
+            .field("transport", &transport)
+            .field("driver", &self.driver)
+            .finish()
+    }
+}
+
+impl Device {
+    /// Opens a device and starts its threads.
+    pub fn open(config: DeviceConfig) -> Result<Self, Error> {
+        let shared = Shared {
+            table: Arc::new(StagTable::new(config.max_regions)?),
+        };
+        let (adopt_tx, adopt_rx) = crossbeam_channel::unbounded();
+        let (control_tx, control_rx) = crossbeam_channel::unbounded();
+        let dataplane = spawn_dataplane(adopt_rx)?;
+        let control = spawn_control(
+            shared.clone(),
+            control_rx,
+            control_tx.clone(),
+            adopt_tx,
+            config.startup_timeout,
+        )?;
+        Ok(Self {
+            shared,
+            pds: ProtectionDomains::new(),
+            control: control_tx,
+            threads: vec![control, dataplane],
+            dpdk: None,
+            driver: Driver::default(),
+        })
+    }
+
+    /// Opens a device on uwarp's TCP over the DPDK port `port`: its
+    /// control core runs the connection manager, the TCP handshakes and
+    /// the MPA startup phase; its dataplane core runs every connection in
+    /// Full Operation.
+    pub fn open_dpdk(
+        eal: &'static Eal,
+        port: uwarp_dataplane::Device,
+        config: DeviceConfig,
+        dpdk: DpdkConfig,
+    ) -> Result<Self, Error> {
+        let shared = Shared {
+            table: Arc::new(StagTable::new(config.max_regions)?),
+        };
+        let (control_tx, control_rx) = crossbeam_channel::unbounded();
+        let context = StreamContext {
+            shared: shared.clone(),
+            control: control_tx.clone(),
+            startup_timeout: config.startup_timeout.as_micros() as Micros,
+            zero_copy_from: dpdk.zero_copy_from,
+        };
+        let (cores, driver) = DpdkCores::start(eal, port, &dpdk, control_rx, context)?;
+        Ok(Self {
+            shared,
+            pds: ProtectionDomains::new(),
+            control: control_tx,
+            threads: Vec::new(),
+            dpdk: Some(cores),
+            driver,
+        })
+    }
+
+    /// On a DPDK device opened with
+    /// [`CoreThreads::Inline`](crate::transport::dpdk::CoreThreads::Inline), runs every
+    /// core once on the calling thread and returns the work done (frames,
+    /// timers, commands); the application calls it in its polling loop.
+    /// Devices whose cores have threads return 0 at once.
+    pub fn progress(&self) -> usize {
+        self.driver.progress()
+    }
+
+    /// The impairment stage of a DPDK device's port (loss, reordering,
+    /// duplication, delay for tests), switchable while it runs.
+    pub fn impairment(&self) -> Option<&Arc<ImpairSwitch>> {
+        self.dpdk.as_ref().map(DpdkCores::impairment)
+    }
+
+    /// Allocates a protection domain (`ibv_alloc_pd`).
+    pub fn alloc_pd(&self) -> Result<ProtectionDomain, Error> {
+        let id = self
+            .pds
+            .allocate()
+            .ok_or(Error::InvalidArgument("protection domains exhausted"))?;
+        Ok(ProtectionDomain::new(id, self.shared.table.clone()))
+    }
+
+    /// Creates a completion queue of `depth` entries (`ibv_create_cq`).
+    pub fn create_cq(&self, depth: usize) -> CompletionQueue {
+        CompletionQueue::new(depth, self.driver.clone())
+    }
+
+    /// Creates a shared receive queue (`ibv_create_srq`).
+    pub fn create_srq(&self) -> Arc<SharedReceiveQueue> {
+        Arc::new(SharedReceiveQueue::new())
+    }
+
+    /// Creates a queue pair in `pd` (`ibv_create_qp`); it is Idle until
+    /// connected or accepted.
+    pub fn create_qp(&self, pd: &ProtectionDomain, init: QpInit) -> QueuePair {
+        QueuePair::new(pd.id(), init, self.driver.clone())
+    }
+
+    /// Listens for connections (`rdma_listen`); port 0 picks a free port.
+    pub fn listen(&self, addr: impl ToSocketAddrs) -> Result<Listener, Error> {
+        let addr = resolve(addr)?;
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        self.control
+            .send(ControlCmd::Listen { addr, reply })
+            .map_err(|_| Error::DeviceClosed)?;
+        let (id, local_addr, requests) = self.driver.wait(&answer)??;
+        Ok(Listener {
+            local_addr,
+            id,
+            requests,
+            control: self.control.clone(),
+            driver: self.driver.clone(),
+        })
+    }
+
+    /// Connects `qp` to a listener (`rdma_connect`): the TCP connection,
+    /// the MPA Request and Reply; returns once the queue pair is in RTS, or
+    /// the reason it is not (rejected with the peer's private data, timed
+    /// out, refused).
+    pub fn connect(
+        &self,
+        addr: impl ToSocketAddrs,
+        qp: &QueuePair,
+        params: ConnectParams,
+    ) -> Result<Connection, Error> {
+        let addr = resolve(addr)?;
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        let cmd = ControlCmd::Connect {
+            addr,
+            qp: qp.clone(),
+            params,
+            reply,
+        };
+        self.control.send(cmd).map_err(|_| Error::DeviceClosed)?;
+        self.driver.wait(&answer)?
+    }
+
+    /// Closes the device as dropping it does, and returns what its cores
+    /// counted: `None` on the socket transport; on the DPDK transport the
+    /// [`HostReport`] of its control and dataplane cores, read after they
+    /// stopped (connections still open were dropped with them, so the
+    /// report is final).
+    pub fn close(mut self) -> Option<HostReport> {
+        self.stop()
+    }
+
+    /// Stops the control thread and the cores (once: a second call finds
+    /// nothing to stop and returns `None`).
+    fn stop(&mut self) -> Option<HostReport> {
+        let _ = self.control.send(ControlCmd::Shutdown);
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+        self.dpdk.take().and_then(DpdkCores::shutdown)
+    }
+}
+
+impl Drop for Device {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+fn resolve(addr: impl ToSocketAddrs) -> Result<SocketAddr, Error> {
+    addr.to_socket_addrs()?
+        .next()
+        .ok_or(Error::InvalidArgument("the address resolves to nothing"))
+}

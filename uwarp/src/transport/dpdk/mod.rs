@@ -1,0 +1,15 @@
+//! iWARP on uwarp's TCP over DPDK: the MPA startup phase on the control
+//! core, RDMAP/DDP/MPA Full Operation on the dataplane core that owns the
+//! connection (RFC 5040, RFC 5041, RFC 5044, RFC 6581).
+//!
+//! - [`stream`]: [`RdmaStream`], iWARP above one TCP connection.
+//! - [`control`]: [`RdmaControl`], the control core's connection manager.
+//! - [`cores`]: a device's port and cores, on threads or inline.
+
+pub(crate) mod control;
+pub(crate) mod cores;
+pub(crate) mod stream;
+
+pub(crate) use control::RdmaControl;
+pub use cores::{CoreThreads, DpdkConfig, ZERO_COPY_FROM};
+pub(crate) use stream::RdmaStream;

@@ -1,0 +1,487 @@
+//! The control thread of the socket transport: listening sockets, active
+//! opens, the MPA startup phase of every new connection, the application's
+//! accept/reject decisions, and the hand-over of established connections
+//! to the dataplane thread (the RFC 5044 Appendix A hand-over from the
+//! generic path to the Full Operation path).
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use uwarp_stack::mpa::{
+    Initiator, InitiatorOutcome, LocalParams, Micros, Negotiated, Responder, StartupError,
+};
+use uwarp_stack::rdmap::{EngineConfig, Role};
+use uwarp_stack::wire::fpdu::mulpdu;
+
+use super::dataplane::Adopt;
+use super::setup::Setup;
+use super::tcp;
+use crate::cm::{ConnectParams, Connection, ControlCmd, IncomingRequest, Listening};
+use crate::device::Shared;
+use crate::driver::Driver;
+use crate::error::Error;
+use crate::qp::QueuePair;
+use uwarp_control::startup::{Progress, Side};
+
+/// An active open waiting for its Reply.
+struct Connecting {
+    setup: Setup,
+    qp: QueuePair,
+    params: ConnectParams,
+    addr: SocketAddr,
+    reply: Sender<Result<Connection, Error>>,
+    retried: bool,
+}
+
+/// An accepted active open holding its first FPDU back until `until`
+/// ([`ConnectParams::first_fpdu_delay`]) before the dataplane adopts it;
+/// what the peer sends meanwhile waits in the socket.
+struct Holding {
+    conn: Connecting,
+    negotiated: Negotiated,
+    private_data: Vec<u8>,
+    leftover: Vec<u8>,
+    until: Micros,
+}
+
+/// A passive open waiting for its Request (`listener` set) or for the
+/// application's decision.
+struct Accepting {
+    setup: Setup,
+    listener: u64,
+    leftover: Vec<u8>,
+    /// The initiator's private data, once its Request is in.
+    private_data: Vec<u8>,
+}
+
+impl Accepting {
+    /// The startup state machine that received the Request.
+    fn responder(&mut self) -> Result<&mut Responder, Error> {
+        match &mut self.setup.startup.side {
+            Side::Responder(responder) => Ok(responder),
+            Side::Initiator(_) => Err(Error::WrongState("not a responder")),
+        }
+    }
+}
+
+struct ControlCore {
+    shared: Shared,
+    commands: Receiver<ControlCmd>,
+    me: Sender<ControlCmd>,
+    dataplane: Sender<Adopt>,
+    listeners: HashMap<u64, (TcpListener, Sender<IncomingRequest>)>,
+    connecting: Vec<Connecting>,
+    holding: Vec<Holding>,
+    accepting: HashMap<u64, Accepting>,
+    waiting_decision: HashMap<u64, Accepting>,
+    next_id: u64,
+    epoch: Instant,
+    startup_timeout: Micros,
+}
+
+/// Starts the control thread.
+pub(crate) fn spawn_control(
+    shared: Shared,
+    commands: Receiver<ControlCmd>,
+    me: Sender<ControlCmd>,
+    dataplane: Sender<Adopt>,
+    startup_timeout: Duration,
+) -> std::io::Result<JoinHandle<()>> {
+    let core = ControlCore {
+        shared,
+        commands,
+        me,
+        dataplane,
+        listeners: HashMap::new(),
+        connecting: Vec::new(),
+        holding: Vec::new(),
+        accepting: HashMap::new(),
+        waiting_decision: HashMap::new(),
+        next_id: 1,
+        epoch: Instant::now(),
+        startup_timeout: startup_timeout.as_micros() as Micros,
+    };
+    std::thread::Builder::new()
+        .name("uwarp-control".into())
+        .spawn(move || core.run())
+}
+
+impl ControlCore {
+    fn run(mut self) {
+        loop {
+            let mut busy = false;
+            loop {
+                match self.commands.try_recv() {
+                    Ok(ControlCmd::Shutdown) | Err(TryRecvError::Disconnected) => return,
+                    Ok(cmd) => {
+                        busy = true;
+                        self.handle(cmd);
+                    }
+                    Err(TryRecvError::Empty) => break,
+                }
+            }
+            busy |= self.accept_new();
+            busy |= self.poll_connecting();
+            busy |= self.release_held();
+            busy |= self.poll_accepting();
+            if !busy {
+                // Setup is not the data path: a short sleep keeps an idle
+                // control thread off the CPU.
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+    }
+
+    fn now(&self) -> Micros {
+        self.epoch.elapsed().as_micros() as Micros
+    }
+
+    fn id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    fn handle(&mut self, cmd: ControlCmd) {
+        match cmd {
+            ControlCmd::Listen { addr, reply } => {
+                let result = self.listen(addr);
+                let _ = reply.send(result);
+            }
+            ControlCmd::StopListening { id } => {
+                self.listeners.remove(&id);
+            }
+            ControlCmd::Connect {
+                addr,
+                qp,
+                params,
+                reply,
+            } => self.connect(addr, qp, params, reply, false),
+            ControlCmd::Accept {
+                id,
+                qp,
+                params,
+                reply,
+            } => {
+                let result = self.accept(id, qp, &params);
+                let _ = reply.send(result);
+            }
+            ControlCmd::Reject {
+                id,
+                private_data,
+                reply,
+            } => {
+                let result = self.reject(id, &private_data);
+                if let Some(reply) = reply {
+                    let _ = reply.send(result);
+                }
+            }
+            ControlCmd::Shutdown => {}
+        }
+    }
+
+    fn listen(&mut self, addr: SocketAddr) -> Result<Listening, Error> {
+        let listener = TcpListener::bind(addr)?;
+        listener.set_nonblocking(true)?;
+        let local = listener.local_addr()?;
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let id = self.id();
+        self.listeners.insert(id, (listener, tx));
+        Ok((id, local, rx))
+    }
+
+    /// Takes new sockets from every listener; each starts as a responder.
+    fn accept_new(&mut self) -> bool {
+        let mut fresh = Vec::new();
+        for (&listener_id, (listener, _)) in &self.listeners {
+            while let Ok((stream, _)) = listener.accept() {
+                fresh.push((listener_id, stream));
+            }
+        }
+        let busy = !fresh.is_empty();
+        for (listener, stream) in fresh {
+            if stream.set_nonblocking(true).is_err() {
+                continue;
+            }
+            let _ = stream.set_nodelay(true);
+            let responder = Responder::new(self.now(), self.startup_timeout);
+            let id = self.id();
+            self.accepting.insert(
+                id,
+                Accepting {
+                    setup: Setup::new(stream, Side::Responder(responder)),
+                    listener,
+                    leftover: Vec::new(),
+                    private_data: Vec::new(),
+                },
+            );
+        }
+        busy
+    }
+
+    fn connect(
+        &mut self,
+        addr: SocketAddr,
+        qp: QueuePair,
+        params: ConnectParams,
+        reply: Sender<Result<Connection, Error>>,
+        retried: bool,
+    ) {
+        let started = (|| -> Result<Setup, Error> {
+            let initiator = Initiator::new(
+                params.mpa.clone(),
+                self.now(),
+                params.timeout.as_micros() as Micros,
+            )
+            .map_err(|err| Error::Startup(StartupError::Malformed(err)))?;
+            let mut stream = TcpStream::connect_timeout(&addr, params.timeout)?;
+            stream.set_nodelay(true)?;
+            stream.write_all(initiator.request())?;
+            stream.set_nonblocking(true)?;
+            Ok(Setup::new(stream, Side::Initiator(initiator)))
+        })();
+        match started {
+            Ok(setup) => self.connecting.push(Connecting {
+                setup,
+                qp,
+                params,
+                addr,
+                reply,
+                retried,
+            }),
+            Err(err) => {
+                let _ = reply.send(Err(err));
+            }
+        }
+    }
+
+    fn poll_connecting(&mut self) -> bool {
+        let now = self.now();
+        let mut busy = false;
+        let mut index = 0;
+        while index < self.connecting.len() {
+            let progress = self.connecting[index].setup.poll(now);
+            if matches!(progress, Progress::Pending) {
+                index += 1;
+                continue;
+            }
+            busy = true;
+            let mut conn = self.connecting.swap_remove(index);
+            match progress {
+                Progress::Replied(
+                    InitiatorOutcome::Accepted {
+                        negotiated,
+                        private_data,
+                    },
+                    leftover,
+                ) => {
+                    let delay = conn.params.first_fpdu_delay.as_micros() as Micros;
+                    self.holding.push(Holding {
+                        conn,
+                        negotiated,
+                        private_data,
+                        leftover,
+                        until: now + delay,
+                    });
+                }
+                Progress::Replied(InitiatorOutcome::Rejected { private_data, .. }, _) => {
+                    let _ = conn.reply.send(Err(Error::Rejected { private_data }));
+                }
+                Progress::Failed(StartupError::ClosedBeforeFrame {
+                    retry_with_revision_1: true,
+                }) if conn.params.revision_1_fallback && !conn.retried => {
+                    if let Side::Initiator(initiator) = &conn.setup.startup.side {
+                        conn.params.mpa = initiator.revision_1_fallback();
+                    }
+                    self.connect(conn.addr, conn.qp, conn.params, conn.reply, true);
+                }
+                Progress::Failed(err) => {
+                    send_negotiation_terminate(&conn.setup, err);
+                    let _ = conn.reply.send(Err(Error::Startup(err)));
+                }
+                Progress::Requested(..) | Progress::Pending => {}
+            }
+        }
+        busy
+    }
+
+    /// Hands the accepted active opens whose hold is over to the
+    /// dataplane.
+    fn release_held(&mut self) -> bool {
+        let now = self.now();
+        if !self.holding.iter().any(|held| held.until <= now) {
+            return false;
+        }
+        let (due, waiting): (Vec<Holding>, Vec<Holding>) = std::mem::take(&mut self.holding)
+            .into_iter()
+            .partition(|held| held.until <= now);
+        self.holding = waiting;
+        for held in due {
+            let result = self.hand_over(
+                held.conn.setup.stream,
+                &held.conn.qp,
+                held.negotiated,
+                Role::Initiator,
+                held.private_data,
+                held.leftover,
+            );
+            let _ = held.conn.reply.send(result);
+        }
+        true
+    }
+
+    fn poll_accepting(&mut self) -> bool {
+        let now = self.now();
+        let mut arrived = Vec::new();
+        let mut failed = Vec::new();
+        for (&id, accepting) in &mut self.accepting {
+            match accepting.setup.poll(now) {
+                Progress::Pending => {}
+                Progress::Requested(request, leftover) => {
+                    accepting.leftover = leftover;
+                    accepting.private_data = request.private_data.clone();
+                    arrived.push((id, request));
+                }
+                _ => failed.push(id),
+            }
+        }
+        let busy = !arrived.is_empty() || !failed.is_empty();
+        for id in failed {
+            self.accepting.remove(&id);
+        }
+        for (id, request) in arrived {
+            let Some(accepting) = self.accepting.remove(&id) else {
+                continue;
+            };
+            let Some((_, requests)) = self.listeners.get(&accepting.listener) else {
+                continue;
+            };
+            let Ok(peer_addr) = accepting.setup.stream.peer_addr() else {
+                continue;
+            };
+            let incoming = IncomingRequest {
+                request,
+                peer_addr,
+                id,
+                control: self.me.clone(),
+                decided: false,
+                driver: Driver::default(),
+            };
+            if requests.send(incoming).is_ok() {
+                self.waiting_decision.insert(id, accepting);
+            }
+        }
+        busy
+    }
+
+    fn accept(
+        &mut self,
+        id: u64,
+        qp: QueuePair,
+        params: &LocalParams,
+    ) -> Result<Connection, Error> {
+        let mut accepting = self.take_pending(id)?;
+        let responder = accepting.responder()?;
+        let (reply, negotiated) = responder.accept(params)?;
+        let stream = accepting.setup.stream;
+        write_blocking(&stream, &reply)?;
+        self.hand_over(
+            stream,
+            &qp,
+            negotiated,
+            Role::Responder,
+            accepting.private_data,
+            accepting.leftover,
+        )
+    }
+
+    /// The request `id` the application is deciding on.
+    fn take_pending(&mut self, id: u64) -> Result<Accepting, Error> {
+        self.waiting_decision
+            .remove(&id)
+            .ok_or(Error::WrongState("the request is no longer pending"))
+    }
+
+    fn reject(&mut self, id: u64, private_data: &[u8]) -> Result<(), Error> {
+        let mut accepting = self.take_pending(id)?;
+        let responder = accepting.responder()?;
+        let reply = responder.reject(&LocalParams::default(), private_data)?;
+        write_blocking(&accepting.setup.stream, &reply)?;
+        let _ = accepting.setup.stream.shutdown(std::net::Shutdown::Write);
+        Ok(())
+    }
+
+    /// Gives an established connection to the dataplane.
+    fn hand_over(
+        &self,
+        stream: TcpStream,
+        qp: &QueuePair,
+        negotiated: uwarp_stack::mpa::Negotiated,
+        role: Role,
+        private_data: Vec<u8>,
+        leftover: Vec<u8>,
+    ) -> Result<Connection, Error> {
+        let mulpdu = mulpdu(tcp::emss(&stream), negotiated.markers_tx);
+        let connection = Connection {
+            negotiated,
+            private_data,
+            local_addr: stream.local_addr()?,
+            peer_addr: stream.peer_addr()?,
+            mulpdu,
+        };
+        let config = EngineConfig {
+            negotiated,
+            role,
+            mulpdu,
+            pd: qp.shared.pd,
+            table: self.shared.table.clone(),
+            srq: qp.shared.init.srq.clone(),
+        };
+        self.dataplane
+            .send(Adopt {
+                stream,
+                config,
+                qp: qp.clone(),
+                leftover,
+            })
+            .map_err(|_| Error::DeviceClosed)?;
+        // The queue pair is in RTS once the dataplane has adopted it.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !qp
+            .shared
+            .connected
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            if Instant::now() >= deadline {
+                return Err(Error::DeviceClosed);
+            }
+            std::thread::yield_now();
+        }
+        Ok(connection)
+    }
+}
+
+/// After an accepting Reply that this initiator cannot live with (the
+/// responder's ORD above our IRD, no RTR in common), RFC 6581 section 9
+/// has it send a Terminate naming the problem before it closes; the
+/// responder is already in Full Operation and reports it.
+fn send_negotiation_terminate(setup: &Setup, err: StartupError) {
+    let Side::Initiator(initiator) = &setup.startup.side else {
+        return;
+    };
+    if let Some(frame) = initiator.failure_terminate(err) {
+        let _ = write_blocking(&setup.stream, &frame);
+        let _ = setup.stream.shutdown(std::net::Shutdown::Write);
+    }
+}
+
+/// Writes a whole startup frame on a non-blocking socket.
+fn write_blocking(mut stream: &TcpStream, data: &[u8]) -> Result<(), Error> {
+    stream.set_nonblocking(false)?;
+    stream.write_all(data)?;
+    stream.set_nonblocking(true)?;
+    Ok(())
+}
