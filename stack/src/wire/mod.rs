@@ -12,6 +12,7 @@
 //! | [`ddp`] | DDP tagged/untagged headers, segmentation | RFC 5041 4, 5.2 |
 //! | [`rdmap`] | RDMAP control field, opcodes, Read Request | RFC 5040 4, RFC 7306 |
 //! | [`terminate`] | Terminate message and error codes | RFC 5040 4.8, 7 |
+//! | [`terminate_ulpdu`] | the whole Terminate ULPDU, its echoed headers | RFC 5040 4.8, 7, RFC 5041 7.1 |
 //! | [`rpcrdma`] | RPC-over-RDMA CM private data | RFC 8797 |
 //!
 //! Ethernet, IPv4 and TCP are `smoltcp::wire`'s and are not repeated here.
@@ -30,6 +31,7 @@ pub mod mpa;
 pub mod rdmap;
 pub mod rpcrdma;
 pub mod terminate;
+pub mod terminate_ulpdu;
 #[cfg(test)]
 mod testing;
 

@@ -33,7 +33,7 @@
 use std::collections::BTreeMap;
 
 use super::receive::{carries_send_payload, Payload};
-use super::terminate::Fault;
+use crate::wire::terminate_ulpdu::Fault;
 use super::QpEngine;
 use crate::mem::Stag;
 use crate::mpa::framer::front_fpdu;
