@@ -20,9 +20,10 @@
 use super::send_queue::LocalFault;
 use super::{LlpClose, QpEngine};
 use crate::mem::{BufferSlice, Stag, TaggedError};
-use crate::mpa::{FpduSink, FpduWriter, VecSink};
+use crate::mpa::FpduWriter;
 use crate::verbs::QpState;
 use crate::verbs::WcStatus;
+use crate::wire::fpdu_sink::{FpduSink, VecSink};
 use crate::wire::terminate::TermError;
 use crate::wire::terminate_ulpdu::Fault;
 use crate::wire::WireError;

@@ -44,7 +44,7 @@ use super::tail_probe::TailProbe;
 use super::time::{Duration, Instant};
 use super::timer::{TimerKind, Timers};
 use crate::mem::BufferSlice;
-use crate::mpa::FpduSink;
+use crate::wire::fpdu_sink::FpduSink;
 use smoltcp::wire::{Ipv4Address, TcpRepr};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
