@@ -37,7 +37,6 @@ mod congestion;
 mod connection;
 mod flight;
 mod frto;
-mod header;
 mod isn;
 mod limited_transmit;
 mod listener;
@@ -58,16 +57,14 @@ mod time;
 mod timer;
 mod wheel;
 
+pub use crate::wire::tcp::{parse, parse_verified, ParseError};
 pub use config::{Config, KeepAlive};
 pub use congestion::CongestionControl;
 pub use connection::{Connection, Endpoint, Event, SendError, State, Stats};
 pub use isn::IsnGenerator;
 pub use listener::{ListenOutcome, Listener, ListenerStats};
 pub use recv::{ByteStream, Consumer, Disposition, WindowPolicy};
-pub use segment::{
-    bare_header, parse, parse_verified, reset_reply, BufferTooSmall, ParseError, Payload,
-    References, Segment,
-};
+pub use segment::{bare_header, reset_reply, BufferTooSmall, Payload, References, Segment};
 pub use send_memory::SendMemory;
 pub use seq::Seq;
 pub use time::{Duration, Instant};

@@ -15,8 +15,10 @@
 //! | [`terminate`] | Terminate message and error codes | RFC 5040 4.8, 7 |
 //! | [`terminate_ulpdu`] | the whole Terminate ULPDU, its echoed headers | RFC 5040 4.8, 7, RFC 5041 7.1 |
 //! | [`rpcrdma`] | RPC-over-RDMA CM private data | RFC 8797 |
+//! | [`tcp`] | TCP header and options, parsed and emitted with the checksum | RFC 9293 3.1, RFC 7323 2-3, RFC 2018 2-3 |
 //!
-//! Ethernet, IPv4 and TCP are `smoltcp::wire`'s and are not repeated here.
+//! Ethernet and IPv4 are `smoltcp::wire`'s and are not repeated here; a
+//! TCP header is smoltcp's `TcpRepr`, which [`tcp`] reads and writes.
 //! No parser panics or reads out of bounds on any input; each returns a
 //! [`WireError`] precise enough for the engines to answer with the right
 //! Terminate or MPA reject.
@@ -32,6 +34,7 @@ pub mod marker;
 pub mod mpa;
 pub mod rdmap;
 pub mod rpcrdma;
+pub mod tcp;
 pub mod terminate;
 pub mod terminate_ulpdu;
 #[cfg(test)]

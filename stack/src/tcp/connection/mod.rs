@@ -4,7 +4,7 @@
 //! calls a dataplane drives it with.
 //!
 //! - [`Connection::on_segment`] takes a parsed segment (see
-//!   [`super::segment::parse`]) and hands new data to a [`Consumer`].
+//!   [`crate::wire::tcp::parse`]) and hands new data to a [`Consumer`].
 //! - [`Connection::poll_transmit`] gives the next segment to send, until
 //!   `None`; call it after every input and timer.
 //! - [`Connection::poll_at`] is the next deadline; at or after it call
