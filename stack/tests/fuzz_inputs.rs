@@ -25,6 +25,7 @@ use uwarp_stack::wire::mpa::{EnhancedBlock, FrameKind, Revision, StartupRepr, RE
 use uwarp_stack::wire::rdmap::{Opcode, RdmapControl, RdmapSegment, ReadRequest};
 use uwarp_stack::wire::rpcrdma::{RpcRdmaPrivateData, FORMAT_IDENTIFIER};
 use uwarp_stack::wire::terminate::{TermError, TerminateLayout, TerminateRepr};
+use uwarp_stack::wire::testing::hex;
 
 /// `cases` cases; failures are saved next to this file, in
 /// `<file>.proptest-regressions`, and replayed first on the next run.
@@ -44,14 +45,6 @@ struct Golden {
     bytes: Vec<u8>,
     /// The RDMAP version the vector's decode names (FPDUs only).
     rdmap_version: Option<u64>,
-}
-
-fn hex(text: &str) -> Vec<u8> {
-    assert!(text.len() % 2 == 0, "odd hex length");
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex digit"))
-        .collect()
 }
 
 fn golden_vectors() -> Vec<Golden> {

@@ -5,9 +5,10 @@
 //!   negotiated ORD and IRD (`read_queue.rs`).
 //! - [`RecvSlot`], [`SharedReceiveQueue`]: posted receives and the shared
 //!   receive queue (`recv_queue.rs`).
-//! - [`check`]: the engine's oracle, shared by the fuzz target and the
-//!   tests.
+//! - `check` (with the `testing` feature): the engine's oracle, shared
+//!   by the fuzz target and the tests.
 
+#[cfg(feature = "testing")]
 pub mod check;
 pub mod engine;
 pub mod read_queue;

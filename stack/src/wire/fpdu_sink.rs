@@ -74,6 +74,7 @@ impl<'a> VecSink<'a> {
 
     /// Inserts `octets` into the uncommitted reservation, `at` octets
     /// after its start: a payload a test sink took by reference.
+    #[cfg(feature = "testing")]
     pub(crate) fn insert_reserved(&mut self, at: usize, octets: &[u8]) {
         let at = self.kept + at;
         self.out.splice(at..at, octets.iter().copied());

@@ -22,7 +22,12 @@
 //! No parser panics or reads out of bounds on any input; each returns a
 //! [`WireError`] precise enough for the engines to answer with the right
 //! Terminate or MPA reject.
+//!
+//! With the crate's `testing` feature, `check` holds the round-trip
+//! oracles the fuzz targets and the tests share, and `testing` the tests'
+//! helpers.
 
+#[cfg(feature = "testing")]
 pub mod check;
 pub mod crc;
 pub mod ddp;
@@ -37,7 +42,7 @@ pub mod rpcrdma;
 pub mod tcp;
 pub mod terminate;
 pub mod terminate_ulpdu;
-#[cfg(test)]
-mod testing;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 pub use error::{Result, WireError};
