@@ -3,9 +3,9 @@
 //! [`crate::wire::tcp`]'s, RFC 9293 section 3.1), and the reset that
 //! answers a segment for no connection (RFC 9293 section 3.10.7.1).
 
-use super::send_queue::Chunk;
-use super::seq::Seq;
 use crate::mem::BufferSlice;
+use crate::tcp::send::queue::Chunk;
+use crate::tcp::seq::Seq;
 use crate::wire::tcp::{self, Checksum};
 use core::ops::Range;
 use smoltcp::wire::{Ipv4Address, TcpControl, TcpRepr, TcpSeqNumber};

@@ -5,7 +5,7 @@
 
 use super::rng::SimRng;
 use crate::tcp::segment::{Payload, Segment};
-use crate::tcp::time::{Duration, Instant};
+use crate::tcp::timers::time::{Duration, Instant};
 use crate::wire::tcp::parse;
 use smoltcp::wire::{Ipv4Address, TcpControl, TcpRepr};
 

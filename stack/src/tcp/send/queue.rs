@@ -13,9 +13,9 @@
 //! reports a split so it can be counted. Byte-stream runs (the MPA startup
 //! phase, plain TCP use) can be cut anywhere.
 
-use super::segment::{Payload, References};
-use super::send_memory::SendMemory;
 use crate::mem::BufferSlice;
+use crate::tcp::segment::{Payload, References};
+use crate::tcp::send::memory::SendMemory;
 use core::cell::Cell;
 use core::ops::Range;
 use std::collections::VecDeque;
