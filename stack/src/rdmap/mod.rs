@@ -1,4 +1,6 @@
-//! RDMAP (RFC 5040): the queue-pair engine and its pieces.
+//! RDMAP (RFC 5040): the queue-pair engine and its pieces: data transfer
+//! (section 5), stream management (section 6), error management and
+//! Terminate (section 7), with the RTR of RFC 6581.
 //!
 //! - [`QpEngine`]: one stream in Full Operation, sans-IO (`engine/`).
 //! - [`OutboundReads`], [`InboundReads`]: the RDMA Read queues under the
