@@ -646,3 +646,18 @@ fn marker_fuzz_crash_at_the_largest_offset() {
     let crash = [0xff; 8];
     assert!(!check::marker(&crash));
 }
+
+/// Regression: a 45-octet input `cargo fuzz run tcp_segment` found, a
+/// segment without ACK (PSH only) that carries one SACK block. The parser
+/// keeps the block, as smoltcp does, and the emitter writes SACK blocks
+/// only on a segment with ACK, so the block does not come back; the
+/// oracle expected it to.
+#[test]
+fn tcp_segment_fuzz_crash_sack_without_ack() {
+    let input = hex(concat!(
+        "01156bde00fdff0104322627ab08080800f8f608050a0200fdff9dff",
+        "26ffab08085a08080808000000019a1e00",
+    ));
+    assert_eq!(input.len(), 45);
+    assert!(check::tcp_segment(&input));
+}
