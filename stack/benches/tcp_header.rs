@@ -1,7 +1,7 @@
 //! The TCP header of a data segment, as the dataplane writes one for
 //! every segment it sends and reads one for every segment it receives:
 //! uwarp's code (`Segment::emit_header_for_checksum_offload` and
-//! `tcp::parse_verified`, `stack/src/tcp/header.rs`) beside smoltcp's
+//! `tcp::parse_verified`, `stack/src/wire/tcp.rs`) beside smoltcp's
 //! `TcpRepr::emit` (with the same pseudo-header sum) and `TcpRepr::parse`,
 //! which it replaced. Both give the same octets and the same
 //! representation (the header module's tests check it).

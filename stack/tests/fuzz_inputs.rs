@@ -25,6 +25,7 @@ use uwarp_stack::wire::mpa::{EnhancedBlock, FrameKind, Revision, StartupRepr, RE
 use uwarp_stack::wire::rdmap::{Opcode, RdmapControl, RdmapSegment, ReadRequest};
 use uwarp_stack::wire::rpcrdma::{RpcRdmaPrivateData, FORMAT_IDENTIFIER};
 use uwarp_stack::wire::terminate::{TermError, TerminateLayout, TerminateRepr};
+use uwarp_stack::wire::testing::hex;
 
 /// `cases` cases; failures are saved next to this file, in
 /// `<file>.proptest-regressions`, and replayed first on the next run.
@@ -44,14 +45,6 @@ struct Golden {
     bytes: Vec<u8>,
     /// The RDMAP version the vector's decode names (FPDUs only).
     rdmap_version: Option<u64>,
-}
-
-fn hex(text: &str) -> Vec<u8> {
-    assert!(text.len() % 2 == 0, "odd hex length");
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex digit"))
-        .collect()
 }
 
 fn golden_vectors() -> Vec<Golden> {
@@ -652,4 +645,19 @@ fn write_seed_corpus() {
 fn marker_fuzz_crash_at_the_largest_offset() {
     let crash = [0xff; 8];
     assert!(!check::marker(&crash));
+}
+
+/// Regression: a 45-octet input `cargo fuzz run tcp_segment` found, a
+/// segment without ACK (PSH only) that carries one SACK block. The parser
+/// keeps the block, as smoltcp does, and the emitter writes SACK blocks
+/// only on a segment with ACK, so the block does not come back; the
+/// oracle expected it to.
+#[test]
+fn tcp_segment_fuzz_crash_sack_without_ack() {
+    let input = hex(concat!(
+        "01156bde00fdff0104322627ab08080800f8f608050a0200fdff9dff",
+        "26ffab08085a08080808000000019a1e00",
+    ));
+    assert_eq!(input.len(), 45);
+    assert!(check::tcp_segment(&input));
 }

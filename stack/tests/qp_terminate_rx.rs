@@ -15,6 +15,7 @@ use uwarp_stack::verbs::{QpState, SendOp, WcOpcode, WcStatus, WorkCompletion};
 use uwarp_stack::wire::ddp::{TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN};
 use uwarp_stack::wire::rdmap::{Opcode, QN_TERMINATE};
 use uwarp_stack::wire::terminate::{ErrorType, TermError, TerminateLayout, TerminateRepr};
+use uwarp_stack::wire::testing::hex;
 
 /// A Terminate ULPDU with `payload`, MSN 1.
 fn terminate_ulpdu(payload: &[u8]) -> Vec<u8> {
@@ -152,12 +153,8 @@ fn siw_terminates_are_recognised() {
             TermError::DdpUntaggedInvalidQn,
         ),
     ];
-    for (hex, error) in cases {
-        let payload: Vec<u8> = (0..hex.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
-            .collect();
-        Busy::new().check(&terminate_ulpdu(&payload), error, mapped(error));
+    for (digits, error) in cases {
+        Busy::new().check(&terminate_ulpdu(&hex(digits)), error, mapped(error));
     }
     // Every error in siw's layout where it cannot be read as RFC 5040.
     for &error in TermError::ALL {

@@ -16,6 +16,7 @@ use core::fmt;
 use super::framer::FpduWriter;
 use super::negotiation::{self, LocalParams, Negotiated, NegotiationError};
 use crate::wire::mpa::{EnhancedBlock, FrameKind, Revision, StartupFrame, StartupRepr};
+use crate::wire::terminate_ulpdu;
 use crate::wire::WireError;
 
 /// Microseconds on the caller's monotonic clock.
@@ -227,7 +228,7 @@ impl Initiator {
             return None;
         };
         let (crc, markers) = self.reply_framing()?;
-        let ulpdu = crate::rdmap::engine::terminate_message(failure.terminate_error());
+        let ulpdu = terminate_ulpdu::standalone(failure.terminate_error());
         let mut frame = Vec::new();
         FpduWriter::new(crc, markers)
             .write(&[&ulpdu], &mut frame)

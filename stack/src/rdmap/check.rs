@@ -40,10 +40,11 @@
 use std::sync::Arc;
 
 use crate::mem::{Access, BufferSlice, MemoryBuffer, PdId, RegionSpec, Stag, StagTable};
-use crate::mpa::{FpduReader, FpduSink, Negotiated, Rtr, VecSink};
+use crate::mpa::{FpduReader, Negotiated, Rtr};
 use crate::rdmap::{CqKind, EngineConfig, QpEngine, Role};
 use crate::verbs::{Payload, QpState, RecvWr, SendOp, SendWr, Sge};
 use crate::wire::fpdu;
+use crate::wire::fpdu_sink::{FpduSink, VecSink};
 use crate::wire::mpa::Revision;
 use crate::wire::rdmap::{Opcode, RdmapSegment};
 

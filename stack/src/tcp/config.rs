@@ -9,8 +9,8 @@
 //! congestion control (RFC 5681, RFC 6582; CUBIC, RFC 9438, on request)
 //! and a FIN-WAIT-2 timeout of 60 s.
 
-use super::congestion::CongestionControl;
-use super::time::Duration;
+use crate::tcp::recovery::congestion::CongestionControl;
+use crate::tcp::timers::time::Duration;
 
 /// Keep-alive probing of an idle connection (RFC 9293 section 3.8.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,7 +65,7 @@ pub struct Config {
     /// How long a connection waits in FIN-WAIT-2 without hearing from the
     /// peer, our FIN acknowledged, for the peer's FIN; `None` waits
     /// forever, as RFC 9293 section 3.10.7.4 does. At the end the
-    /// connection sends a RST, closes and reports [`super::Event::TimedOut`]:
+    /// connection sends a RST, closes and reports [`crate::tcp::Event::TimedOut`]:
     /// the peer never closed its half. Like Linux's `tcp_fin_timeout`,
     /// 60 s by default.
     pub fin_wait2_timeout: Option<Duration>,

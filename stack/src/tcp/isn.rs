@@ -6,9 +6,9 @@
 //! secret before the 4-tuple; it is a keyed pseudorandom function, which is
 //! what RFC 6528 asks of F().
 
-use super::connection::Endpoint;
-use super::seq::Seq;
-use super::time::Instant;
+use crate::tcp::connection::Endpoint;
+use crate::tcp::seq::Seq;
+use crate::tcp::timers::time::Instant;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 /// Generates ISNs from a secret.

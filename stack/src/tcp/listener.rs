@@ -7,11 +7,11 @@
 //! holds a slot of the half-open count and gives it back when its handshake
 //! completes or fails, or when it is dropped.
 
-use super::config::Config;
-use super::connection::{Connection, Endpoint, HalfOpenSlot};
-use super::isn::IsnGenerator;
-use super::segment::{reset_reply, Segment};
-use super::time::Instant;
+use crate::tcp::config::Config;
+use crate::tcp::connection::{Connection, Endpoint, HalfOpenSlot};
+use crate::tcp::isn::IsnGenerator;
+use crate::tcp::segment::{reset_reply, Segment};
+use crate::tcp::timers::time::Instant;
 use smoltcp::wire::{Ipv4Address, TcpControl, TcpRepr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -30,45 +30,45 @@
 //! Time is an [`Instant`] in microseconds passed by the caller; ISNs come
 //! from the caller, e.g. from an [`IsnGenerator`] (RFC 6528). [`sim`] runs
 //! two engines over a lossy in-memory link.
+//!
+//! The TCP header's format (parsing, options, emission with the checksum,
+//! RFC 9293 section 3.1) is [`crate::wire::tcp`]'s; [`parse`],
+//! [`parse_verified`] and [`ParseError`] are re-exported from it. The
+//! engine's modules, by concern:
+//!
+//! | module | what | RFC |
+//! | --- | --- | --- |
+//! | `connection/` | one connection's state machine, input, output, expiries | RFC 9293 3.3.2, 3.10; RFC 5961; RFC 7323 |
+//! | `send/` | the send queue of records, its shared memory, the segments in flight and the SACK scoreboard | RFC 5044 A.1; RFC 9293 3.8; RFC 6675 2-5 |
+//! | `receive/` | text processing, the consumer hand-off, reassembly, SACK blocks | RFC 9293 3.10.7.4; RFC 5044 A.3, A.5.2; RFC 2018 4; RFC 2883 4 |
+//! | `recovery/` | congestion control, loss recovery and the undo of spurious recoveries | RFC 5681; RFC 6582; RFC 9438; RFC 3465; RFC 3042; RFC 3708; RFC 4015; RFC 5682; RFC 8985 7 |
+//! | `timers/` | the caller's clock, the RTO, a connection's deadlines, the timing wheel | RFC 6298; RFC 9293 3.8 |
+//! | `segment.rs` | the outgoing [`Segment`], the reset for no connection | RFC 9293 3.1, 3.10.7.1 |
+//! | `listener.rs` | passive open | RFC 9293 3.10.7.2 |
+//! | `config.rs`, `isn.rs`, `seq.rs` | settings, initial sequence numbers, sequence arithmetic | RFC 6528 3; RFC 9293 3.4 |
+//! | [`sim`] | two engines over a lossy in-memory link | |
 
-mod ack_heuristic;
 mod config;
-mod congestion;
 mod connection;
-mod flight;
-mod frto;
-mod header;
 mod isn;
-mod limited_transmit;
 mod listener;
-mod ranges;
-mod reassembly;
-mod recv;
-mod reordering;
-mod rtt;
-mod sack;
+mod receive;
+mod recovery;
 mod segment;
-mod send_memory;
-mod send_queue;
+mod send;
 mod seq;
 pub mod sim;
-mod spurious;
-mod tail_probe;
-mod time;
-mod timer;
-mod wheel;
+mod timers;
 
+pub use crate::wire::tcp::{parse, parse_verified, ParseError};
 pub use config::{Config, KeepAlive};
-pub use congestion::CongestionControl;
 pub use connection::{Connection, Endpoint, Event, SendError, State, Stats};
 pub use isn::IsnGenerator;
 pub use listener::{ListenOutcome, Listener, ListenerStats};
-pub use recv::{ByteStream, Consumer, Disposition, WindowPolicy};
-pub use segment::{
-    bare_header, parse, parse_verified, reset_reply, BufferTooSmall, ParseError, Payload,
-    References, Segment,
-};
-pub use send_memory::SendMemory;
+pub use receive::receiver::{ByteStream, Consumer, Disposition, WindowPolicy};
+pub use recovery::congestion::CongestionControl;
+pub use segment::{bare_header, reset_reply, BufferTooSmall, Payload, References, Segment};
+pub use send::memory::SendMemory;
 pub use seq::Seq;
-pub use time::{Duration, Instant};
-pub use wheel::TimerWheel;
+pub use timers::time::{Duration, Instant};
+pub use timers::wheel::TimerWheel;

@@ -1,44 +1,14 @@
-//! Segments in and out: parsing a received TCP header with
-//! `smoltcp::wire` (RFC 9293 section 3.1, options of RFC 7323 and RFC
-//! 2018), the outgoing [`Segment`] whose payload borrows the send queue,
-//! its emission with the IPv4 pseudo-header checksum, and the reset that
+//! The outgoing [`Segment`], whose payload borrows the send queue, its
+//! emission with the IPv4 pseudo-header checksum (the header's format is
+//! [`crate::wire::tcp`]'s, RFC 9293 section 3.1), and the reset that
 //! answers a segment for no connection (RFC 9293 section 3.10.7.1).
 
-use super::header;
-use super::send_queue::Chunk;
-use super::seq::Seq;
 use crate::mem::BufferSlice;
+use crate::tcp::send::queue::Chunk;
+use crate::tcp::seq::Seq;
+use crate::wire::tcp::{self, Checksum};
 use core::ops::Range;
-use smoltcp::wire::{
-    checksum, IpAddress, IpProtocol, Ipv4Address, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber,
-};
-
-/// Why a received TCP segment was refused before reaching any connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ParseError {
-    /// Too short, a bad data offset, a bad option, zero ports, or flags
-    /// that cannot go together (SYN with FIN or RST).
-    Malformed,
-    /// The checksum over the IPv4 pseudo-header and segment is wrong.
-    Checksum,
-}
-
-/// Parses and checksums a TCP segment carried between IPv4 `src` and
-/// `dst`. Never panics, whatever `bytes` hold.
-pub fn parse(src: Ipv4Address, dst: Ipv4Address, bytes: &[u8]) -> Result<TcpRepr<'_>, ParseError> {
-    let packet = TcpPacket::new_checked(bytes).map_err(|_| ParseError::Malformed)?;
-    if !packet.verify_checksum(&IpAddress::Ipv4(src), &IpAddress::Ipv4(dst)) {
-        return Err(ParseError::Checksum);
-    }
-    parse_verified(bytes)
-}
-
-/// Parses a TCP segment whose checksum was verified already (by the
-/// dataplane's classification, or by the NIC), so the fast path does not
-/// sum every octet twice. Never panics, whatever `bytes` hold.
-pub fn parse_verified(bytes: &[u8]) -> Result<TcpRepr<'_>, ParseError> {
-    header::parse(bytes).ok_or(ParseError::Malformed)
-}
+use smoltcp::wire::{Ipv4Address, TcpControl, TcpRepr, TcpSeqNumber};
 
 /// The payload of an outgoing segment: up to two slices of the send
 /// queue's ring, so a dataplane can copy or reference them without an
@@ -185,15 +155,6 @@ pub struct Segment<'a> {
     pub payload: Payload<'a>,
 }
 
-/// What a segment's checksum field gets.
-#[derive(Debug, Clone, Copy)]
-enum Checksum {
-    /// The whole checksum, computed here.
-    Full,
-    /// The pseudo-header's sum, for the device to complete.
-    PseudoHeaderOnly,
-}
-
 /// The buffer given to [`Segment::emit`] is shorter than the segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BufferTooSmall {
@@ -209,7 +170,7 @@ impl Segment<'_> {
 
     /// Octets of TCP header, options and padding included.
     pub fn header_len(&self) -> usize {
-        header::header_len(&self.header)
+        tcp::header_len(&self.header)
     }
 
     /// Never true: a segment has at least a header.
@@ -233,7 +194,7 @@ impl Segment<'_> {
     /// what the field holds): the checksum field gets only the sum of the
     /// IPv4 pseudo-header (RFC 9293 section 3.1), not complemented.
     pub fn emit_for_checksum_offload(&self, buf: &mut [u8]) -> Result<usize, BufferTooSmall> {
-        self.write(buf, Checksum::PseudoHeaderOnly)
+        self.write(buf, Checksum::PseudoHeader { len: self.len() })
     }
 
     /// Writes only the TCP header into the front of `buf`, for a device
@@ -250,41 +211,26 @@ impl Segment<'_> {
         let out = buf
             .get_mut(..header_len)
             .ok_or(BufferTooSmall { needed: header_len })?;
-        self.write_header(
+        let len = header_len + self.payload.len();
+        tcp::emit(
+            &self.header,
+            self.src,
+            self.dst,
             out,
-            Checksum::PseudoHeaderOnly,
-            header_len + self.payload.len(),
+            Checksum::PseudoHeader { len },
         );
         Ok(header_len)
     }
 
-    fn write(&self, buf: &mut [u8], checksum: Checksum) -> Result<usize, BufferTooSmall> {
+    /// Writes the payload and then the header, with the checksum field as
+    /// `sum` says, into the front of `buf`; returns the octets written.
+    fn write(&self, buf: &mut [u8], sum: Checksum) -> Result<usize, BufferTooSmall> {
         let header_len = self.header_len();
         let len = header_len + self.payload.len();
         let out = buf.get_mut(..len).ok_or(BufferTooSmall { needed: len })?;
         self.payload.copy_to(&mut out[header_len..]);
-        self.write_header(out, checksum, len);
+        tcp::emit(&self.header, self.src, self.dst, out, sum);
         Ok(len)
-    }
-
-    /// Emits the header into `out` (the header, followed by the payload
-    /// when the checksum is `Full`) and fills the checksum field of the
-    /// segment of `len` octets.
-    fn write_header(&self, out: &mut [u8], checksum: Checksum, len: usize) {
-        header::write(&self.header, out);
-        let mut packet = TcpPacket::new_unchecked(out);
-        match checksum {
-            Checksum::Full => {
-                let (src, dst) = (IpAddress::Ipv4(self.src), IpAddress::Ipv4(self.dst));
-                packet.fill_checksum(&src, &dst)
-            }
-            Checksum::PseudoHeaderOnly => packet.set_checksum(checksum::pseudo_header_v4(
-                &self.src,
-                &self.dst,
-                IpProtocol::Tcp,
-                len as u32,
-            )),
-        }
     }
 
     /// The segment as a vector of octets (tests and slow paths).
@@ -352,6 +298,8 @@ pub fn reset_reply(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::tcp::{parse, parse_verified, ParseError};
+    use smoltcp::wire::checksum;
 
     const A: Ipv4Address = Ipv4Address::new(10, 0, 0, 1);
     const B: Ipv4Address = Ipv4Address::new(10, 0, 0, 2);

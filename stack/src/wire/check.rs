@@ -24,7 +24,6 @@
 //! | [`rpcrdma`] | MPA private data | [`RpcRdmaPrivateData::parse`] and [`RpcRdmaPrivateData::find`] |
 //! | [`tcp_segment`] | one TCP segment (header, options, payload) | [`parse_verified`], against smoltcp's `TcpRepr::parse` |
 
-use crate::tcp::{parse_verified, Payload, Segment};
 use crate::wire::crc;
 use crate::wire::ddp::{DdpRepr, DdpSegment, UNTAGGED_HEADER_LEN};
 use crate::wire::fpdu::{self as fpdu_wire, CrcVerdict, Fpdu, LENGTH_FIELD_LEN};
@@ -32,6 +31,7 @@ use crate::wire::marker::{self as marker_wire, MarkedFpdu, MARKER_INTERVAL, MARK
 use crate::wire::mpa::{EnhancedBlock, StartupFrame, StartupRepr, ENHANCED_BLOCK_LEN, HEADER_LEN};
 use crate::wire::rdmap::{Opcode, RdmapControl, RdmapSegment, ReadRequest, READ_REQUEST_LEN};
 use crate::wire::rpcrdma::{RpcRdmaPrivateData, FORMAT_IDENTIFIER, MESSAGE_LEN};
+use crate::wire::tcp::{self as tcp_wire, parse_verified, Checksum};
 use crate::wire::terminate::{LayoutHint, TerminateLayout, TerminateRepr, CONTROL_LEN};
 
 /// Length of the stream offset that opens a [`marker`] input.
@@ -376,7 +376,11 @@ pub fn rpcrdma(data: &[u8]) -> bool {
 /// it accepts exactly what smoltcp's `TcpRepr::parse` accepts, with the
 /// same representation; an accepted segment re-emits (with the options
 /// uwarp knows, in its order) to octets that parse back to the same
-/// header and payload. Returns whether the segment parsed.
+/// header and payload, except for SACK blocks: the parser keeps those of
+/// any segment, as smoltcp does, but [`emit`](tcp_wire::emit) writes them
+/// only on a segment with ACK and without SACK-permitted, as smoltcp
+/// does, so only there do they survive. Returns whether the segment
+/// parsed.
 pub fn tcp_segment(data: &[u8]) -> bool {
     use smoltcp::phy::ChecksumCapabilities;
     use smoltcp::wire::{IpAddress, Ipv4Address, TcpPacket, TcpRepr};
@@ -397,17 +401,20 @@ pub fn tcp_segment(data: &[u8]) -> bool {
     // only a segment from a peer carrying more options than uwarp keeps
     // could ask for more on re-emission (a 4-block SACK cut to 3 never
     // grows), so every accepted header fits.
-    let segment = Segment {
-        src: addr,
-        dst: addr,
-        header: TcpRepr {
-            payload: &[],
-            ..header
-        },
-        payload: Payload::of(header.payload),
-    };
-    let bytes = segment.to_bytes();
+    let header_len = tcp_wire::header_len(&header);
+    let mut bytes = vec![0; header_len + header.payload.len()];
+    bytes[header_len..].copy_from_slice(header.payload);
+    tcp_wire::emit(&header, addr, addr, &mut bytes, Checksum::Full);
     let again = parse_verified(&bytes).expect("a re-emitted TCP segment parses");
-    assert_eq!(again, header, "TCP segment round trip");
+    let sack_written = header.ack_number.is_some() && !header.sack_permitted;
+    let expected = TcpRepr {
+        sack_ranges: if sack_written {
+            header.sack_ranges
+        } else {
+            [None; 3]
+        },
+        ..header
+    };
+    assert_eq!(again, expected, "TCP segment round trip");
     true
 }

@@ -1,5 +1,5 @@
 //! Big-endian field access for the header views, and for the TCP header
-//! uwarp writes and reads itself (`crate::tcp::header`).
+//! uwarp writes and reads itself ([`super::tcp`]).
 //!
 //! The views check their buffer length once, in `new_checked`; these helpers
 //! then read and write fixed offsets inside that length. All iWARP header

@@ -33,7 +33,6 @@
 use std::collections::BTreeMap;
 
 use super::receive::{carries_send_payload, Payload};
-use super::terminate::Fault;
 use super::QpEngine;
 use crate::mem::Stag;
 use crate::mpa::framer::front_fpdu;
@@ -41,6 +40,7 @@ use crate::mpa::Rtr;
 use crate::wire::ddp::{BufferModel, DdpRepr};
 use crate::wire::rdmap::{Opcode, RdmapControl, RdmapSegment, QN_READ_REQUEST, READ_REQUEST_LEN};
 use crate::wire::terminate::TermError;
+use crate::wire::terminate_ulpdu::Fault;
 
 /// At most this many FPDUs wait, placed, for the in-order stream; past
 /// it out-of-order segments are left to the LLP's reassembly buffer.

@@ -45,10 +45,10 @@ use crate::wire::ddp::UNTAGGED_HEADER_LEN;
 use crate::wire::fpdu::MAX_ULPDU_LEN;
 use crate::wire::rdmap::READ_REQUEST_LEN;
 use crate::wire::terminate::{TermError, CONTROL_LEN};
+use crate::wire::terminate_ulpdu::{self, Fault};
 
 use send_queue::SendQueue;
 pub use send_queue::RTR_STAG;
-pub use terminate::standalone as terminate_message;
 
 /// Which side of the MPA startup this end was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -303,7 +303,7 @@ impl QpEngine {
 
     /// The LLP acknowledged the first `offset` octets this end sent in
     /// Full Operation: work requests whose data went by reference up to
-    /// there may complete (see [`FpduSink::references_from`](crate::mpa::FpduSink::references_from)).
+    /// there may complete (see [`FpduSink::references_from`](crate::wire::fpdu_sink::FpduSink::references_from)).
     /// A transport whose LLP ended (closed, reset, failed) passes
     /// `u64::MAX`: nothing will read the application's memory again.
     pub fn on_acknowledged(&mut self, offset: u64) {
@@ -372,10 +372,10 @@ impl QpEngine {
     /// Queues a Terminate for `fault`, caused by the received segment
     /// `ulpdu` (empty when none caused it), enters the Terminate state and
     /// flushes.
-    fn send_terminate(&mut self, fault: terminate::Fault, ulpdu: &[u8]) {
+    fn send_terminate(&mut self, fault: Fault, ulpdu: &[u8]) {
         let msn = self.terminate_msn;
         self.terminate_msn = self.terminate_msn.wrapping_add(1);
-        self.terminate_out = Some(terminate::build(&fault, ulpdu, msn));
+        self.terminate_out = Some(terminate_ulpdu::build(&fault, ulpdu, msn));
         self.events.push_back(QpEvent::TerminateSent(fault.error));
         self.enter_error(None);
         self.state = QpState::Terminate;

@@ -6,7 +6,7 @@
 //! Terminate has been sent or received, only the peer's Terminates are
 //! still heard (RFC 5040 section 6.6); everything else is dropped.
 
-use super::terminate::{self, Fault};
+use super::terminate;
 use super::{CqKind, QpEngine, QpEvent, SRQ_LOOKAHEAD};
 use crate::ddp::UntaggedError;
 use crate::mem::{Access, Stag, TaggedError};
@@ -18,6 +18,7 @@ use crate::wire::rdmap::{
     Opcode, RdmapSegment, ReadRequest, QN_READ_REQUEST, QN_SEND, QN_TERMINATE,
 };
 use crate::wire::terminate::{LayoutHint, TermError, TerminateRepr};
+use crate::wire::terminate_ulpdu::Fault;
 use crate::wire::WireError;
 
 impl QpEngine {

@@ -18,12 +18,14 @@
 //! reads that memory again.
 
 use super::send_queue::LocalFault;
-use super::{terminate, LlpClose, QpEngine};
+use super::{LlpClose, QpEngine};
 use crate::mem::{BufferSlice, Stag, TaggedError};
-use crate::mpa::{FpduSink, FpduWriter, VecSink};
+use crate::mpa::FpduWriter;
 use crate::verbs::QpState;
 use crate::verbs::WcStatus;
+use crate::wire::fpdu_sink::{FpduSink, VecSink};
 use crate::wire::terminate::TermError;
+use crate::wire::terminate_ulpdu::Fault;
 use crate::wire::WireError;
 
 impl QpEngine {
@@ -144,7 +146,7 @@ impl QpEngine {
     /// Queues the Terminate that tells the peer a local error ended the
     /// stream.
     fn send_local_catastrophic(&mut self) {
-        let fault = terminate::Fault::new(TermError::RdmapLocalCatastrophic);
+        let fault = Fault::new(TermError::RdmapLocalCatastrophic);
         self.send_terminate(fault, &[]);
     }
 
@@ -183,7 +185,7 @@ impl QpEngine {
             Framed::Failed(err) => {
                 // The region changed after the request was validated: the
                 // Terminate names the request (R).
-                let fault = terminate::Fault {
+                let fault = Fault {
                     error: err.rdmap_error(),
                     rdmap_header: Some(segment.request.to_bytes()),
                 };

@@ -7,10 +7,10 @@
 //! lost, which no tail loss probe helps once the second is SACKed (RFC
 //! 8985 section 7.2), is the case it is for: an RPC, an NVMe-oF command,
 //! a small RDMA Write. The reordering mitigation (section 4) is in
-//! [`crate::tcp::reordering`].
+//! [`crate::tcp::recovery::reordering`].
 
 use super::Connection;
-use crate::tcp::reordering::DUP_THRESH;
+use crate::tcp::recovery::reordering::DUP_THRESH;
 
 impl Connection {
     /// The duplicate ACKs, or with SACK the SACKed segments above a hole,
@@ -30,7 +30,7 @@ impl Connection {
     /// (`Config::early_retransmit`), outside any recovery,
     /// with no previously unsent data that could go now (section 3.1),
     /// for a flight of two or three segments (see
-    /// [`crate::tcp::reordering::Reordering::early_threshold`]).
+    /// [`crate::tcp::recovery::reordering::Reordering::early_threshold`]).
     pub(super) fn early_threshold(&self) -> Option<usize> {
         if !self.config.early_retransmit || !self.may_enter_recovery() || !self.new_data_blocked() {
             return None;

@@ -1,13 +1,13 @@
-//! F-RTO on a connection (RFC 5682; see [`crate::tcp::frto`]): what a
+//! F-RTO on a connection (RFC 5682; see [`crate::tcp::recovery::frto`]): what a
 //! retransmission timeout marks for resending (step 1), what each ACK
 //! says until the verdict (steps 2 and 3), the new segments of step 2b,
 //! and the undo of a spurious timeout (section 4, with RFC 4015's
 //! response).
 
 use super::Connection;
-use crate::tcp::congestion::Congestion;
-use crate::tcp::frto::{AckSeen, Frto, Outcome};
-use crate::tcp::time::Instant;
+use crate::tcp::recovery::congestion::Congestion;
+use crate::tcp::recovery::frto::{AckSeen, Frto, Outcome};
+use crate::tcp::timers::time::Instant;
 use core::ops::Range;
 use smoltcp::wire::TcpRepr;
 

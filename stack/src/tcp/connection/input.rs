@@ -10,13 +10,13 @@
 //! hand-off of text to the consumer.
 
 use super::{Connection, Event, Negotiated, State};
-use crate::tcp::congestion::Congestion;
-use crate::tcp::limited_transmit::LimitedTransmit;
-use crate::tcp::recv::Consumer;
+use crate::tcp::receive::receiver::Consumer;
+use crate::tcp::recovery::congestion::Congestion;
+use crate::tcp::recovery::limited_transmit::LimitedTransmit;
+use crate::tcp::recovery::spurious::{dsack_block, Episode};
 use crate::tcp::seq::Seq;
-use crate::tcp::spurious::{dsack_block, Episode};
-use crate::tcp::time::{Duration, Instant};
-use crate::tcp::timer::TimerKind;
+use crate::tcp::timers::time::{Duration, Instant};
+use crate::tcp::timers::timer::TimerKind;
 use core::ops::Range;
 use smoltcp::wire::{TcpControl, TcpRepr};
 

@@ -4,7 +4,7 @@
 //! calls a dataplane drives it with.
 //!
 //! - [`Connection::on_segment`] takes a parsed segment (see
-//!   [`super::segment::parse`]) and hands new data to a [`Consumer`].
+//!   [`crate::wire::tcp::parse`]) and hands new data to a [`Consumer`].
 //! - [`Connection::poll_transmit`] gives the next segment to send, until
 //!   `None`; call it after every input and timer.
 //! - [`Connection::poll_at`] is the next deadline; at or after it call
@@ -27,24 +27,24 @@ mod output;
 mod probe;
 mod timers;
 
-use super::ack_heuristic::AckHeuristic;
-use super::config::Config;
-use super::congestion::Congestion;
-use super::flight::Flight;
-use super::frto::Frto;
-use super::limited_transmit::LimitedTransmit;
-use super::recv::{Consumer, Receiver, WindowPolicy};
-use super::reordering::Reordering;
-use super::rtt::RttEstimator;
-use super::send_memory::SendMemory;
-use super::send_queue::{QueueFull, SendQueue};
-use super::seq::Seq;
-use super::spurious::Episode;
-use super::tail_probe::TailProbe;
-use super::time::{Duration, Instant};
-use super::timer::{TimerKind, Timers};
 use crate::mem::BufferSlice;
-use crate::mpa::FpduSink;
+use crate::tcp::config::Config;
+use crate::tcp::receive::receiver::{Consumer, Receiver, WindowPolicy};
+use crate::tcp::recovery::ack_heuristic::AckHeuristic;
+use crate::tcp::recovery::congestion::Congestion;
+use crate::tcp::recovery::frto::Frto;
+use crate::tcp::recovery::limited_transmit::LimitedTransmit;
+use crate::tcp::recovery::reordering::Reordering;
+use crate::tcp::recovery::spurious::Episode;
+use crate::tcp::recovery::tail_probe::TailProbe;
+use crate::tcp::send::flight::Flight;
+use crate::tcp::send::memory::SendMemory;
+use crate::tcp::send::queue::{QueueFull, SendQueue};
+use crate::tcp::seq::Seq;
+use crate::tcp::timers::rtt::RttEstimator;
+use crate::tcp::timers::time::{Duration, Instant};
+use crate::tcp::timers::timer::{TimerKind, Timers};
+use crate::wire::fpdu_sink::FpduSink;
 use smoltcp::wire::{Ipv4Address, TcpRepr};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -67,7 +67,7 @@ impl Endpoint {
 }
 
 /// Connection states (RFC 9293 section 3.3.2); LISTEN is the
-/// [`super::listener::Listener`].
+/// [`crate::tcp::listener::Listener`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
     /// No connection (never opened, reset, timed out, or past TIME-WAIT).
@@ -103,7 +103,7 @@ pub enum Event {
     Reset,
     /// Retransmissions or keep-alive probes went unanswered, or the peer
     /// never closed while we waited in FIN-WAIT-2
-    /// ([`super::Config::fin_wait2_timeout`]).
+    /// ([`crate::tcp::Config::fin_wait2_timeout`]).
     TimedOut,
     /// Both directions closed cleanly (TIME-WAIT or CLOSED follows).
     Closed,
@@ -412,7 +412,7 @@ impl Connection {
     }
 
     /// Active open: a connection in SYN-SENT whose SYN carries `isn`
-    /// (chosen by the caller, e.g. with [`super::isn::IsnGenerator`]).
+    /// (chosen by the caller, e.g. with [`crate::tcp::isn::IsnGenerator`]).
     pub fn connect(
         config: Config,
         local: Endpoint,
@@ -512,7 +512,7 @@ impl Connection {
     }
 
     /// Sets this connection's FIN-WAIT-2 timeout (see
-    /// [`Config::fin_wait2_timeout`](super::Config::fin_wait2_timeout)),
+    /// [`Config::fin_wait2_timeout`](crate::tcp::Config::fin_wait2_timeout)),
     /// for an application that gives a peer less time to close its half
     /// than the host's other connections get: iWARP after its own close
     /// (a peer's iWARP closes as soon as it sees our FIN, and one that

@@ -8,13 +8,13 @@
 //! blocks, window probes and resets.
 
 use super::{Connection, State};
-use crate::tcp::flight::{NextSeg, Sent};
-use crate::tcp::limited_transmit::LimitedTransmit;
+use crate::tcp::recovery::limited_transmit::LimitedTransmit;
 use crate::tcp::segment::{bare_header, Segment};
-use crate::tcp::send_queue::SplitPermit;
+use crate::tcp::send::flight::{NextSeg, Sent};
+use crate::tcp::send::queue::SplitPermit;
 use crate::tcp::seq::Seq;
-use crate::tcp::time::Instant;
-use crate::tcp::timer::TimerKind;
+use crate::tcp::timers::time::Instant;
+use crate::tcp::timers::timer::TimerKind;
 use core::ops::Range;
 use smoltcp::wire::{TcpControl, TcpRepr, TcpTimestampRepr};
 

@@ -1,13 +1,13 @@
-//! Tail loss probes (RFC 8985 section 7; see [`crate::tcp::tail_probe`]):
+//! Tail loss probes (RFC 8985 section 7; see [`crate::tcp::recovery::tail_probe`]):
 //! when the probe timer is armed (section 7.2), what goes out when it
 //! fires (section 7.3: one new segment if the peer's window allows,
 //! else the last segment whole, whatever the congestion window), and
 //! what the ACKs say of it (section 7.4).
 
 use super::Connection;
-use crate::tcp::tail_probe::{probe_timeout, TailProbe, Verdict};
-use crate::tcp::time::Instant;
-use crate::tcp::timer::TimerKind;
+use crate::tcp::recovery::tail_probe::{probe_timeout, TailProbe, Verdict};
+use crate::tcp::timers::time::Instant;
+use crate::tcp::timers::timer::TimerKind;
 use core::ops::Range;
 use smoltcp::wire::TcpRepr;
 

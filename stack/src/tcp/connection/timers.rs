@@ -9,10 +9,10 @@
 //! the linger after a close ([`Connection::set_linger`]).
 
 use super::{Connection, Event, State};
-use crate::tcp::congestion::Congestion;
-use crate::tcp::spurious::Episode;
-use crate::tcp::time::{Duration, Instant};
-use crate::tcp::timer::TimerKind;
+use crate::tcp::recovery::congestion::Congestion;
+use crate::tcp::recovery::spurious::Episode;
+use crate::tcp::timers::time::{Duration, Instant};
+use crate::tcp::timers::timer::TimerKind;
 
 impl Connection {
     /// Handles every timer due at `now`; then call

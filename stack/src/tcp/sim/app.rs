@@ -5,9 +5,9 @@
 use super::rng::SimRng;
 use super::scenario::Scenario;
 use crate::tcp::connection::{Connection, Event};
-use crate::tcp::ranges::RangeSet;
-use crate::tcp::recv::{Consumer, Disposition};
-use crate::tcp::time::Instant;
+use crate::tcp::receive::ranges::RangeSet;
+use crate::tcp::receive::receiver::{Consumer, Disposition};
+use crate::tcp::timers::time::Instant;
 use std::collections::BTreeSet;
 
 /// The octet at `pos` of the stream sent by side `side`.

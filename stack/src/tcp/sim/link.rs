@@ -4,8 +4,9 @@
 //! (RFC 5044 A.4: MPA receivers must cope with re-segmentation).
 
 use super::rng::SimRng;
-use crate::tcp::segment::{parse, Payload, Segment};
-use crate::tcp::time::{Duration, Instant};
+use crate::tcp::segment::{Payload, Segment};
+use crate::tcp::timers::time::{Duration, Instant};
+use crate::wire::tcp::parse;
 use smoltcp::wire::{Ipv4Address, TcpControl, TcpRepr};
 
 /// Impairments of one direction of the link.

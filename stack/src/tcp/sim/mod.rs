@@ -30,7 +30,7 @@ pub use rng::SimRng;
 pub use scenario::Scenario;
 
 use crate::tcp::connection::Stats;
-use crate::tcp::time::Duration;
+use crate::tcp::timers::time::Duration;
 use world::World;
 
 /// What a run produced.

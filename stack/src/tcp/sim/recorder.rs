@@ -2,7 +2,7 @@
 //! that check what the receiver offered (RFC 5044 A.3) and when its left
 //! edge moved.
 
-use crate::tcp::recv::{Consumer, Disposition};
+use crate::tcp::receive::receiver::{Consumer, Disposition};
 
 /// A consumer recording every hand-off; it consumes what it is offered
 /// when `consume` is set and keeps it (in the reassembly buffer)

@@ -3,7 +3,7 @@
 use super::link::{LinkConfig, Stall};
 use super::rng::SimRng;
 use crate::tcp::config::Config;
-use crate::tcp::time::Duration;
+use crate::tcp::timers::time::Duration;
 
 /// Everything a simulated run depends on.
 #[derive(Debug, Clone)]

@@ -10,10 +10,11 @@ use super::{Report, SimError};
 use crate::tcp::connection::{Connection, Endpoint, Event, State};
 use crate::tcp::isn::IsnGenerator;
 use crate::tcp::listener::{ListenOutcome, Listener};
-use crate::tcp::recv::WindowPolicy;
-use crate::tcp::segment::{bare_header, parse, Segment};
+use crate::tcp::receive::receiver::WindowPolicy;
+use crate::tcp::segment::{bare_header, Segment};
 use crate::tcp::seq::Seq;
-use crate::tcp::time::{Duration, Instant};
+use crate::tcp::timers::time::{Duration, Instant};
+use crate::wire::tcp::parse;
 use smoltcp::wire::{Ipv4Address, TcpControl};
 
 /// The longest a run may take in virtual time.

@@ -13,9 +13,9 @@
 //! reports a split so it can be counted. Byte-stream runs (the MPA startup
 //! phase, plain TCP use) can be cut anywhere.
 
-use super::segment::{Payload, References};
-use super::send_memory::SendMemory;
 use crate::mem::BufferSlice;
+use crate::tcp::segment::{Payload, References};
+use crate::tcp::send::memory::SendMemory;
 use core::cell::Cell;
 use core::ops::Range;
 use std::collections::VecDeque;
@@ -159,11 +159,39 @@ impl SendQueue {
         unsafe { self.memory.bytes() }
     }
 
-    fn ring_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as in `ring`; `&mut self` makes this the only slice of
-        // the queue's, and the queue writes only free octets (never
-        // queued, or acknowledged).
-        unsafe { self.memory.bytes_mut() }
+    /// The ring's octets at each `(offset, len)` of `rooms`, writable: the
+    /// rooms a record reservation hands out, so a sender frames straight
+    /// into the ring. The callers name only free octets (never queued, or
+    /// acknowledged), at and after the tail.
+    ///
+    /// # Panics
+    /// If a room runs past the ring's end, or two of them overlap.
+    fn rooms<const N: usize>(&mut self, rooms: [(usize, usize); N]) -> [&mut [u8]; N] {
+        let cap = self.memory.len();
+        for (i, &(at, len)) in rooms.iter().enumerate() {
+            assert!(at <= cap && len <= cap - at, "a room inside the ring");
+            for &(other_at, other_len) in &rooms[..i] {
+                assert!(
+                    len == 0
+                        || other_len == 0
+                        || at + len <= other_at
+                        || other_at + other_len <= at,
+                    "disjoint rooms"
+                );
+            }
+        }
+        let base = self.memory.as_mut_ptr();
+        rooms.map(|(at, len)| {
+            // SAFETY: the room lies inside the live allocation and overlaps
+            // no other room (both checked above). The rooms borrow the queue
+            // exclusively, and the queue is the memory's only writer, so no
+            // other slice of its octets lives while they do. Other holders
+            // of the memory read only through raw pointers, and only what
+            // an old frame of theirs points at: queued octets, which no room
+            // names, or acknowledged ones (the race `SendMemory`'s contract
+            // allows).
+            unsafe { std::slice::from_raw_parts_mut(base.add(at), len) }
+        })
     }
 
     /// Gives the ring's memory back, keeping one octet, when nothing is
@@ -231,11 +259,16 @@ impl SendQueue {
     fn write_at(&mut self, pos: u64, data: &[u8]) {
         let cap = self.memory.len();
         let mut at = self.index(pos);
-        let ring = self.ring_mut();
         for piece in data.chunks(cap) {
-            let first = piece.len().min(cap - at);
-            ring[at..at + first].copy_from_slice(&piece[..first]);
-            ring[..piece.len() - first].copy_from_slice(&piece[first..]);
+            let (first, second) = piece.split_at(piece.len().min(cap - at));
+            // SAFETY: this queue is the memory's only writer, and `&mut
+            // self` means no slice of its octets lives; the callers write
+            // at the tail or into the reserved record, octets never queued
+            // or acknowledged.
+            unsafe {
+                self.memory.write_at(at, first);
+                self.memory.write_at(0, second);
+            }
             at = (at + piece.len()) % cap;
         }
     }
@@ -261,7 +294,8 @@ impl SendQueue {
         let at = self.tail_index();
         if at + len <= cap {
             self.reserved = Some(Reserved::InRing(len));
-            Ok(&mut self.ring_mut()[at..at + len])
+            let [room] = self.rooms([(at, len)]);
+            Ok(room)
         } else {
             self.reserved = Some(Reserved::Wrapped(len));
             self.wrap_scratch.resize(len, 0);
@@ -300,14 +334,8 @@ impl SendQueue {
         }
         // Two disjoint places in the ring; the tail's comes first when the
         // run wrapped around the ring's end.
-        let ring = self.ring_mut();
-        Ok(if head_at + head <= tail_at {
-            let (left, right) = ring.split_at_mut(tail_at);
-            (&mut left[head_at..head_at + head], &mut right[..tail])
-        } else {
-            let (left, right) = ring.split_at_mut(head_at);
-            (&mut right[..head], &mut left[tail_at..tail_at + tail])
-        })
+        let [head_room, tail_room] = self.rooms([(head_at, head), (tail_at, tail)]);
+        Ok((head_room, tail_room))
     }
 
     /// Queues the record last reserved; does nothing without one.

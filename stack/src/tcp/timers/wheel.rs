@@ -1,6 +1,6 @@
 //! A hashed timing wheel for a dataplane core that holds thousands of
 //! connections, each with the timers of RFC 9293 section 3.8 and RFC 6298
-//! section 5 behind one deadline ([`super::Connection::poll_at`]).
+//! section 5 behind one deadline ([`crate::tcp::Connection::poll_at`]).
 //!
 //! No RFC specifies the wheel itself; it is scheme 6 of Varghese and Lauck,
 //! "Hashed and Hierarchical Timing Wheels" (SOSP 1987): a deadline falls in
@@ -8,7 +8,7 @@
 //! deadlines of any revolution, each entry keeping its own deadline so the
 //! visit of its slot in an earlier revolution passes it by.
 
-use super::time::{Duration, Instant};
+use crate::tcp::timers::time::{Duration, Instant};
 
 /// Keys by deadline, in `slots` buckets of `tick` each.
 ///

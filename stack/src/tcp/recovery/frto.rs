@@ -28,7 +28,7 @@
 //! flight of one segment), the timestamp echo decides when timestamps are
 //! in use: an echo older than the first retransmission's timestamp comes
 //! from the original (RFC 3522's Eifel detection). That is sound here, and
-//! not for fast retransmits (see [`super::spurious`]), because an RTO
+//! not for fast retransmits (see [`crate::tcp::recovery::spurious`]), because an RTO
 //! retransmission leaves at least one RTO, 5 ms or more, after the segment
 //! it repeats was sent: many ticks of the 1 ms timestamp clock. Nothing
 //! can be missing behind such an ACK, so the echo never hides a loss that
@@ -36,9 +36,9 @@
 //!
 //! A spurious timeout is undone with the response of RFC 4015 section 3
 //! (as RFC 5682 section 4 suggests), the one spurious fast recoveries get:
-//! see [`super::congestion::Congestion::undo`].
+//! see [`crate::tcp::recovery::congestion::Congestion::undo`].
 
-use super::congestion::Congestion;
+use crate::tcp::recovery::congestion::Congestion;
 
 /// New segments step 2b sends at most.
 const NEW_SEGMENTS: u8 = 2;
@@ -185,7 +185,7 @@ impl Frto {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tcp::congestion::CongestionControl;
+    use crate::tcp::recovery::congestion::CongestionControl;
 
     fn timed_out(retransmit_ts: Option<u32>) -> Frto {
         let prior = Congestion::new(CongestionControl::NewReno, 1000, 10);

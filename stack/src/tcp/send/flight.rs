@@ -2,13 +2,13 @@
 //! resend the same segments (RFC 5044 A.1), and the SACK scoreboard of
 //! RFC 6675 (sections 2-5: IsLost, the pipe, the next segment to resend),
 //! with the duplicate threshold of IsLost given by the caller (see
-//! [`super::reordering`]), and the displacement of holes the cumulative
+//! [`crate::tcp::recovery::reordering`]), and the displacement of holes the cumulative
 //! ACK fills measured on the way.
 //!
 //! Positions are the sender's stream positions; a FIN occupies the
 //! position just after the last data octet.
 
-use super::time::Instant;
+use crate::tcp::timers::time::Instant;
 use core::ops::Range;
 use std::collections::VecDeque;
 

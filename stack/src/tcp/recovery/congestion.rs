@@ -35,10 +35,10 @@
 //! than Reno's estimate (section 4.3), with fast convergence (section
 //! 4.7).
 
-use super::time::{Duration, Instant};
+use crate::tcp::timers::time::{Duration, Instant};
 
 /// The congestion control algorithm of a connection
-/// ([`super::Config::congestion`]).
+/// ([`crate::tcp::Config::congestion`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum CongestionControl {
     /// NewReno: the window halves on loss and grows by one segment per
@@ -269,7 +269,7 @@ impl Congestion {
     }
 
     /// The recovery or timeout that reduced the window from `prior` was
-    /// spurious (see [`super::spurious`] and [`super::frto`]): the
+    /// spurious (see [`crate::tcp::recovery::spurious`] and [`crate::tcp::recovery::frto`]): the
     /// response of RFC 4015 section 3.
     /// The threshold returns to pipe_prev, the larger of the window and
     /// the threshold before the reduction, and the window to what is in

@@ -5,7 +5,7 @@
 //! decides which. Backoff doubles the RTO on each expiry and a new sample
 //! after new data is acknowledged clears it.
 
-use super::time::Duration;
+use crate::tcp::timers::time::Duration;
 
 /// Clock granularity G of RFC 6298: one microsecond.
 const GRANULARITY: Duration = Duration(1);

@@ -8,9 +8,9 @@
 //!
 //! Each connection holds one deadline per kind and reports the earliest
 //! through `poll_at`, so a dataplane keeps each connection in a timing
-//! wheel slot ([`super::wheel::TimerWheel`]) and never scans connections.
+//! wheel slot ([`crate::tcp::timers::wheel::TimerWheel`]) and never scans connections.
 
-use super::time::Instant;
+use crate::tcp::timers::time::Instant;
 
 /// The timers a connection runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

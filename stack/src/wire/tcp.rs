@@ -1,7 +1,11 @@
 //! The TCP header (RFC 9293 section 3.1) with its options, out and in:
 //! MSS (RFC 9293 section 3.7.1), window scale and timestamps (RFC 7323
 //! sections 2.2 and 3.2), SACK-permitted and SACK blocks (RFC 2018
-//! sections 2 and 3).
+//! sections 2 and 3), and the checksum over the IPv4 pseudo-header (RFC
+//! 9293 section 3.1). A header is smoltcp's `TcpRepr`: [`parse`] and
+//! [`parse_verified`] read one from a received segment, [`emit`] writes
+//! one with its checksum (whole, or the pseudo-header's sum for a device
+//! to complete).
 //!
 //! Both directions give exactly what `smoltcp::wire::TcpRepr`'s `emit`
 //! and `parse` give (the same octets out, with the options in smoltcp's
@@ -15,8 +19,11 @@
 //! fifth of the sending core's time and a twentieth of the receiving
 //! core's.
 
-use crate::wire::field::{get_u16, get_u32, set_u16, set_u32};
-use smoltcp::wire::{TcpControl, TcpRepr, TcpSeqNumber, TcpTimestampRepr};
+use super::field::{get_u16, get_u32, set_u16, set_u32};
+use smoltcp::wire::{
+    checksum, IpAddress, IpProtocol, Ipv4Address, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber,
+    TcpTimestampRepr,
+};
 
 /// The fixed part of the header, before the options.
 const FIXED_LEN: usize = 20;
@@ -44,6 +51,79 @@ const RST: u8 = 0x04;
 const PSH: u8 = 0x08;
 const ACK: u8 = 0x10;
 
+/// Why a received TCP segment was refused before reaching any connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParseError {
+    /// Too short, a bad data offset, a bad option, zero ports, or flags
+    /// that cannot go together (SYN with FIN or RST).
+    Malformed,
+    /// The checksum over the IPv4 pseudo-header and segment is wrong.
+    Checksum,
+}
+
+/// Parses and checksums a TCP segment carried between IPv4 `src` and
+/// `dst`. Never panics, whatever `bytes` hold.
+pub fn parse(src: Ipv4Address, dst: Ipv4Address, bytes: &[u8]) -> Result<TcpRepr<'_>, ParseError> {
+    let packet = TcpPacket::new_checked(bytes).map_err(|_| ParseError::Malformed)?;
+    if !packet.verify_checksum(&IpAddress::Ipv4(src), &IpAddress::Ipv4(dst)) {
+        return Err(ParseError::Checksum);
+    }
+    parse_verified(bytes)
+}
+
+/// Parses a TCP segment whose checksum was verified already (by the
+/// dataplane's classification, or by the NIC), so the fast path does not
+/// sum every octet twice. Never panics, whatever `bytes` hold.
+pub fn parse_verified(bytes: &[u8]) -> Result<TcpRepr<'_>, ParseError> {
+    parse_header(bytes).ok_or(ParseError::Malformed)
+}
+
+/// What [`emit`] puts in the checksum field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Checksum {
+    /// The whole checksum over the IPv4 pseudo-header and the segment,
+    /// which the buffer given to [`emit`] holds whole: room for the
+    /// header, then the payload.
+    Full,
+    /// Only the sum of the IPv4 pseudo-header (RFC 9293 section 3.1), not
+    /// complemented, for a device that completes the checksum (RFC 1071
+    /// sums are additive, so it adds the segment's octets to what the
+    /// field holds).
+    PseudoHeader {
+        /// Octets in the whole segment, header and payload.
+        len: usize,
+    },
+}
+
+/// Writes `header` (its `payload` is not looked at) into the front of
+/// `out` and fills its checksum field as `sum` says, for a segment
+/// from `src` to `dst`; returns the header's length.
+///
+/// # Panics
+/// If `out` is shorter than [`header_len`], or the options make the
+/// header longer than [`MAX_HEADER_LEN`] (the engine never builds such a
+/// header: SACK blocks, at most 3, never go with the SYN's options).
+pub fn emit(
+    header: &TcpRepr<'_>,
+    src: Ipv4Address,
+    dst: Ipv4Address,
+    out: &mut [u8],
+    sum: Checksum,
+) -> usize {
+    let header_len = write(header, out);
+    let mut packet = TcpPacket::new_unchecked(out);
+    match sum {
+        Checksum::Full => packet.fill_checksum(&IpAddress::Ipv4(src), &IpAddress::Ipv4(dst)),
+        Checksum::PseudoHeader { len } => packet.set_checksum(checksum::pseudo_header_v4(
+            &src,
+            &dst,
+            IpProtocol::Tcp,
+            len as u32,
+        )),
+    }
+    header_len
+}
+
 /// The SACK blocks `header` carries.
 fn sack_blocks(header: &TcpRepr<'_>) -> usize {
     header.sack_ranges.iter().flatten().count()
@@ -62,13 +142,9 @@ pub fn header_len(header: &TcpRepr<'_>) -> usize {
 }
 
 /// Writes `header` (its `payload` is not looked at) into the front of
-/// `out`, with a zero checksum field; returns the header's length.
-///
-/// # Panics
-/// If `out` is shorter than [`header_len`], or the options make the
-/// header longer than [`MAX_HEADER_LEN`] (the engine never builds such a
-/// header: SACK blocks, at most 3, never go with the SYN's options).
-pub fn write(header: &TcpRepr<'_>, out: &mut [u8]) -> usize {
+/// `out`, with a zero checksum field; returns the header's length. Panics
+/// as [`emit`] does.
+fn write(header: &TcpRepr<'_>, out: &mut [u8]) -> usize {
     let len = header_len(header);
     assert!(len <= MAX_HEADER_LEN, "a TCP header of {len} octets");
     let out = &mut out[..len];
@@ -146,7 +222,7 @@ fn write_options(header: &TcpRepr<'_>, out: &mut [u8]) {
 /// offset below 5 words or past the end, a zero port, SYN, FIN and RST
 /// together in any pair, an option running past the header or of a
 /// known kind with the wrong length). The checksum is not looked at.
-pub fn parse(segment: &[u8]) -> Option<TcpRepr<'_>> {
+fn parse_header(segment: &[u8]) -> Option<TcpRepr<'_>> {
     let fixed = segment.get(..FIXED_LEN)?;
     let len = usize::from(fixed[12] >> 4) * 4;
     if len < FIXED_LEN || segment.len() < len {
@@ -228,7 +304,6 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use smoltcp::phy::ChecksumCapabilities;
-    use smoltcp::wire::{IpAddress, Ipv4Address, TcpPacket, TcpSeqNumber, TcpTimestampRepr};
 
     /// What smoltcp writes for `header`.
     fn smoltcp_octets(header: &TcpRepr<'_>) -> Vec<u8> {
@@ -354,12 +429,12 @@ mod tests {
         fn any_octets_parse_as_smoltcp_parses_them(
             octets in proptest::collection::vec(any::<u8>(), 0..80),
         ) {
-            prop_assert_eq!(parse(&octets), smoltcp_parse(&octets));
+            prop_assert_eq!(parse_header(&octets), smoltcp_parse(&octets));
         }
 
         #[test]
         fn any_options_parse_as_smoltcp_parses_them(octets in segment_with_options()) {
-            prop_assert_eq!(parse(&octets), smoltcp_parse(&octets));
+            prop_assert_eq!(parse_header(&octets), smoltcp_parse(&octets));
         }
 
         #[test]
@@ -367,7 +442,7 @@ mod tests {
             prop_assume!(header.header_len() <= MAX_HEADER_LEN);
             let mut octets = vec![0; header_len(&header)];
             write(&header, &mut octets);
-            prop_assert_eq!(parse(&octets), smoltcp_parse(&octets));
+            prop_assert_eq!(parse_header(&octets), smoltcp_parse(&octets));
         }
     }
 

@@ -10,9 +10,9 @@
 //! data that fits neither is treated as never received, so neither
 //! acknowledged nor SACKed, and its retransmission is offered again.
 
-use super::ranges::RangeSet;
-use super::reassembly::Reassembly;
-use super::sack::{SackHistory, MAX_BLOCKS};
+use crate::tcp::receive::ranges::RangeSet;
+use crate::tcp::receive::reassembly::Reassembly;
+use crate::tcp::receive::sack::{SackHistory, MAX_BLOCKS};
 use core::ops::Range;
 
 /// What the consumer did with data offered to it.

@@ -9,7 +9,7 @@
 //! hole at the front of the flight acknowledged without ever having been
 //! resent, while `d` later segments were SACKed) or confirmed (a resent
 //! hole whose retransmission a D-SACK then reports as a duplicate, see
-//! [`super::spurious`]), and raises the threshold to `d + 1`, so that
+//! [`crate::tcp::recovery::spurious`]), and raises the threshold to `d + 1`, so that
 //! reordering as deep as the path showed no longer looks like loss.
 //!
 //! The threshold only grows, up to [`MAX_REORDERING`], except after a

@@ -7,9 +7,9 @@
 //! before them (RFC 2883 section 4): the first duplicate run of that
 //! segment, reported once, followed by the out-of-order block holding it
 //! when there is one. Senders use it to find retransmissions that were
-//! not needed (see [`super::spurious`]).
+//! not needed (see [`crate::tcp::recovery::spurious`]).
 
-use super::ranges::RangeSet;
+use crate::tcp::receive::ranges::RangeSet;
 use core::ops::Range;
 
 /// Blocks one option carries.

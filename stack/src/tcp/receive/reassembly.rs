@@ -9,7 +9,7 @@
 //! so a connection that needs the buffer now and then keeps reusing its
 //! first pages rather than touching, and keeping resident, all of them.
 
-use super::ranges::RangeSet;
+use crate::tcp::receive::ranges::RangeSet;
 
 /// Declined octets by stream position.
 #[derive(Debug)]

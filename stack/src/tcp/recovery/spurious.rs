@@ -3,7 +3,7 @@
 //!
 //! - [`dsack_block`]: which SACK block of an ACK is a D-SACK, the
 //!   sender's side of RFC 2883 section 4 (the receiver's is in
-//!   [`super::sack`]).
+//!   [`crate::tcp::receive::sack`]).
 //! - [`Episode`]: the retransmissions of one fast recovery, or of the
 //!   timeouts of one loss, counted down by the D-SACKs that report them
 //!   as duplicates (RFC 3708 section 3, with D-SACKs matched to the
@@ -14,7 +14,7 @@
 //!   arrived: the recovery answered reordering or a delay, not loss,
 //!   and the connection restores the congestion state kept here (the
 //!   response of RFC 4015 section 3.2, see
-//!   [`super::congestion::Congestion::undo`]).
+//!   [`crate::tcp::recovery::congestion::Congestion::undo`]).
 //!
 //! Only D-SACKs are trusted, not timestamps (RFC 3522's Eifel detection):
 //! with a timestamp clock of 1 ms a retransmission and the original it
@@ -27,8 +27,8 @@
 //! 5): blocks are believed only for ranges this episode resent, each
 //! once.
 
-use super::congestion::Congestion;
-use super::seq::Seq;
+use crate::tcp::recovery::congestion::Congestion;
+use crate::tcp::seq::Seq;
 use core::ops::Range;
 use std::collections::VecDeque;
 
@@ -77,7 +77,7 @@ pub struct Episode {
     /// A retransmission could not be tracked: never undo.
     untracked: bool,
     /// The largest displacement of a resent hole acknowledged while
-    /// later segments were SACKed (see [`super::reordering`]).
+    /// later segments were SACKed (see [`crate::tcp::recovery::reordering`]).
     displacement: usize,
 }
 
@@ -178,7 +178,7 @@ impl Episode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tcp::congestion::CongestionControl;
+    use crate::tcp::recovery::congestion::CongestionControl;
 
     #[test]
     fn first_block_below_the_ack_or_inside_the_second_is_a_dsack() {

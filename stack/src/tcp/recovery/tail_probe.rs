@@ -13,7 +13,7 @@
 //! This module holds the timeout and the probe episode (TLP.end_seq and
 //! TLP.is_retrans of section 7.4); the connection decides when to probe.
 
-use super::time::Duration;
+use crate::tcp::timers::time::Duration;
 use core::ops::Range;
 
 /// The peer's worst-case delayed ACK (WCDelAckT, RFC 8985 section 7.2),

@@ -1,0 +1,99 @@
+//! Where a sender's FPDUs go: the record interface between the MPA framer
+//! and the transport below it.
+//!
+//! An MPA sender hands the transport one FPDU at a time, and the transport
+//! keeps each as one record, so that it can cut TCP segments at FPDU
+//! boundaries (RFC 5044 section 5.2 and Appendix A.1). [`FpduSink`] is that
+//! hand-over: the framer asks for room for exactly one FPDU, writes the
+//! FPDU into it, and commits it. The MPA-aware TCP engine implements it
+//! with room in its send queue, so FPDUs are framed where they will be
+//! sent from; [`VecSink`] appends them to a vector (a byte-stream
+//! transport, tests).
+//!
+//! The trait lives here, below both the framer (`mpa`) and the TCP engine
+//! (`tcp`), so that neither depends on the other.
+
+use crate::mem::BufferSlice;
+
+/// Where a sender frames its FPDUs, one at a time: room for exactly one
+/// FPDU, kept only once committed. A transport that cuts TCP segments at
+/// FPDU boundaries (RFC 5044 section 5.2) hands out room in its send
+/// queue, so FPDUs are framed where they will be sent from.
+pub trait FpduSink {
+    /// Room for an FPDU of exactly `len` octets, or `None` when there is
+    /// none now (the sender offers the same FPDU again later). A
+    /// reservation that is not committed is dropped by the next one.
+    fn reserve(&mut self, len: usize) -> Option<&mut [u8]>;
+
+    /// Keeps the FPDU written into the last reservation.
+    fn commit(&mut self);
+
+    /// The smallest payload this sink holds by reference instead of
+    /// taking it framed ([`reserve_referencing`](Self::reserve_referencing),
+    /// zero-copy transmit); `None`, the default, when it takes none.
+    fn references_from(&self) -> Option<usize> {
+        None
+    }
+
+    /// Room for an FPDU of `head` octets, then `payload` held by
+    /// reference, then `tail` octets: the rooms for the two parts, kept
+    /// by [`commit`](Self::commit) like [`reserve`](Self::reserve)'s.
+    /// `None` when there is no room now, or the sink takes no references.
+    fn reserve_referencing(
+        &mut self,
+        head: usize,
+        payload: BufferSlice,
+        tail: usize,
+    ) -> Option<(&mut [u8], &mut [u8])> {
+        let _ = (head, payload, tail);
+        None
+    }
+}
+
+/// An [`FpduSink`] that appends committed FPDUs to a vector.
+#[derive(Debug)]
+pub struct VecSink<'a> {
+    out: &'a mut Vec<u8>,
+    /// Length of `out` up to the last committed FPDU.
+    kept: usize,
+}
+
+impl<'a> VecSink<'a> {
+    /// Appends to `out` after what it already holds.
+    pub fn new(out: &'a mut Vec<u8>) -> Self {
+        let kept = out.len();
+        Self { out, kept }
+    }
+
+    /// Room for `len` octets after the last committed FPDU: a vector
+    /// always has it.
+    pub(crate) fn room(&mut self, len: usize) -> &mut [u8] {
+        self.out.resize(self.kept + len, 0);
+        &mut self.out[self.kept..]
+    }
+
+    /// Inserts `octets` into the uncommitted reservation, `at` octets
+    /// after its start: a payload a test sink took by reference.
+    #[cfg(feature = "testing")]
+    pub(crate) fn insert_reserved(&mut self, at: usize, octets: &[u8]) {
+        let at = self.kept + at;
+        self.out.splice(at..at, octets.iter().copied());
+    }
+}
+
+impl FpduSink for VecSink<'_> {
+    fn reserve(&mut self, len: usize) -> Option<&mut [u8]> {
+        Some(self.room(len))
+    }
+
+    fn commit(&mut self) {
+        self.kept = self.out.len();
+    }
+}
+
+impl Drop for VecSink<'_> {
+    /// Drops a reservation that was never committed.
+    fn drop(&mut self) {
+        self.out.truncate(self.kept);
+    }
+}
