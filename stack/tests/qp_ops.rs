@@ -13,9 +13,9 @@ mod common;
 use common::{pair, pump, read_from, write_at, write_to, Region, Setup, Side, REMOTE_ALL};
 use uwarp_stack::mem::Access;
 use uwarp_stack::rdmap::CqKind;
+use uwarp_stack::record::{FpduSink, VecSink};
 use uwarp_stack::verbs::{Payload, SendOp, SendWr, WcOpcode, WcStatus};
 use uwarp_stack::wire::ddp::{TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN};
-use uwarp_stack::wire::fpdu_sink::{FpduSink, VecSink};
 use uwarp_stack::wire::terminate::TermError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

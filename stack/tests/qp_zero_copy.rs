@@ -9,8 +9,8 @@ mod common;
 use common::{pair, write_to, Region, Setup, Side, REMOTE_ALL};
 use uwarp_stack::mem::{Access, BufferSlice};
 use uwarp_stack::rdmap::CqKind;
+use uwarp_stack::record::{FpduSink, VecSink};
 use uwarp_stack::verbs::{SendOp, WcStatus};
-use uwarp_stack::wire::fpdu_sink::{FpduSink, VecSink};
 
 /// One committed FPDU part: octets, or a run of registered memory.
 enum Part {

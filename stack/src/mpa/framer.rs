@@ -10,9 +10,9 @@
 //! stream's framing can no longer be trusted.
 
 use crate::mem::BufferSlice;
+use crate::record::{FpduSink, VecSink};
 use crate::wire::crc;
 use crate::wire::fpdu::{self, CrcVerdict, Fpdu};
-use crate::wire::fpdu_sink::{FpduSink, VecSink};
 use crate::wire::marker::{self, MarkedFpdu};
 use crate::wire::terminate::TermError;
 use crate::wire::{Result as WireResult, WireError};

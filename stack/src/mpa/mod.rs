@@ -4,7 +4,7 @@
 //! Operation over a byte stream (RFC 5044 sections 4 and 5). The formats
 //! themselves are in [`crate::wire::mpa`], [`crate::wire::fpdu`] and
 //! [`crate::wire::marker`]; the writer frames into an
-//! [`FpduSink`](crate::wire::fpdu_sink::FpduSink), the transport's record
+//! [`FpduSink`](crate::record::FpduSink), the transport's record
 //! interface.
 
 pub mod framer;

@@ -42,9 +42,9 @@ use std::sync::Arc;
 use crate::mem::{Access, BufferSlice, MemoryBuffer, PdId, RegionSpec, Stag, StagTable};
 use crate::mpa::{FpduReader, Negotiated, Rtr};
 use crate::rdmap::{CqKind, EngineConfig, QpEngine, Role};
+use crate::record::{FpduSink, VecSink};
 use crate::verbs::{Payload, QpState, RecvWr, SendOp, SendWr, Sge};
 use crate::wire::fpdu;
-use crate::wire::fpdu_sink::{FpduSink, VecSink};
 use crate::wire::mpa::Revision;
 use crate::wire::rdmap::{Opcode, RdmapSegment};
 

@@ -7,7 +7,6 @@
 //! | --- | --- | --- |
 //! | [`mpa`] | MPA Request/Reply, the enhanced block | RFC 5044 7.1, RFC 6581 9 |
 //! | [`fpdu`] | FPDU framing, PAD, CRC field, MULPDU | RFC 5044 4.1, 8 |
-//! | [`fpdu_sink`] | where a sender's FPDUs go: one record each | RFC 5044 5.2, A.1 |
 //! | [`marker`] | Marker insertion and removal | RFC 5044 4.3, 5 |
 //! | [`crc`] | CRC32c and its on-wire byte order | RFC 5044 4.1 |
 //! | [`ddp`] | DDP tagged/untagged headers, segmentation | RFC 5041 4, 5.2 |
@@ -34,7 +33,6 @@ pub mod ddp;
 mod error;
 pub(crate) mod field;
 pub mod fpdu;
-pub mod fpdu_sink;
 pub mod marker;
 pub mod mpa;
 pub mod rdmap;

@@ -303,7 +303,7 @@ impl QpEngine {
 
     /// The LLP acknowledged the first `offset` octets this end sent in
     /// Full Operation: work requests whose data went by reference up to
-    /// there may complete (see [`FpduSink::references_from`](crate::wire::fpdu_sink::FpduSink::references_from)).
+    /// there may complete (see [`FpduSink::references_from`](crate::record::FpduSink::references_from)).
     /// A transport whose LLP ended (closed, reset, failed) passes
     /// `u64::MAX`: nothing will read the application's memory again.
     pub fn on_acknowledged(&mut self, offset: u64) {

@@ -28,6 +28,7 @@ mod probe;
 mod timers;
 
 use crate::mem::BufferSlice;
+use crate::record::FpduSink;
 use crate::tcp::config::Config;
 use crate::tcp::receive::receiver::{Consumer, Receiver, WindowPolicy};
 use crate::tcp::recovery::ack_heuristic::AckHeuristic;
@@ -44,7 +45,6 @@ use crate::tcp::seq::Seq;
 use crate::tcp::timers::rtt::RttEstimator;
 use crate::tcp::timers::time::{Duration, Instant};
 use crate::tcp::timers::timer::{TimerKind, Timers};
-use crate::wire::fpdu_sink::FpduSink;
 use smoltcp::wire::{Ipv4Address, TcpRepr};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};

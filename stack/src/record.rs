@@ -11,7 +11,8 @@
 //! transport, tests).
 //!
 //! The trait lives here, below both the framer (`mpa`) and the TCP engine
-//! (`tcp`), so that neither depends on the other.
+//! (`tcp`), so that neither depends on the other; it sits above `mem`,
+//! whose slices of registered memory a sink may take by reference.
 
 use crate::mem::BufferSlice;
 
