@@ -13,11 +13,7 @@ use uwarp_dataplane::net::{
     Received, RxChecksum,
 };
 
-#[allow(dead_code)] // each test binary uses a different part of it
-#[path = "../src/net/testutil.rs"]
-mod testutil;
-
-use testutil::*;
+use uwarp_dataplane::net::test_frames::*;
 
 const UNKNOWN: RxChecksum = RxChecksum::Unknown;
 

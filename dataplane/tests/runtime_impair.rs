@@ -16,8 +16,9 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{address, echo_reply_seq, echo_request, NoFlows, Pinger};
+use common::{address, NoFlows, Pinger};
 use smoltcp::wire::{EthernetAddress, Ipv4Address};
+use uwarp_dataplane::net::test_frames::{echo_reply_seq, echo_request_between};
 use uwarp_dataplane::net::InterfaceConfig;
 use uwarp_dataplane::runtime::{
     assemble, start_port, ControlCore, ControlTx, DataplaneCore, ImpairCounters, ImpairSwitch,
@@ -100,7 +101,7 @@ impl Parts {
 fn send_pings(peer: &mut Queues, pool: &Mempool, seqs: Range<u16>) {
     let us = (EthernetAddress(UWARP_MAC), Ipv4Address::from(UWARP_IP));
     let mut out: Vec<Mbuf> = seqs
-        .map(|seq| echo_request((PEER_MAC, PEER_IP), us, seq, b"impaired"))
+        .map(|seq| echo_request_between((PEER_MAC, PEER_IP), us, 9, seq, b"impaired"))
         .map(|frame| Mbuf::from_slice(pool, &frame).expect("mbuf"))
         .collect();
     while !out.is_empty() {

@@ -13,11 +13,12 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{address, arp_request, echo_request, tcp_frame, NoFlows, Recorder};
+use common::{address, NoFlows, Recorder};
 use smoltcp::wire::{
     ArpOperation, ArpPacket, ArpRepr, EthernetAddress, EthernetFrame, EthernetProtocol,
     Icmpv4Packet, Icmpv4Repr, Ipv4Address, Ipv4Packet, TcpControl,
 };
+use uwarp_dataplane::net::test_frames::{arp_request, echo_request_between, tcp_frame};
 use uwarp_dataplane::net::{InterfaceConfig, TcpMeta};
 use uwarp_dataplane::runtime::{
     assemble, start_port, Command, ControlContext, ControlHandler, Placement, Runtime, Stepper,
@@ -175,7 +176,7 @@ fn stepped_cores_answer_arp_and_icmp_and_hand_flows_over() {
     send(
         &mut queues_b,
         &pool,
-        &[arp_request((PEER_MAC, PEER_IP), uwarp().1)],
+        &[arp_request(PEER_MAC, PEER_IP, uwarp().1)],
     );
     cores.step(now);
     let got = receive(&mut queues_b);
@@ -198,7 +199,13 @@ fn stepped_cores_answer_arp_and_icmp_and_hand_flows_over() {
     send(
         &mut queues_b,
         &pool,
-        &[echo_request((PEER_MAC, PEER_IP), uwarp(), 5, b"abc")],
+        &[echo_request_between(
+            (PEER_MAC, PEER_IP),
+            uwarp(),
+            9,
+            5,
+            b"abc",
+        )],
     );
     cores.step(now);
     let got = receive(&mut queues_b);
@@ -294,7 +301,7 @@ fn threaded_pings(placement: &Placement, name: &str) {
     while answered.len() < usize::from(PINGS) && Instant::now() < deadline {
         // Up to 64 in flight.
         let window: Vec<Vec<u8>> = (next..PINGS.min(next + 64))
-            .map(|seq| echo_request((PEER_MAC, PEER_IP), uwarp(), seq, b"ping"))
+            .map(|seq| echo_request_between((PEER_MAC, PEER_IP), uwarp(), 9, seq, b"ping"))
             .collect();
         next += window.len() as u16;
         send(&mut queues_b, &pool, &window);

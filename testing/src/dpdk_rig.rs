@@ -20,13 +20,13 @@ use std::time::{Duration, Instant};
 
 use smoltcp::phy::ChecksumCapabilities;
 use smoltcp::wire::{
-    ArpOperation, ArpPacket, ArpRepr, EthernetAddress, EthernetFrame, EthernetProtocol,
-    EthernetRepr, IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr, TcpControl, TcpPacket, TcpRepr,
-    TcpSeqNumber, TcpTimestampRepr,
+    ArpOperation, ArpPacket, ArpRepr, EthernetAddress, EthernetFrame, EthernetProtocol, IpProtocol,
+    Ipv4Address, Ipv4Packet, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber, TcpTimestampRepr,
 };
 use uwarp::{CoreThreads, Device, DeviceConfig, DpdkConfig, HostConfig};
 use uwarp_control::TcpHost;
 use uwarp_control::{SetupCounters, TcpRequests, TcpSetup};
+use uwarp_dataplane::net::test_frames::ipv4_between;
 use uwarp_dataplane::net::{FourTuple, InterfaceAddress, InterfaceConfig, NetCounters};
 use uwarp_dataplane::runtime::{start_port, DataplaneCounters, Stepper};
 use uwarp_dataplane::tcp::{Clock, Doorbell, End, TcpApp, TcpCore, TcpCoreCounters};
@@ -744,26 +744,7 @@ pub fn arp_of(frame: &[u8]) -> Option<ArpRepr> {
     ArpRepr::parse(&ArpPacket::new_checked(eth.payload()).ok()?).ok()
 }
 
-/// An ARP request from `mac`/`ip` asking for `target`.
-pub fn arp_request(mac: EthernetAddress, ip: Ipv4Address, target: Ipv4Address) -> Vec<u8> {
-    let arp = ArpRepr::EthernetIpv4 {
-        operation: ArpOperation::Request,
-        source_hardware_addr: mac,
-        source_protocol_addr: ip,
-        target_hardware_addr: EthernetAddress([0; 6]),
-        target_protocol_addr: target,
-    };
-    let mut buf = vec![0u8; 60];
-    let mut frame = EthernetFrame::new_unchecked(&mut buf[..]);
-    EthernetRepr {
-        src_addr: mac,
-        dst_addr: EthernetAddress::BROADCAST,
-        ethertype: EthernetProtocol::Arp,
-    }
-    .emit(&mut frame);
-    arp.emit(&mut ArpPacket::new_unchecked(frame.payload_mut()));
-    buf
-}
+pub use uwarp_dataplane::net::test_frames::arp_request;
 
 /// An Ethernet frame from `src` to `dst` carrying an IPv4 datagram with
 /// `tcp` (any octets) as its TCP payload; valid IPv4 header and checksum,
@@ -773,26 +754,9 @@ pub fn ipv4_frame(
     dst: (EthernetAddress, Ipv4Address),
     tcp: &[u8],
 ) -> Vec<u8> {
-    let ip = Ipv4Repr {
-        src_addr: src.1,
-        dst_addr: dst.1,
-        next_header: IpProtocol::Tcp,
-        payload_len: tcp.len(),
-        hop_limit: 64,
-    };
-    let len = 14 + ip.buffer_len() + tcp.len();
-    let mut buf = vec![0u8; len.max(60)];
-    let mut frame = EthernetFrame::new_unchecked(&mut buf[..]);
-    EthernetRepr {
-        src_addr: src.0,
-        dst_addr: dst.0,
-        ethertype: EthernetProtocol::Ipv4,
-    }
-    .emit(&mut frame);
-    let mut packet = Ipv4Packet::new_unchecked(frame.payload_mut());
-    ip.emit(&mut packet, &ChecksumCapabilities::default());
-    packet.payload_mut()[..tcp.len()].copy_from_slice(tcp);
-    buf
+    ipv4_between(src, dst, IpProtocol::Tcp, tcp.len(), |buf| {
+        buf.copy_from_slice(tcp)
+    })
 }
 
 /// The octets of `repr` sent from `src` to `dst`, checksum filled.

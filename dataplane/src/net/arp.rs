@@ -373,7 +373,7 @@ impl ArpCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::net::testutil::*;
+    use crate::net::test_frames::*;
 
     const SECOND: Duration = Duration::from_secs(1);
 

@@ -307,7 +307,7 @@ mod tests {
     use smoltcp::wire::{EthernetAddress, Ipv4Address, TcpControl};
 
     use super::*;
-    use crate::net::testutil::{self, *};
+    use crate::net::test_frames::{self, *};
 
     fn classify_unchecked(frame: &[u8]) -> Classified {
         classify(
@@ -546,9 +546,9 @@ mod tests {
 
     #[test]
     fn tcp_is_validated() {
-        let udp = testutil::ipv4(PEER_IP, OUR_IP, IpProtocol::Udp, 8, |_| {});
+        let udp = test_frames::ipv4(PEER_IP, OUR_IP, IpProtocol::Udp, 8, |_| {});
         assert_eq!(drop_reason(&udp), Some(DropReason::UnknownProtocol));
-        let short = testutil::ipv4(PEER_IP, OUR_IP, IpProtocol::Tcp, 19, |_| {});
+        let short = test_frames::ipv4(PEER_IP, OUR_IP, IpProtocol::Tcp, 19, |_| {});
         assert_eq!(drop_reason(&short), Some(DropReason::TcpTruncated));
         let mut offset_beyond = tcp(TcpControl::Syn, &[]);
         offset_beyond[46] = 0x60; // data offset 24 octets in a 20-octet segment

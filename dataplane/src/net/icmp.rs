@@ -124,7 +124,7 @@ mod tests {
 
     use super::*;
     use crate::net::ipv4::DEFAULT_TTL;
-    use crate::net::testutil::*;
+    use crate::net::test_frames::*;
 
     #[test]
     fn echo_requests_and_replies_parse() {
@@ -156,7 +156,7 @@ mod tests {
         let mut bad_sum = echo_request(7, 9, b"abc");
         bad_sum[36] ^= 0x10;
         assert_eq!(parse_echo(&bad_sum), Err(DropReason::IcmpBadChecksum));
-        let short = crate::net::testutil::ipv4(PEER_IP, OUR_IP, IpProtocol::Icmp, 7, |_| {});
+        let short = crate::net::test_frames::ipv4(PEER_IP, OUR_IP, IpProtocol::Icmp, 7, |_| {});
         assert_eq!(parse_echo(&short), Err(DropReason::IcmpMalformed));
         let unreachable = icmp(
             PEER_IP,

@@ -440,7 +440,7 @@ mod tests {
     };
 
     use super::*;
-    use crate::net::testutil::*;
+    use crate::net::test_frames::*;
 
     const SECOND: Duration = Duration::from_secs(1);
     const GATEWAY_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0xfe]);

@@ -15,6 +15,8 @@
 //! - [`counters`]: [`NetCounters`], per core, summed by the control core.
 //! - [`rss`]: the Toeplitz hash, uwarp's symmetric key and redirection
 //!   table, to predict the receive queue of a flow.
+//! - `test_frames` (with the `testing` feature): frames for tests, built
+//!   with smoltcp's emitters.
 //!
 //! The wire formats are smoltcp's ([`smoltcp::wire`]). Nothing on the
 //! receive path panics or reads out of bounds whatever the frame holds, and
@@ -29,8 +31,8 @@ pub mod interface;
 pub mod ipv4;
 pub mod rss;
 
-#[cfg(test)]
-mod testutil;
+#[cfg(any(test, feature = "testing"))]
+pub mod test_frames;
 
 pub use addr::{FourTuple, InterfaceAddress};
 pub use arp::{ArpCache, ArpConfig};

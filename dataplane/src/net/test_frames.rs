@@ -1,9 +1,10 @@
-//! Frames for the tests, built with smoltcp's emitters (not ours), from
-//! the peer to us unless said otherwise.
+//! Frames for tests, built with smoltcp's emitters (not ours): Ethernet,
+//! ARP (RFC 826), IPv4 (RFC 791), ICMP echo (RFC 792) and TCP (RFC 9293)
+//! between any two hosts, and shorthands from a fixed peer to a fixed
+//! "us" ([`OUR_IP`], [`PEER_IP`]).
 //!
-//! Shared by the unit tests under `net/` and by `tests/net_bad_input.rs`,
-//! which includes this file with `#[path]`; both provide
-//! `InterfaceAddress` in the parent module.
+//! Compiled for this crate's unit tests, and with the `testing` feature
+//! for the integration tests of this crate and the crates above it.
 
 use smoltcp::phy::ChecksumCapabilities;
 use smoltcp::wire::{
@@ -13,6 +14,9 @@ use smoltcp::wire::{
 };
 
 use super::InterfaceAddress;
+
+/// A host's link and network addresses.
+pub type Host = (EthernetAddress, Ipv4Address);
 
 /// Our MAC address.
 pub const OUR_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x01]);
@@ -110,8 +114,8 @@ pub fn arp_reply(sender_mac: EthernetAddress, sender_ip: Ipv4Address) -> Vec<u8>
     )
 }
 
-/// An IPv4 datagram from the peer's MAC to ours, DF set, header checksum
-/// valid, whose payload `write` fills.
+/// An IPv4 datagram from the peer's MAC to ours, header checksum valid,
+/// whose payload `write` fills.
 pub fn ipv4(
     src: Ipv4Address,
     dst: Ipv4Address,
@@ -119,16 +123,35 @@ pub fn ipv4(
     payload_len: usize,
     write: impl FnOnce(&mut [u8]),
 ) -> Vec<u8> {
+    ipv4_between(
+        (PEER_MAC, src),
+        (OUR_MAC, dst),
+        protocol,
+        payload_len,
+        write,
+    )
+}
+
+/// An IPv4 datagram from `src` to `dst`, header checksum valid, whose
+/// payload of `payload_len` octets `write` fills; zero-padded to the
+/// Ethernet minimum.
+pub fn ipv4_between(
+    src: Host,
+    dst: Host,
+    protocol: IpProtocol,
+    payload_len: usize,
+    write: impl FnOnce(&mut [u8]),
+) -> Vec<u8> {
     let repr = Ipv4Repr {
-        src_addr: src,
-        dst_addr: dst,
+        src_addr: src.1,
+        dst_addr: dst.1,
         next_header: protocol,
         payload_len,
         hop_limit: 64,
     };
     ethernet(
-        PEER_MAC,
-        OUR_MAC,
+        src.0,
+        dst.0,
         EthernetProtocol::Ipv4,
         repr.buffer_len() + payload_len,
         |buf| {
@@ -178,7 +201,12 @@ pub fn tcp(control: TcpControl, payload: &[u8]) -> Vec<u8> {
 
 /// An ICMP message from `src` to us, valid checksums.
 pub fn icmp(src: Ipv4Address, repr: &Icmpv4Repr) -> Vec<u8> {
-    ipv4(src, OUR_IP, IpProtocol::Icmp, repr.buffer_len(), |buf| {
+    icmp_between((PEER_MAC, src), (OUR_MAC, OUR_IP), repr)
+}
+
+/// An ICMP message from `src` to `dst`, valid checksums.
+pub fn icmp_between(src: Host, dst: Host, repr: &Icmpv4Repr) -> Vec<u8> {
+    ipv4_between(src, dst, IpProtocol::Icmp, repr.buffer_len(), |buf| {
         repr.emit(
             &mut Icmpv4Packet::new_unchecked(buf),
             &ChecksumCapabilities::default(),
@@ -188,14 +216,74 @@ pub fn icmp(src: Ipv4Address, repr: &Icmpv4Repr) -> Vec<u8> {
 
 /// An echo request from the peer.
 pub fn echo_request(ident: u16, seq_no: u16, data: &[u8]) -> Vec<u8> {
-    icmp(
-        PEER_IP,
+    echo_request_between((PEER_MAC, PEER_IP), (OUR_MAC, OUR_IP), ident, seq_no, data)
+}
+
+/// An echo request from `src` to `dst`.
+pub fn echo_request_between(src: Host, dst: Host, ident: u16, seq_no: u16, data: &[u8]) -> Vec<u8> {
+    icmp_between(
+        src,
+        dst,
         &Icmpv4Repr::EchoRequest {
             ident,
             seq_no,
             data,
         },
     )
+}
+
+/// A TCP segment from `src` to `dst` (host and port each) with `control`,
+/// sequence number `seq`, no ACK, a 65535-octet window and `payload`;
+/// valid checksums.
+pub fn tcp_frame(
+    src: (EthernetAddress, Ipv4Address, u16),
+    dst: (EthernetAddress, Ipv4Address, u16),
+    control: TcpControl,
+    seq: u32,
+    payload: &[u8],
+) -> Vec<u8> {
+    let repr = TcpRepr {
+        src_port: src.2,
+        dst_port: dst.2,
+        control,
+        seq_number: TcpSeqNumber(seq as i32),
+        ack_number: None,
+        window_len: 65535,
+        window_scale: None,
+        max_seg_size: None,
+        sack_permitted: false,
+        sack_ranges: [None; 3],
+        timestamp: None,
+        payload,
+    };
+    ipv4_between(
+        (src.0, src.1),
+        (dst.0, dst.1),
+        IpProtocol::Tcp,
+        repr.buffer_len(),
+        |buf| {
+            repr.emit(
+                &mut TcpPacket::new_unchecked(buf),
+                &src.1.into(),
+                &dst.1.into(),
+                &ChecksumCapabilities::default(),
+            )
+        },
+    )
+}
+
+/// The sequence number of `frame` if it is an ICMP echo reply.
+pub fn echo_reply_seq(frame: &[u8]) -> Option<u16> {
+    let eth = EthernetFrame::new_checked(frame).ok()?;
+    if eth.ethertype() != EthernetProtocol::Ipv4 {
+        return None;
+    }
+    let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
+    let icmp = Icmpv4Packet::new_checked(ip.payload()).ok()?;
+    match Icmpv4Repr::parse(&icmp, &ChecksumCapabilities::default()).ok()? {
+        Icmpv4Repr::EchoReply { seq_no, .. } => Some(seq_no),
+        _ => None,
+    }
 }
 
 /// The IPv4 header of a frame, to modify.

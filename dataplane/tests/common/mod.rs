@@ -8,11 +8,7 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use smoltcp::phy::ChecksumCapabilities;
-use smoltcp::wire::{
-    EthernetAddress, EthernetFrame, EthernetProtocol, EthernetRepr, IpProtocol, Ipv4Address,
-    Ipv4Packet, Ipv4Repr, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber,
-};
+use smoltcp::wire::{EthernetAddress, Ipv4Address};
 use uwarp_dataplane::net::{EchoReply, InterfaceAddress, Resolution, TcpMeta};
 use uwarp_dataplane::runtime::{
     assemble, tcp_segment, ControlContext, ControlCore, ControlHandler, DataplaneCore, FlowHandler,
@@ -159,52 +155,6 @@ pub fn address(mac: [u8; 6], ip: [u8; 4]) -> InterfaceAddress {
         prefix_len: 24,
         gateway: None,
     }
-}
-
-/// An Ethernet/IPv4/TCP frame from `src` to `dst` with `payload`.
-pub fn tcp_frame(
-    src: (EthernetAddress, Ipv4Address, u16),
-    dst: (EthernetAddress, Ipv4Address, u16),
-    control: TcpControl,
-    seq: u32,
-    payload: &[u8],
-) -> Vec<u8> {
-    let tcp = TcpRepr {
-        src_port: src.2,
-        dst_port: dst.2,
-        control,
-        seq_number: TcpSeqNumber(seq as i32),
-        ack_number: None,
-        window_len: 65535,
-        window_scale: None,
-        max_seg_size: None,
-        sack_permitted: false,
-        sack_ranges: [None; 3],
-        timestamp: None,
-        payload,
-    };
-    let ip = Ipv4Repr {
-        src_addr: src.1,
-        dst_addr: dst.1,
-        next_header: IpProtocol::Tcp,
-        payload_len: tcp.buffer_len(),
-        hop_limit: 64,
-    };
-    let eth = EthernetRepr {
-        src_addr: src.0,
-        dst_addr: dst.0,
-        ethertype: EthernetProtocol::Ipv4,
-    };
-    let len = eth.buffer_len() + ip.buffer_len() + tcp.buffer_len();
-    let mut buf = vec![0u8; len.max(60)];
-    let caps = ChecksumCapabilities::default();
-    let mut frame = EthernetFrame::new_unchecked(&mut buf[..]);
-    eth.emit(&mut frame);
-    let mut packet = Ipv4Packet::new_unchecked(frame.payload_mut());
-    ip.emit(&mut packet, &caps);
-    let mut segment = TcpPacket::new_unchecked(packet.payload_mut());
-    tcp.emit(&mut segment, &src.1.into(), &dst.1.into(), &caps);
-    buf
 }
 
 /// Whether this process may create taps, veths and namespaces.
@@ -362,80 +312,4 @@ pub fn ping_both_ways(
     drop(stopped);
     drop(port);
     assert_eq!(pool.in_use(), 0, "every mbuf is back in the pool");
-}
-
-/// An ARP request from `src` asking for `target`.
-pub fn arp_request(src: (EthernetAddress, Ipv4Address), target: Ipv4Address) -> Vec<u8> {
-    use smoltcp::wire::{ArpOperation, ArpPacket, ArpRepr};
-    let arp = ArpRepr::EthernetIpv4 {
-        operation: ArpOperation::Request,
-        source_hardware_addr: src.0,
-        source_protocol_addr: src.1,
-        target_hardware_addr: EthernetAddress([0; 6]),
-        target_protocol_addr: target,
-    };
-    let mut buf = vec![0u8; 60];
-    let mut frame = EthernetFrame::new_unchecked(&mut buf[..]);
-    EthernetRepr {
-        src_addr: src.0,
-        dst_addr: EthernetAddress::BROADCAST,
-        ethertype: EthernetProtocol::Arp,
-    }
-    .emit(&mut frame);
-    arp.emit(&mut ArpPacket::new_unchecked(frame.payload_mut()));
-    buf
-}
-
-/// An ICMP echo request from `src` to `dst`.
-pub fn echo_request(
-    src: (EthernetAddress, Ipv4Address),
-    dst: (EthernetAddress, Ipv4Address),
-    seq: u16,
-    data: &[u8],
-) -> Vec<u8> {
-    use smoltcp::wire::{Icmpv4Packet, Icmpv4Repr};
-    let icmp = Icmpv4Repr::EchoRequest {
-        ident: 9,
-        seq_no: seq,
-        data,
-    };
-    let ip = Ipv4Repr {
-        src_addr: src.1,
-        dst_addr: dst.1,
-        next_header: IpProtocol::Icmp,
-        payload_len: icmp.buffer_len(),
-        hop_limit: 64,
-    };
-    let len = 14 + ip.buffer_len() + icmp.buffer_len();
-    let mut buf = vec![0u8; len.max(60)];
-    let caps = ChecksumCapabilities::default();
-    let mut frame = EthernetFrame::new_unchecked(&mut buf[..]);
-    EthernetRepr {
-        src_addr: src.0,
-        dst_addr: dst.0,
-        ethertype: EthernetProtocol::Ipv4,
-    }
-    .emit(&mut frame);
-    let mut packet = Ipv4Packet::new_unchecked(frame.payload_mut());
-    ip.emit(&mut packet, &caps);
-    icmp.emit(
-        &mut Icmpv4Packet::new_unchecked(packet.payload_mut()),
-        &caps,
-    );
-    buf
-}
-
-/// The sequence number of `frame` if it is an ICMP echo reply.
-pub fn echo_reply_seq(frame: &[u8]) -> Option<u16> {
-    use smoltcp::wire::{Icmpv4Packet, Icmpv4Repr};
-    let eth = EthernetFrame::new_checked(frame).ok()?;
-    if eth.ethertype() != EthernetProtocol::Ipv4 {
-        return None;
-    }
-    let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
-    let icmp = Icmpv4Packet::new_checked(ip.payload()).ok()?;
-    match Icmpv4Repr::parse(&icmp, &Default::default()).ok()? {
-        Icmpv4Repr::EchoReply { seq_no, .. } => Some(seq_no),
-        _ => None,
-    }
 }
