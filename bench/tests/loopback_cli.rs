@@ -222,6 +222,38 @@ fn no_command_runs_the_default_loopback() {
     );
 }
 
+/// Zero-length RDMA Writes, which RDMA allows, are measured on both
+/// transports: a message rate and no bandwidth, every Write of both
+/// runs sent and received as an FPDU of its own.
+#[test]
+fn zero_length_writes_are_measured_on_both_transports() {
+    let quick = ["-n", "300", "--latency-iters", "50", "--setups", "5"];
+    let json = [&["compare", "-s", "0", "--json"][..], &quick].concat();
+    let report: serde_json::Value = serde_json::from_slice(&perf_stdout(&json)).unwrap();
+    assert_eq!(report["size"], 0, "{report}");
+    for transport in ["dpdk", "socket"] {
+        let run = &report[transport];
+        assert_eq!(run["bw_gbps"].as_f64(), Some(0.0), "{transport}: {report}");
+        assert!(run["msg_rate"].as_f64().unwrap() > 0.0, "{report}");
+        assert!(run["lat_p50_us"].as_f64().unwrap() > 0.0, "{report}");
+        // The 300 Writes and the 50 pings, beside the control messages.
+        let sent = run["counters"]["fpdus_sent"].as_u64().unwrap();
+        let received = run["server_counters"]["fpdus_received"].as_u64().unwrap();
+        assert!(sent >= 350 && received >= 350, "{transport}: {report}");
+    }
+    // Bandwidth has no ratio (0/0); the message rate has.
+    assert!(report["ratios"]["bw"].is_null(), "{report}");
+    assert!(report["ratios"]["msg_rate"].as_f64().unwrap() > 0.0);
+    let text = [&["compare", "-s", "0"][..], &quick].concat();
+    let text = String::from_utf8(perf_stdout(&text)).unwrap();
+    assert!(text.starts_with("write 0 B x 300 "), "{text}");
+    let ratios = text.lines().find(|l| l.starts_with("dpdk/socket: "));
+    assert!(
+        ratios.is_some_and(|l| l.starts_with("dpdk/socket: bw - msg_rate ")),
+        "{text}"
+    );
+}
+
 #[test]
 fn compare_gives_the_dpdk_link_its_mtu() {
     let report = run(&["compare", "--mtu", "9000"]);

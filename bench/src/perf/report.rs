@@ -339,7 +339,12 @@ impl Report {
         if let Some(ratios) = self.ratios() {
             out += "dpdk/socket:";
             for (name, value) in ratios {
-                out += &format!(" {name} {value:.2}");
+                // 0/0 for zero-length messages' bandwidth: no ratio.
+                if value.is_finite() {
+                    out += &format!(" {name} {value:.2}");
+                } else {
+                    out += &format!(" {name} -");
+                }
             }
             out += "\n";
         }

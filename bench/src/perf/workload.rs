@@ -173,8 +173,14 @@ fn session(
             .unwrap_or_else(|_| Err("the server thread panicked".into()));
         (client, server)
     });
-    let mut client = client.map_err(|e| format!("client: {e}"))?;
-    let server = server.map_err(|e| format!("server: {e}"))?;
+    // A side that fails resets the connections, so the other one only
+    // sees them close: the server's reason comes first when both failed.
+    let (mut client, server) = match (client, server) {
+        (Ok(client), Ok(server)) => (client, server),
+        (Ok(_), Err(server)) => return Err(format!("server: {server}")),
+        (Err(client), Ok(_)) => return Err(format!("client: {client}")),
+        (Err(client), Err(server)) => return Err(format!("server: {server}; client: {client}")),
+    };
     let phase = client.phases.pop().ok_or("no measurement")?;
     Ok((phase, client.counters, server.counters))
 }
