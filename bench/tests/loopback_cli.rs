@@ -254,6 +254,53 @@ fn zero_length_writes_are_measured_on_both_transports() {
     );
 }
 
+/// The table alone says what its numbers mean, and prints no counters;
+/// `-v` adds each end's queue pair counters (two lines) and host
+/// counters (one line), on DPDK, and nothing else.
+#[test]
+fn counters_are_printed_with_verbose_only() {
+    let mut args = vec!["loopback"];
+    args.extend(QUICK_LOOPBACK);
+    let plain = String::from_utf8(perf_stdout(&args)).unwrap();
+    args.push("-v");
+    let verbose = String::from_utf8(perf_stdout(&args)).unwrap();
+    let counters = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| {
+                ["dpdk client", "dpdk server"]
+                    .iter()
+                    .any(|end| l.starts_with(end))
+            })
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(counters(&plain), Vec::<String>::new(), "{plain}");
+    assert!(!plain.contains("FPDUs sent") && !plain.contains("retransmissions"));
+    let meaning = plain.lines().last().unwrap_or_default();
+    assert!(
+        meaning.starts_with("Gbit/s, msg/s: the bandwidth run; p50 to max: ")
+            && meaning.ends_with(" (-v: the counters)"),
+        "{plain}"
+    );
+    let lines = counters(&verbose);
+    for end in ["client", "server"] {
+        for prefix in [": FPDUs sent ", " TCP: retransmissions ", " host: "] {
+            let prefix = format!("dpdk {end}{prefix}");
+            let found = lines.iter().filter(|l| l.starts_with(&prefix)).count();
+            assert_eq!(found, 1, "{prefix:?}: {verbose}");
+        }
+    }
+    assert_eq!(lines.len(), 6, "{verbose}");
+    // The rest is the plain table's shape: the same lines but the
+    // counters, and the meaning without its pointer to -v.
+    assert_eq!(
+        verbose.lines().count(),
+        plain.lines().count() + lines.len(),
+        "{plain}{verbose}"
+    );
+    assert!(!verbose.contains("(-v: the counters)"), "{verbose}");
+}
+
 #[test]
 fn compare_gives_the_dpdk_link_its_mtu() {
     let report = run(&["compare", "--mtu", "9000"]);

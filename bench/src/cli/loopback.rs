@@ -74,6 +74,11 @@ pub(super) struct LoopbackArgs {
     /// One JSON object instead of a table.
     #[arg(long)]
     json: bool,
+    /// Also print each end's queue pair counters (FPDUs, placement, TCP
+    /// loss recovery) and, on DPDK, its host's (frames, drops); the JSON
+    /// always has them.
+    #[arg(long, short = 'v')]
+    verbose: bool,
 }
 
 /// `loopback`: the workload over the transport `--transport` names.
@@ -132,7 +137,7 @@ fn run(args: &LoopbackArgs, transports: &[Transport]) -> Result<(), String> {
     if args.json {
         println!("{}", report.to_json());
     } else {
-        print!("{}", report.to_text());
+        print!("{}", report.to_text(args.verbose));
     }
     Ok(())
 }

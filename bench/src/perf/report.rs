@@ -285,8 +285,11 @@ impl Report {
         out
     }
 
-    /// A table for people.
-    pub fn to_text(&self) -> String {
+    /// A table for people: the workload, a row per transport, the
+    /// calibration, the ratios of `compare`, and a line saying what the
+    /// numbers mean; with `verbose`, each end's queue pair and host
+    /// counters too.
+    pub fn to_text(&self, verbose: bool) -> String {
         let w = &self.workload;
         let mut out = format!(
             "{} {} B x {} (tx depth {}, CRC {}); latency: {} B RDMA Write ping-pong, one way\n",
@@ -327,7 +330,7 @@ impl Report {
             }
             out += "\n";
         }
-        for (name, m) in &self.runs {
+        for (name, m) in self.runs.iter().filter(|_| verbose) {
             for (end, counters) in [("client", &m.counters), ("server", &m.server_counters)] {
                 out += &counters_text(&format!("{name} {end}"), counters);
             }
@@ -348,9 +351,19 @@ impl Report {
             }
             out += "\n";
         }
+        out += MEANING;
+        if !verbose {
+            out += " (-v: the counters)";
+        }
+        out += "\n";
         out
     }
 }
+
+/// What the numbers of a loopback table mean, in one line.
+const MEANING: &str = "Gbit/s, msg/s: the bandwidth run; p50 to max: one-way latency in us; \
+     setup/s: connections per second; copy+CRC: one core's copy and checksum rate, a \
+     receiver's bound";
 
 /// A run of the two-host modes as one side reports it: the numbers the
 /// client measured, on both sides.
