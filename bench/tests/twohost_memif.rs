@@ -192,11 +192,15 @@ fn a_size_sweep_draws_its_chart() {
     assert_eq!(client["mpa"]["crc"], true);
     let svg = std::fs::read_to_string(&chart).expect("the chart was written");
     let _ = std::fs::remove_file(&chart);
-    assert!(
-        svg.starts_with("<svg ") && svg.contains("<path d=\"M"),
-        "{svg}"
-    );
+    assert!(svg.starts_with("<svg "), "{svg}");
+    // One line through every size, a dot at each, and its legend.
+    let line = svg.split("<polyline ").skip(1).find(|l| {
+        let points = l.split("points=\"").nth(1).unwrap().split('"').next();
+        points.unwrap().split_whitespace().count() == sizes.len()
+    });
+    assert!(line.is_some(), "{svg}");
     assert_eq!(svg.matches("<circle ").count(), sizes.len());
+    assert!(svg.contains(">\nbandwidth\n</text>"), "{svg}");
 }
 
 #[test]
