@@ -1,10 +1,14 @@
 //! The options several commands share, and how each becomes the
 //! library's value: the transport and the operation of a perf run, the
-//! CPUs the cores are pinned to (`--cpus`, of `tcp` and the two-host
-//! modes), and the zero-copy threshold (`--zero-copy-from`).
+//! size sweep and its chart (`-a`, `--plot`, of `loopback`, `compare`
+//! and the two-host modes), the CPUs the cores are pinned to (`--cpus`,
+//! of `tcp` and the two-host modes), and the zero-copy threshold
+//! (`--zero-copy-from`).
+
+use std::path::PathBuf;
 
 use clap::ValueEnum;
-use uwarp_bench::perf::{Op, Transport};
+use uwarp_bench::perf::{self, Op, Transport};
 use uwarp_control::ZERO_COPY_FROM;
 use uwarp_dataplane::runtime::Placement;
 
@@ -40,6 +44,40 @@ impl OpArg {
             Self::Write => Op::Write,
             Self::Read => Op::Read,
             Self::Send => Op::Send,
+        }
+    }
+}
+
+/// `-a` and `--plot`: a sweep of message sizes, and its chart.
+#[derive(clap::Args)]
+pub(super) struct SweepArgs {
+    /// Every message size from 2 to 8 MiB by powers of two, one
+    /// measurement each.
+    #[arg(long, short = 'a')]
+    pub(super) all: bool,
+    /// Draw the results against the message size into this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub(super) plot: Option<PathBuf>,
+}
+
+impl SweepArgs {
+    /// The sizes to measure: the sweep with `-a`, else `size` alone.
+    pub(super) fn sizes(&self, size: usize) -> Vec<usize> {
+        if self.all {
+            perf::sweep_sizes()
+        } else {
+            vec![size]
+        }
+    }
+
+    /// Writes the chart `draw` makes into the `--plot` file, if one was
+    /// given.
+    pub(super) fn plot(&self, draw: impl FnOnce() -> String) -> Result<(), String> {
+        match &self.plot {
+            Some(file) => {
+                std::fs::write(file, draw()).map_err(|e| format!("--plot {}: {e}", file.display()))
+            }
+            None => Ok(()),
         }
     }
 }

@@ -2,9 +2,9 @@
 //! run with both ends in this process (the workload, the DPDK link) and
 //! of the calibration, and what runs them ([`uwarp_bench::perf::measure`]).
 
-use uwarp_bench::perf::{self, LinkOptions, Transport, Workload};
+use uwarp_bench::perf::{self, plot, LinkOptions, Transport, Workload};
 
-use super::common::{zero_copy, OpArg, TransportArg};
+use super::common::{zero_copy, OpArg, SweepArgs, TransportArg};
 
 /// The options of `calibrate`.
 #[derive(clap::Args)]
@@ -23,18 +23,23 @@ pub(super) struct LoopbackArgs {
     /// The bandwidth operation.
     #[arg(long, value_enum, default_value_t = OpArg::Write)]
     op: OpArg,
-    /// Message size in octets.
-    #[arg(long, short = 's', default_value_t = 65_536)]
+    /// Message size of the bandwidth run in octets (0: zero-length
+    /// messages, measured as a message rate).
+    #[arg(long, short = 's', default_value_t = 65_536, conflicts_with = "all")]
     size: usize,
-    /// Messages in the bandwidth run.
-    #[arg(long, short = 'n', default_value_t = 20_000)]
-    iters: usize,
-    /// Round trips in the latency run.
-    #[arg(long, default_value_t = 10_000)]
-    latency_iters: usize,
+    /// Messages in the bandwidth run, at each size (default 20000; 1000
+    /// with -a).
+    #[arg(long, short = 'n')]
+    iters: Option<usize>,
+    /// Round trips in the latency run, at each size (default 10000; 100
+    /// with -a).
+    #[arg(long)]
+    latency_iters: Option<usize>,
     /// Message size of the latency run (an RDMA Write ping-pong).
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, conflicts_with = "all")]
     latency_size: usize,
+    #[command(flatten)]
+    sweep: SweepArgs,
     /// Connections in the setup-rate run (0 skips it).
     #[arg(long, default_value_t = 200)]
     setups: usize,
@@ -94,11 +99,21 @@ pub(super) fn compare(args: &LoopbackArgs) -> Result<(), String> {
 /// Measures the workload `args` describe over each of `transports`, and
 /// prints the report.
 fn run(args: &LoopbackArgs, transports: &[Transport]) -> Result<(), String> {
+    let (iters, latency_iters) = match args.sweep.all {
+        false => (
+            args.iters.unwrap_or(20_000),
+            args.latency_iters.unwrap_or(10_000),
+        ),
+        true => (
+            args.iters.unwrap_or(1000),
+            args.latency_iters.unwrap_or(100),
+        ),
+    };
     if args.size > u32::MAX as usize
         || args.latency_size > u32::MAX as usize
-        || args.iters == 0
+        || iters == 0
         || args.tx_depth == 0
-        || args.latency_iters == 0
+        || latency_iters == 0
     {
         return Err(
             "sizes must fit 32 bits; iters, latency-iters and tx-depth must be positive".into(),
@@ -115,10 +130,10 @@ fn run(args: &LoopbackArgs, transports: &[Transport]) -> Result<(), String> {
     let defaults = LinkOptions::default();
     let workload = Workload {
         op: args.op.op(),
-        size: args.size,
-        iters: args.iters,
-        latency_size: args.latency_size.max(1),
-        latency_iters: args.latency_iters,
+        sizes: args.sweep.sizes(args.size),
+        iters,
+        latency_sizes: args.sweep.sizes(args.latency_size.max(1)),
+        latency_iters,
         tx_depth: args.tx_depth,
         setups: args.setups,
         crc: args.crc,
@@ -139,7 +154,7 @@ fn run(args: &LoopbackArgs, transports: &[Transport]) -> Result<(), String> {
     } else {
         print!("{}", report.to_text(args.verbose));
     }
-    Ok(())
+    args.sweep.plot(|| plot::loopback_chart(&report))
 }
 
 /// `calibrate`: this core's rates, printed.

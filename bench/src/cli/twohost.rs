@@ -4,8 +4,6 @@
 //! into a [`TwoHost`], and `--perftest`, the same modes speaking
 //! perftest's own protocol.
 
-use std::path::PathBuf;
-
 use clap::ValueEnum;
 use uwarp_bench::perf::perftest::{self, PerftestRun};
 use uwarp_bench::perf::protocol::{self, Stop};
@@ -16,7 +14,7 @@ use uwarp_bench::port::PortHost;
 use uwarp_control::perftest::{Options as PerftestOptions, Test};
 use uwarp_control::{Revision, RtrSet};
 
-use super::common::{zero_copy, TransportArg};
+use super::common::{zero_copy, SweepArgs, TransportArg};
 
 /// The options of the two-host modes. The server takes the sizes, counts,
 /// queue pairs and depth from its client; both must give the same MPA
@@ -70,9 +68,8 @@ pub(super) struct TwoHostArgs {
     /// latency).
     #[arg(long, short = 's', conflicts_with = "all")]
     size: Option<usize>,
-    /// Every size from 2 to 8 MiB by powers of two.
-    #[arg(long, short = 'a')]
-    all: bool,
+    #[command(flatten)]
+    sweep: SweepArgs,
     /// Messages (round trips, for latency) at each size (default: 5000
     /// for bandwidth, 1000 for latency).
     #[arg(long, short = 'n', conflicts_with = "duration")]
@@ -105,9 +102,6 @@ pub(super) struct TwoHostArgs {
     /// One JSON object instead of a table.
     #[arg(long)]
     json: bool,
-    /// Draw the results against the message size into this SVG file.
-    #[arg(long, value_name = "FILE.svg")]
-    plot: Option<PathBuf>,
     /// Speak perftest's own protocol (`ib_write_bw -R` and the others),
     /// against perftest or another `uwarp-perf --perftest`; bandwidth
     /// modes only. Give both sides the same -s and -n, as with perftest.
@@ -149,11 +143,7 @@ pub(super) fn run(op: Op, metric: Metric, args: &TwoHostArgs) -> Result<(), Stri
     } else {
         print!("{}", report.to_text());
     }
-    if let Some(file) = &args.plot {
-        std::fs::write(file, plot::chart(&report))
-            .map_err(|e| format!("--plot {}: {e}", file.display()))?;
-    }
-    Ok(())
+    args.sweep.plot(|| plot::chart(&report))
 }
 
 /// The largest message: 4 GiB - 1 octets.
@@ -165,11 +155,9 @@ const MAX_TX_DEPTH: usize = 16_384;
 /// What the two-host options ask for, checked.
 fn two_host_config(mode: Mode, args: &TwoHostArgs) -> Result<TwoHost, String> {
     let latency = mode.metric == Metric::Latency;
-    let sizes = if args.all {
-        (1..=23).map(|k| 1usize << k).collect()
-    } else {
-        vec![args.size.unwrap_or(if latency { 8 } else { 65_536 })]
-    };
+    let sizes = args
+        .sweep
+        .sizes(args.size.unwrap_or(if latency { 8 } else { 65_536 }));
     if sizes.iter().any(|&s| s == 0 || s > MAX_MESSAGE) {
         return Err(format!("-s must be 1 to {MAX_MESSAGE} octets"));
     }
@@ -296,14 +284,14 @@ fn perftest_side(op: Op, metric: Metric, args: &TwoHostArgs) -> Result<(), Strin
         (Op::Send, _) => Test::Send,
     };
     let unsupported = [
-        (args.all, "-a"),
+        (args.sweep.all, "-a"),
         (args.duration.is_some(), "-D"),
         (args.qps != 1, "-q"),
         (args.inline != 0, "-I"),
         (args.markers, "--markers"),
         (args.mpa_rev != 2, "--mpa-rev"),
         (args.p2p.is_some(), "--p2p"),
-        (args.plot.is_some(), "--plot"),
+        (args.sweep.plot.is_some(), "--plot"),
     ];
     if let Some((_, option)) = unsupported.iter().find(|(given, _)| *given) {
         return Err(format!("{option} is not available with --perftest"));

@@ -58,6 +58,12 @@ pub use report::{Latency, Measurement, Report, RunReport};
 pub use transport::{HostReports, LinkOptions, Transport, DPDK_LINK_OPTIONS, ETHERNET_MTU};
 pub use workload::Workload;
 
+/// The message sizes of a sweep (`-a`): every power of two from 2 octets
+/// to 8 MiB, as perftest's `-a`.
+pub fn sweep_sizes() -> Vec<usize> {
+    (1..=23).map(|k| 1usize << k).collect()
+}
+
 /// How long each calibration loop runs.
 const CALIBRATE_FOR: Duration = Duration::from_millis(300);
 

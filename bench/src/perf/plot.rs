@@ -5,6 +5,8 @@
 //!
 //! - [`chart`]: a two-host run: bandwidth (Gbit/s) for the bandwidth
 //!   modes, median and 99th percentile latency for the latency modes.
+//! - [`loopback_chart`]: a loopback or `compare` run: bandwidth above,
+//!   latency below, a line (two for latency) per transport.
 
 use std::ops::Range;
 
@@ -12,7 +14,7 @@ use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::report::RunReport;
+use super::report::{Report, RunReport};
 use super::session::Phase;
 use super::Metric;
 
@@ -104,6 +106,38 @@ pub fn chart(report: &RunReport) -> String {
         report.outcome.qps
     );
     svg(&title, &[panel])
+}
+
+/// The chart of a loopback or `compare` run: its bandwidth run above,
+/// its latency run below, each transport's lines in both.
+pub fn loopback_chart(report: &Report) -> String {
+    let runs = &report.runs;
+    let bandwidth = Panel {
+        unit: GBPS,
+        series: runs
+            .iter()
+            .map(|(name, m)| {
+                bandwidth(
+                    format!("{name} {}", report.workload.op.name()),
+                    &m.bandwidth,
+                )
+            })
+            .collect(),
+    };
+    let latency = Panel {
+        unit: MICROSECONDS,
+        series: runs
+            .iter()
+            .flat_map(|(name, m)| latency(&format!("{name} write "), &m.latency))
+            .collect(),
+    };
+    let transports: Vec<&str> = runs.iter().map(|(name, _)| *name).collect();
+    let title = format!(
+        "uwarp-perf loopback over {}: {} bandwidth, Write ping-pong latency",
+        transports.join(" and "),
+        report.workload.op.name()
+    );
+    svg(&title, &[bandwidth, latency])
 }
 
 /// The SVG document of `panels`, one above the other, under `title`.
