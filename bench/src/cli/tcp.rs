@@ -142,6 +142,7 @@ pub(super) fn tcp(args: &TcpArgs) -> Result<(), String> {
         connections: args.connections,
         host: PortHost {
             cores: args.cores,
+            placement: args.cpus.clone().unwrap_or(Placement::Unpinned),
             ..PortHost::parse(
                 &args.eal,
                 args.device.as_deref(),
@@ -166,7 +167,6 @@ pub(super) fn tcp(args: &TcpArgs) -> Result<(), String> {
                 .parse()
                 .map_err(|e| format!("--impair-tx: {e}"))?,
         },
-        placement: args.cpus.clone().unwrap_or(Placement::Unpinned),
         linger: std::time::Duration::from_millis(args.linger_ms),
     };
     let outcome = tcp::run(&run)?;

@@ -13,8 +13,9 @@ use uwarp_bench::perf::{plot, Metric, Mode, Op};
 use uwarp_bench::port::PortHost;
 use uwarp_control::perftest::{Options as PerftestOptions, Test};
 use uwarp_control::{Revision, RtrSet};
+use uwarp_dataplane::runtime::Placement;
 
-use super::common::{zero_copy, SweepArgs, TransportArg};
+use super::common::{parse_cpus, zero_copy, SweepArgs, TransportArg};
 
 /// The options of the two-host modes. The server takes the sizes, counts,
 /// queue pairs and depth from its client; both must give the same MPA
@@ -58,6 +59,13 @@ pub(super) struct TwoHostArgs {
     /// in on; default 1).
     #[arg(long)]
     cores: Option<u16>,
+    /// Run the control core's thread on CPU CONTROL and each dataplane
+    /// core's on its CPU, given as "CONTROL,DATAPLANE[,DATAPLANE...]",
+    /// one per --cores, as `tcp --cpus` does (dpdk; default: the cores
+    /// run inline on the measuring thread, one busy thread). The report
+    /// says whether two busy threads shared a CPU.
+    #[arg(long, value_name = "CONTROL,DATAPLANE", value_parser = parse_cpus)]
+    cpus: Option<Placement>,
     /// Zero-copy transmit (dpdk): send the payload of each FPDU of at
     /// least BYTES octets from registered memory, not from a copy in the
     /// TCP send queue; Sends and Writes then complete when TCP
@@ -220,6 +228,7 @@ fn two_host_config(mode: Mode, args: &TwoHostArgs) -> Result<TwoHost, String> {
                 args.gateway,
             )?;
             host.cores = args.cores.unwrap_or(1);
+            host.placement = args.cpus.clone().unwrap_or(Placement::Unpinned);
             Carrier::Dpdk {
                 port: host,
                 zero_copy_from: zero_copy(args.zero_copy_from),
@@ -231,13 +240,12 @@ fn two_host_config(mode: Mode, args: &TwoHostArgs) -> Result<TwoHost, String> {
                 || args.mac.is_some()
                 || args.gateway.is_some()
                 || args.cores.is_some()
+                || args.cpus.is_some()
                 || args.zero_copy_from.is_some()
             {
-                return Err(
-                    "--eal, --device, --mac, --gateway, --cores and --zero-copy-from \
-                            are for --transport dpdk"
-                        .into(),
-                );
+                return Err("--eal, --device, --mac, --gateway, --cores, --cpus and \
+                            --zero-copy-from are for --transport dpdk"
+                    .into());
             }
             let bind = args
                 .ip
@@ -291,6 +299,7 @@ fn perftest_side(op: Op, metric: Metric, args: &TwoHostArgs) -> Result<(), Strin
         (args.markers, "--markers"),
         (args.mpa_rev != 2, "--mpa-rev"),
         (args.p2p.is_some(), "--p2p"),
+        (args.cpus.is_some(), "--cpus"),
         (args.sweep.plot.is_some(), "--plot"),
     ];
     if let Some((_, option)) = unsupported.iter().find(|(given, _)| *given) {

@@ -28,6 +28,8 @@
 //! - `workload.rs`: the loopback run, and the connection setup rate.
 //! - `calibrate.rs`: this core's memcpy and CRC32c rates, and the
 //!   core-to-core round trip of the loopback's two CPUs.
+//! - `cpus.rs`: the busy threads of a two-host side, their CPUs, and
+//!   whether two shared one.
 //! - `report.rs`: the numbers and their text and JSON forms.
 //! - `host.rs`: what a DPDK end's cores counted, as text and JSON.
 //! - `progress.rs`: the progress bar of long runs.
@@ -36,6 +38,7 @@
 
 mod calibrate;
 pub mod conns;
+pub mod cpus;
 mod endpoint;
 mod host;
 mod loops;

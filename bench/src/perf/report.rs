@@ -11,6 +11,7 @@ use serde_json::{json, Map, Value};
 use uwarp_control::{HostReport, QpCounters, Rtr};
 
 use super::calibrate::Calibration;
+use super::cpus::CpuUse;
 use super::host;
 use super::session::{Outcome, Phase};
 use super::{HostReports, LinkOptions, Metric, Mode, Workload};
@@ -497,6 +498,8 @@ pub struct RunReport {
     /// What this process's cores counted, on the DPDK transport (read
     /// when the device closed after the run).
     pub host: Option<HostReport>,
+    /// This side's busy threads and their CPUs.
+    pub cpus: CpuUse,
 }
 
 /// An RTR's name.
@@ -547,6 +550,7 @@ impl RunReport {
             "results": results,
             "counters": counters_json(&o.counters),
             "host": self.host.as_ref().map(host::json),
+            "cpus": self.cpus.to_json(),
         })
     }
 
@@ -592,6 +596,7 @@ impl RunReport {
             "data verified: {}; numbers measured by the client\n",
             self.mode.verification()
         );
+        out += &self.cpus.to_text();
         out += &counters_text("this side", &o.counters);
         if let Some(report) = &self.host {
             out += &host::text(report);
