@@ -24,7 +24,8 @@ pub(super) struct LoopbackArgs {
     #[arg(long, value_enum, default_value_t = OpArg::Write)]
     op: OpArg,
     /// Message size of the bandwidth run in octets (0: zero-length
-    /// messages, measured as a message rate).
+    /// messages, measured as a message rate; not with -a, which runs
+    /// both runs at every size).
     #[arg(long, short = 's', default_value_t = 65_536, conflicts_with = "all")]
     size: usize,
     /// Messages in the bandwidth run, at each size (default 20000; 1000
@@ -35,7 +36,8 @@ pub(super) struct LoopbackArgs {
     /// with -a).
     #[arg(long)]
     latency_iters: Option<usize>,
-    /// Message size of the latency run (an RDMA Write ping-pong).
+    /// Message size of the latency run (an RDMA Write ping-pong; not
+    /// with -a).
     #[arg(long, default_value_t = 8, conflicts_with = "all")]
     latency_size: usize,
     #[command(flatten)]

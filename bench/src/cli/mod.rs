@@ -57,10 +57,12 @@ enum Command {
     Decode(DecodeArgs),
     /// Measure bandwidth, latency and connection setup with both ends in
     /// this process, on a virtual DPDK link (no NIC, no hugepages) or the
-    /// kernel-socket transport.
+    /// kernel-socket transport; at every message size with -a, drawn
+    /// with --plot.
     Loopback(LoopbackArgs),
     /// Run the loopback workload over the dpdk and the socket transports
-    /// back to back and print their ratios.
+    /// back to back and print their ratios (with -a, both transports'
+    /// sweeps, drawn together with --plot).
     Compare(LoopbackArgs),
     /// Measure this core's memcpy and CRC32c rates.
     Calibrate(CalibrateArgs),

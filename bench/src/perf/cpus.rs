@@ -15,7 +15,7 @@
 //!   dataplane thread, both unpinned.
 //!
 //! Decided as the loopback decides whether its two ends get a CPU each
-//! (from the CPUs this process may use, [`super::transport::cpus`]), not
+//! (from the CPUs this process may use, as `transport::cpus` lists them), not
 //! measured: two threads pinned to one CPU shared it; more busy threads
 //! than CPUs shared some; unpinned threads with CPUs enough may have, as
 //! the OS placed them. Other processes (the peer's, on one machine) are
