@@ -204,33 +204,26 @@ mod tests {
         assert_eq!(on(8, inline), Sharing::No("one busy thread".into()));
     }
 
+    /// Whether the threads shared a CPU, said as [`Sharing::Yes`] does.
+    fn shared(why: &str) -> Sharing {
+        Sharing::Yes(why.into())
+    }
+
     #[test]
     fn two_cores_pinned_to_one_cpu_share_it() {
-        assert_eq!(
-            on(8, pinned(1, &[1])),
-            Sharing::Yes("the control core and the dataplane core 0 are pinned to CPU 1".into())
-        );
-        assert_eq!(
-            on(8, pinned(0, &[2, 2, 2])),
-            Sharing::Yes(
-                "the dataplane core 0 and the dataplane core 1 and the dataplane core 2 \
-                 are pinned to CPU 2"
-                    .into()
-            )
-        );
+        let one = "the control core and the dataplane core 0 are pinned to CPU 1";
+        assert_eq!(on(8, pinned(1, &[1])), shared(one));
+        let three = "the dataplane core 0 and the dataplane core 1 and the dataplane core 2 \
+                     are pinned to CPU 2";
+        assert_eq!(on(8, pinned(0, &[2, 2, 2])), shared(three));
     }
 
     #[test]
     fn more_busy_threads_than_cpus_share_some() {
         // The control core, the dataplane core and the measuring thread.
-        assert_eq!(
-            on(2, pinned(0, &[1])),
-            Sharing::Yes("3 busy threads on 2 CPUs".into())
-        );
-        assert_eq!(
-            on(1, CpuUse::socket()),
-            Sharing::Yes("2 busy threads on 1 CPU".into())
-        );
+        let threads = pinned(0, &[1]);
+        assert_eq!(on(2, threads), shared("3 busy threads on 2 CPUs"));
+        assert_eq!(on(1, CpuUse::socket()), shared("2 busy threads on 1 CPU"));
     }
 
     #[test]
