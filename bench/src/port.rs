@@ -16,6 +16,7 @@ use std::os::fd::AsRawFd;
 
 use smoltcp::wire::{EthernetAddress, Ipv4Address};
 use uwarp::HostConfig;
+use uwarp_dataplane::runtime::Placement;
 use uwarp_dataplane::{Device, Eal, EalConfig};
 
 /// The EAL arguments that name PCI devices (then the EAL scans the bus
@@ -23,7 +24,8 @@ use uwarp_dataplane::{Device, Eal, EalConfig};
 const PCI_OPTIONS: [&str; 4] = ["-a", "--allow", "-b", "--block"];
 
 /// A DPDK port and this host's addresses on it, as the command line
-/// gives them (`--eal`, `--device`, `--ip`, `--mac`, `--gateway`).
+/// gives them (`--eal`, `--device`, `--ip`, `--mac`, `--gateway`), and
+/// its cores (`--cores`, `--cpus`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct PortHost {
     /// EAL arguments (e.g. `--vdev net_tap0,iface=uw0`).
@@ -40,11 +42,14 @@ pub struct PortHost {
     pub gateway: Option<Ipv4Address>,
     /// Dataplane cores (`--cores`), each with a queue pair of the port.
     pub cores: u16,
+    /// Where the cores' threads run (`--cpus`).
+    pub placement: Placement,
 }
 
 impl PortHost {
     /// The host of the options: `eal` split at white space, `ip` as
-    /// ADDRESS/PREFIX, `mac` as six hex octets; one dataplane core.
+    /// ADDRESS/PREFIX, `mac` as six hex octets; one dataplane core,
+    /// unpinned.
     pub fn parse(
         eal: &str,
         device: Option<&str>,
@@ -61,6 +66,7 @@ impl PortHost {
             mac: mac.map(parse_mac).transpose()?,
             gateway,
             cores: 1,
+            placement: Placement::Unpinned,
         })
     }
 
@@ -72,6 +78,7 @@ impl PortHost {
         host.mac = self.mac;
         host.gateway = self.gateway;
         host.dataplane_cores = self.cores;
+        host.placement = self.placement.clone();
         Ok((eal, port, host))
     }
 }

@@ -150,9 +150,10 @@ fn the_socket_transport_reports_its_counters() {
     );
 }
 
+/// With `-v` (without it, the table has no counters: `loopback_cli`).
 #[test]
 fn the_table_prints_the_tcp_counters() {
-    let stdout = loopback(&["--impair-rx", "loss=0.02,seed=5"]);
+    let stdout = loopback(&["--impair-rx", "loss=0.02,seed=5", "-v"]);
     let text = String::from_utf8(stdout).unwrap();
     let line = text
         .lines()

@@ -144,6 +144,54 @@ fn a_bad_eal_fails_with_the_eals_reason() {
     assert!(bad_option.stdout.is_empty(), "{}", bad_option.stdout);
 }
 
+/// Each side names its busy threads and says whether two shared a CPU:
+/// on the socket transport the measuring thread and the transport's
+/// dataplane thread, both unpinned, which may have shared one when the
+/// process has CPUs enough for both, and did otherwise.
+#[test]
+fn each_side_says_which_threads_were_busy_and_whether_they_shared_a_cpu() {
+    let server = server("write-lat", 18812, &[]);
+    let list = [
+        "write-lat",
+        "--connect",
+        "127.0.0.1:18812",
+        "--transport",
+        "socket",
+        "-n",
+        "200",
+    ];
+    let client = perf(&list);
+    let server = server.finish().report("server");
+    assert!(client.status.success(), "{}", client.stderr);
+    let cpus = core_affinity::get_core_ids().map_or(0, |ids| ids.len());
+    let line = client
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("CPUs of this side ("));
+    let line = line.unwrap_or_else(|| panic!("{}", client.stdout));
+    let threads = "measuring thread unpinned, socket dataplane thread unpinned; ";
+    let verdict = if cpus >= 2 {
+        "may have shared a CPU: the OS places the measuring thread and the socket \
+         dataplane thread, which may share a CPU with another busy thread"
+    } else {
+        "shared a CPU: 2 busy threads on 1 CPU"
+    };
+    assert_eq!(
+        line,
+        format!("CPUs of this side ({cpus} available): {threads}{verdict}"),
+    );
+    let report = &server["cpus"];
+    assert_eq!(report["available_cpus"], cpus, "{server}");
+    assert_eq!(report["threads"][0]["name"], "measuring thread", "{server}");
+    assert_eq!(report["threads"][1]["name"], "socket dataplane thread");
+    assert!(report["threads"][0]["cpu"].is_null() && report["threads"][1]["cpu"].is_null());
+    if cpus >= 2 {
+        assert!(report["shared_cpu"].is_null(), "{server}");
+    } else {
+        assert_eq!(report["shared_cpu"], true, "{server}");
+    }
+}
+
 #[test]
 fn bad_arguments_are_refused_with_one_line() {
     let refused = |list: &[&str], cause: &str| {
@@ -151,7 +199,7 @@ fn bad_arguments_are_refused_with_one_line() {
         assert!(reason.contains(cause), "{list:?}: {reason}");
     };
     // A socket client with one bad option each.
-    let clients: [(&str, &[&str], &str); 8] = [
+    let clients: [(&str, &[&str], &str); 9] = [
         ("write-lat", &["-q", "2"], "one queue pair"),
         ("write-bw", &["-q", "17"], "-q must be 1 to 16"),
         ("send-bw", &["-t", "0"], "-t (tx-depth) must be 1 to"),
@@ -172,6 +220,7 @@ fn bad_arguments_are_refused_with_one_line() {
             &["--zero-copy-from", "1024"],
             "are for --transport dpdk",
         ),
+        ("send-lat", &["--cpus", "0,1"], "are for --transport dpdk"),
     ];
     for (mode, bad, cause) in clients {
         let mut list = vec![mode, "--connect", "127.0.0.1:1", "--transport", "socket"];
@@ -193,6 +242,22 @@ fn bad_arguments_are_refused_with_one_line() {
             "10.0.0.1",
         ],
         "expected ADDRESS/PREFIX",
+    );
+    // --cpus takes the syntax of `tcp --cpus`, and not perftest's
+    // protocol.
+    let one_cpu = perf(&["write-bw", "--server", "--cpus", "0"]);
+    assert!(!one_cpu.status.success());
+    assert!(
+        one_cpu.stderr.contains(
+            "invalid value '0' for '--cpus <CONTROL,DATAPLANE>': expected CPU numbers \
+             CONTROL,DATAPLANE[,DATAPLANE...] (e.g. 0,1), not \"0\""
+        ),
+        "{}",
+        one_cpu.stderr
+    );
+    refused(
+        &["write-bw", "--server", "--perftest", "--cpus", "0,1"],
+        "--cpus is not available with --perftest",
     );
     // The argument parser's own refusals name the options too.
     let neither = perf(&["write-bw"]);

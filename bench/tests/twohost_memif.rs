@@ -50,14 +50,16 @@ impl Drop for Socket {
 /// Starts the server of `mode` (memif's server side too) and, once its
 /// memif socket exists, the client with `client_args` aimed at `port`.
 fn start(mode: &str, test: &str, port: u16, client_args: &[String]) -> (Perf, Perf, Socket) {
-    start_towards(mode, test, &format!("{SERVER_IP}:{port}"), client_args)
+    start_towards(mode, test, &format!("{SERVER_IP}:{port}"), &[], client_args)
 }
 
-/// [`start`] with the client aimed at `target` (ADDR:PORT).
+/// [`start`] with the server given `server_args` and the client aimed at
+/// `target` (ADDR:PORT).
 fn start_towards(
     mode: &str,
     test: &str,
     target: &str,
+    server_args: &[String],
     client_args: &[String],
 ) -> (Perf, Perf, Socket) {
     let socket = Socket::new(test);
@@ -70,7 +72,7 @@ fn start_towards(
             "--ip",
             &format!("{SERVER_IP}/24"),
         ],
-        &[],
+        server_args,
     );
     let mut server = Perf::start("server", &[], &server_args);
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -118,8 +120,12 @@ fn every_mode_runs_between_two_processes_over_memif() {
         assert_eq!(client["transport"], "dpdk");
         assert_eq!(client["mpa"]["rtr"], "write", "{client}");
         // Each process's cores: the one connection set up and handed
-        // over, frames received, nothing malformed or reset.
+        // over, frames received, nothing malformed or reset; all run by
+        // the measuring thread, which has nothing to share a CPU with.
         for report in [&server, &client] {
+            assert_eq!(report["cpus"]["shared_cpu"], false, "{report}");
+            let threads = &report["cpus"]["threads"];
+            assert_eq!(threads.as_array().map(Vec::len), Some(1), "{report}");
             let host = &report["host"];
             assert_eq!(host["handed_over"], 1, "{report}");
             assert!(host["frames_received"].as_u64().unwrap() > 0, "{report}");
@@ -192,11 +198,68 @@ fn a_size_sweep_draws_its_chart() {
     assert_eq!(client["mpa"]["crc"], true);
     let svg = std::fs::read_to_string(&chart).expect("the chart was written");
     let _ = std::fs::remove_file(&chart);
-    assert!(
-        svg.starts_with("<svg ") && svg.contains("<path d=\"M"),
-        "{svg}"
-    );
+    assert!(svg.starts_with("<svg "), "{svg}");
+    // One line through every size, a dot at each, and its legend.
+    let line = svg.split("<polyline ").skip(1).find(|l| {
+        let points = l.split("points=\"").nth(1).unwrap().split('"').next();
+        points.unwrap().split_whitespace().count() == sizes.len()
+    });
+    assert!(line.is_some(), "{svg}");
     assert_eq!(svg.matches("<circle ").count(), sizes.len());
+    assert!(svg.contains(">\nbandwidth\n</text>"), "{svg}");
+}
+
+/// `--cpus`: each side's cores on threads of their own, pinned as it
+/// says, move and verify the data as when the measuring thread runs
+/// them; each side names its threads and their CPUs, and says whether
+/// two shared a CPU: the client's control and dataplane cores pinned to
+/// one CPU did; the server's three busy threads (two pinned, the
+/// measuring thread not) did when the process has fewer than three CPUs,
+/// and may have otherwise.
+#[test]
+fn cores_pinned_with_cpus_say_whether_they_shared_a_cpu() {
+    if !root_or_skip("DPDK's net_memif") {
+        return;
+    }
+    let _serial = serial();
+    let target = format!("{SERVER_IP}:{PORT}");
+    let mut client_args = small_run("write-bw");
+    client_args.extend(args(&["--cpus", "1,1"]));
+    let server_args = args(&["--cpus", "0,1"]);
+    let (server, client, _socket) =
+        start_towards("write-bw", "cpus", &target, &server_args, &client_args);
+    let (server, client) = finish_and_check(server, client, "write-bw", ITERS);
+    let threads = |report: &Value| -> Vec<(String, Value)> {
+        let list = report["cpus"]["threads"].as_array().unwrap();
+        list.iter()
+            .map(|t| (t["name"].as_str().unwrap().to_string(), t["cpu"].clone()))
+            .collect()
+    };
+    let expected = |control: u64, dataplane: u64| {
+        vec![
+            ("control core".to_string(), Value::from(control)),
+            ("dataplane core 0".to_string(), Value::from(dataplane)),
+            ("measuring thread".to_string(), Value::Null),
+        ]
+    };
+    assert_eq!(threads(&server), expected(0, 1), "{server}");
+    assert_eq!(threads(&client), expected(1, 1), "{client}");
+    assert_eq!(client["cpus"]["shared_cpu"], true, "{client}");
+    assert_eq!(
+        client["cpus"]["sharing"],
+        "the control core and the dataplane core 0 are pinned to CPU 1"
+    );
+    let cpus = server["cpus"]["available_cpus"].as_u64().unwrap();
+    if cpus < 3 {
+        assert_eq!(server["cpus"]["shared_cpu"], true, "{server}");
+        let why = server["cpus"]["sharing"].as_str().unwrap();
+        assert!(
+            why.starts_with(&format!("3 busy threads on {cpus} CPU")),
+            "{why}"
+        );
+    } else {
+        assert!(server["cpus"]["shared_cpu"].is_null(), "{server}");
+    }
 }
 
 #[test]
@@ -241,7 +304,7 @@ fn an_address_nobody_holds_is_unreachable() {
     let _serial = serial();
     let nobody = "10.81.0.9";
     let target = format!("{nobody}:{PORT}");
-    let (server, client, _socket) = start_towards("write-bw", "unreachable", &target, &[]);
+    let (server, client, _socket) = start_towards("write-bw", "unreachable", &target, &[], &[]);
     let unreachable = client.finish();
     drop(server);
     let reason = unreachable.failure();

@@ -28,6 +28,8 @@
 //! - `workload.rs`: the loopback run, and the connection setup rate.
 //! - `calibrate.rs`: this core's memcpy and CRC32c rates, and the
 //!   core-to-core round trip of the loopback's two CPUs.
+//! - `cpus.rs`: the busy threads of a two-host side, their CPUs, and
+//!   whether two shared one.
 //! - `report.rs`: the numbers and their text and JSON forms.
 //! - `host.rs`: what a DPDK end's cores counted, as text and JSON.
 //! - `progress.rs`: the progress bar of long runs.
@@ -36,6 +38,7 @@
 
 mod calibrate;
 pub mod conns;
+pub mod cpus;
 mod endpoint;
 mod host;
 mod loops;
@@ -57,6 +60,12 @@ pub use mode::{Metric, Mode, Op};
 pub use report::{Latency, Measurement, Report, RunReport};
 pub use transport::{HostReports, LinkOptions, Transport, DPDK_LINK_OPTIONS, ETHERNET_MTU};
 pub use workload::Workload;
+
+/// The message sizes of a sweep (`-a`): every power of two from 2 octets
+/// to 8 MiB, as perftest's `-a`.
+pub fn sweep_sizes() -> Vec<usize> {
+    (1..=23).map(|k| 1usize << k).collect()
+}
 
 /// How long each calibration loop runs.
 const CALIBRATE_FOR: Duration = Duration::from_millis(300);

@@ -11,8 +11,9 @@ use serde_json::{json, Map, Value};
 use uwarp::{HostReport, QpCounters, Rtr};
 
 use super::calibrate::Calibration;
+use super::cpus::CpuUse;
 use super::host;
-use super::session::Outcome;
+use super::session::{Outcome, Phase};
 use super::{HostReports, LinkOptions, Metric, Mode, Workload};
 
 /// Latency percentiles (from hdrhistogram), one way: half a round trip
@@ -119,12 +120,10 @@ fn columns(bandwidth: Option<(f64, f64)>, latency: Option<Latency>) -> String {
 /// One transport's result.
 #[derive(Debug, Clone)]
 pub struct Measurement {
-    /// Payload bandwidth in gigabits per second.
-    pub bw_gbps: f64,
-    /// Messages per second.
-    pub msg_rate: f64,
-    /// The latency run.
-    pub latency: Latency,
+    /// The bandwidth run: one measurement per message size.
+    pub bandwidth: Vec<Phase>,
+    /// The latency run: one measurement per message size.
+    pub latency: Vec<Phase>,
     /// Connections set up per second, when measured.
     pub setup_per_s: Option<f64>,
     /// What the client's queue pairs of the bandwidth and latency runs
@@ -146,11 +145,62 @@ pub struct Measurement {
 }
 
 impl Measurement {
-    /// The numbers, the client's counters as `counters` and the server's
-    /// as `server_counters`, each with its end's `host` on the DPDK
+    /// Gbit/s and messages per second, and the latency, of a run at one
+    /// size each (`None` for a sweep).
+    pub fn single(&self) -> Option<((f64, f64), Latency)> {
+        match (&self.bandwidth[..], &self.latency[..]) {
+            ([bandwidth], [latency]) => Some((bandwidth.bandwidth()?, latency.summary.latency?)),
+            _ => None,
+        }
+    }
+
+    /// The highest bandwidth of the run and its message size.
+    fn peak(&self) -> Option<(usize, f64)> {
+        let rates = self.bandwidth.iter();
+        rates
+            .filter_map(|p| Some((p.size, p.bandwidth()?.0)))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+    }
+
+    /// One entry per message size of either run: its bandwidth and its
+    /// latency, null where that run did not measure the size.
+    fn results(&self) -> Vec<SizeResult> {
+        let mut sizes: Vec<usize> = self
+            .bandwidth
+            .iter()
+            .chain(&self.latency)
+            .map(|p| p.size)
+            .collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        sizes
+            .into_iter()
+            .map(|size| {
+                let bandwidth = phase_at(&self.bandwidth, size).and_then(Phase::bandwidth);
+                let latency = phase_at(&self.latency, size).and_then(|p| p.summary.latency);
+                (size, bandwidth, latency)
+            })
+            .collect()
+    }
+
+    /// The numbers (null in a sweep, whose `results` hold them per
+    /// size), the client's counters as `counters` and the server's as
+    /// `server_counters`, each with its end's `host` on the DPDK
     /// transport.
     fn to_json(&self) -> Value {
-        let mut out = fields(Some((self.bw_gbps, self.msg_rate)), Some(self.latency));
+        let single = self.single();
+        let mut out = fields(single.map(|s| s.0), single.map(|s| s.1));
+        let results: Vec<Value> = self
+            .results()
+            .into_iter()
+            .map(|(size, bandwidth, latency)| {
+                let mut out = Map::new();
+                out.insert("size".into(), json!(size));
+                out.extend(fields(bandwidth, latency));
+                Value::Object(out)
+            })
+            .collect();
+        out.insert("results".into(), json!(results));
         out.insert("setup_per_s".into(), json!(self.setup_per_s));
         out.insert("core_to_core_ns".into(), json!(self.core_to_core_ns));
         out.insert(
@@ -167,6 +217,15 @@ impl Measurement {
         out.insert("server_counters".into(), server);
         Value::Object(out)
     }
+}
+
+/// A message size, its bandwidth (Gbit/s, messages per second) and its
+/// latency, each where measured.
+type SizeResult = (usize, Option<(f64, f64)>, Option<Latency>);
+
+/// The measurement of `size` among `phases`.
+fn phase_at(phases: &[Phase], size: usize) -> Option<&Phase> {
+    phases.iter().find(|p| p.size == size)
 }
 
 impl Calibration {
@@ -235,31 +294,45 @@ impl Report {
         self.runs.iter().find(|(n, _)| *n == name).map(|(_, m)| m)
     }
 
-    /// The ratios dpdk/socket, when both ran: bandwidth, message rate,
-    /// median latency, setup rate.
+    /// The ratios dpdk/socket, when both ran at one size: bandwidth,
+    /// message rate, median latency, setup rate.
     fn ratios(&self) -> Option<[(&'static str, f64); 4]> {
         let (d, s) = (self.find("dpdk")?, self.find("socket")?);
+        let (((d_bw, d_rate), d_latency), ((s_bw, s_rate), s_latency)) = (d.single()?, s.single()?);
         let setup = match (d.setup_per_s, s.setup_per_s) {
             (Some(d), Some(s)) => d / s,
             _ => f64::NAN,
         };
         Some([
-            ("bw", d.bw_gbps / s.bw_gbps),
-            ("msg_rate", d.msg_rate / s.msg_rate),
-            ("lat_p50", d.latency.p50_us / s.latency.p50_us),
+            ("bw", d_bw / s_bw),
+            ("msg_rate", d_rate / s_rate),
+            ("lat_p50", d_latency.p50_us / s_latency.p50_us),
             ("setup", setup),
         ])
+    }
+
+    /// Whether the runs went through a sweep of sizes (`-a`).
+    fn sweep(&self) -> bool {
+        let w = &self.workload;
+        w.sizes.len() > 1 || w.latency_sizes.len() > 1
     }
 
     /// One JSON object.
     pub fn to_json(&self) -> Value {
         let w = &self.workload;
+        let one = |sizes: &[usize]| match sizes {
+            [size] => json!(size),
+            _ => Value::Null,
+        };
         let mut out = json!({
             "op": w.op.name(),
-            "size": w.size,
+            "size": one(&w.sizes),
+            "sizes": w.sizes,
             "iters": w.iters,
             "tx_depth": w.tx_depth,
-            "latency_size": w.latency_size,
+            "latency_size": one(&w.latency_sizes),
+            "latency_sizes": w.latency_sizes,
+            "latency_iters": w.latency_iters,
             "crc": w.crc,
             "mtu": w.link.mtu,
             "impair_rx": w.link.impair_rx.to_string(),
@@ -268,7 +341,8 @@ impl Report {
         });
         for (name, m) in &self.runs {
             let mut run = m.to_json();
-            run["bw_fraction_of_copy_crc"] = json!(m.bw_gbps / self.calibrate.copy_crc_gbps());
+            let peak = m.peak().map(|(_, bw)| bw / self.calibrate.copy_crc_gbps());
+            run["bw_fraction_of_copy_crc"] = json!(peak);
             out[*name] = run;
         }
         if let Some(ratios) = self.ratios() {
@@ -285,17 +359,21 @@ impl Report {
         out
     }
 
-    /// A table for people.
-    pub fn to_text(&self) -> String {
+    /// A table for people: the workload, a row per transport (per
+    /// transport and size, for a sweep), the calibration, the ratios of
+    /// `compare`, and a line saying what the numbers mean; with
+    /// `verbose`, each end's queue pair and host counters too.
+    pub fn to_text(&self, verbose: bool) -> String {
         let w = &self.workload;
+        let each = if w.sizes.len() > 1 { " each" } else { "" };
         let mut out = format!(
-            "{} {} B x {} (tx depth {}, CRC {}); latency: {} B RDMA Write ping-pong, one way\n",
+            "{} {} x {}{each} (tx depth {}, CRC {}); latency: {} RDMA Write ping-pong, one way\n",
             w.op.name(),
-            w.size,
+            sizes_text(&w.sizes),
             w.iters,
             w.tx_depth,
             on_off(w.crc),
-            w.latency_size,
+            sizes_text(&w.latency_sizes),
         );
         if w.link != LinkOptions::default() {
             let zero_copy = w
@@ -307,27 +385,27 @@ impl Report {
                 w.link.mtu, w.link.impair_rx
             );
         }
-        out += &format!("{:<9} {} {:>9}\n", "transport", columns_header(), "setup/s");
-        for (name, m) in &self.runs {
-            let setup = m
-                .setup_per_s
-                .map_or_else(|| "-".to_string(), |s| format!("{s:.0}"));
-            let numbers = columns(Some((m.bw_gbps, m.msg_rate)), Some(m.latency));
-            out += &format!("{name:<9} {numbers} {setup:>9}\n");
+        if self.sweep() {
+            out += &self.sweep_table();
+        } else {
+            out += &self.table();
         }
         let c = &self.calibrate;
         out += &format!("calibrate: {}\n", c.to_text());
         for (name, m) in &self.runs {
-            out += &format!(
-                "{name}: bandwidth is {:.2} of copy+CRC",
-                m.bw_gbps / c.copy_crc_gbps()
-            );
+            let (size, bw) = m.peak().unwrap_or_default();
+            let fraction = bw / c.copy_crc_gbps();
+            if self.sweep() {
+                out += &format!("{name}: peak bandwidth ({size} B) is {fraction:.2} of copy+CRC");
+            } else {
+                out += &format!("{name}: bandwidth is {fraction:.2} of copy+CRC");
+            }
             if let (Some(before), Some(after)) = (m.core_to_core_ns, m.core_to_core_after_ns) {
                 out += &format!(" ({})", round_trips_text(before, after));
             }
             out += "\n";
         }
-        for (name, m) in &self.runs {
+        for (name, m) in self.runs.iter().filter(|_| verbose) {
             for (end, counters) in [("client", &m.counters), ("server", &m.server_counters)] {
                 out += &counters_text(&format!("{name} {end}"), counters);
             }
@@ -339,13 +417,71 @@ impl Report {
         if let Some(ratios) = self.ratios() {
             out += "dpdk/socket:";
             for (name, value) in ratios {
-                out += &format!(" {name} {value:.2}");
+                // 0/0 for zero-length messages' bandwidth: no ratio.
+                if value.is_finite() {
+                    out += &format!(" {name} {value:.2}");
+                } else {
+                    out += &format!(" {name} -");
+                }
             }
             out += "\n";
+        }
+        out += MEANING;
+        if !verbose {
+            out += " (-v: the counters)";
+        }
+        out += "\n";
+        out
+    }
+
+    /// The table of runs at one size: a row per transport.
+    fn table(&self) -> String {
+        let mut out = format!("{:<9} {} {:>9}\n", "transport", columns_header(), "setup/s");
+        for (name, m) in &self.runs {
+            let setup = m
+                .setup_per_s
+                .map_or_else(|| "-".to_string(), |s| format!("{s:.0}"));
+            let single = m.single();
+            let numbers = columns(single.map(|s| s.0), single.map(|s| s.1));
+            out += &format!("{name:<9} {numbers} {setup:>9}\n");
+        }
+        out
+    }
+
+    /// The table of a sweep: a row per transport and size, then the
+    /// setup rates.
+    fn sweep_table(&self) -> String {
+        let mut out = format!("{:<9} {:>9} {}\n", "transport", "size", columns_header());
+        for (name, m) in &self.runs {
+            for (size, bandwidth, latency) in m.results() {
+                out += &format!("{name:<9} {size:>9} {}\n", columns(bandwidth, latency));
+            }
+        }
+        let setups: Vec<String> = self
+            .runs
+            .iter()
+            .filter_map(|(name, m)| Some(format!("{name} {:.0}", m.setup_per_s?)))
+            .collect();
+        if !setups.is_empty() {
+            out += &format!("setup/s: {}\n", setups.join(", "));
         }
         out
     }
 }
+
+/// Message sizes in words: `65536 B`, or `2 to 8388608 B` for a sweep.
+fn sizes_text(sizes: &[usize]) -> String {
+    match sizes {
+        [first, .., last] => format!("{first} to {last} B"),
+        [size] => format!("{size} B"),
+        [] => "no".into(),
+    }
+}
+
+/// What the numbers of a loopback table mean, in one line.
+const MEANING: &str = "Gbit/s, msg/s: the bandwidth run; p50 to max: one-way latency in us; \
+     setup/s: connections per second; copy+CRC: one core's copy and checksum rate, a \
+     receiver's bound";
 
 /// A run of the two-host modes as one side reports it: the numbers the
 /// client measured, on both sides.
@@ -362,6 +498,8 @@ pub struct RunReport {
     /// What this process's cores counted, on the DPDK transport (read
     /// when the device closed after the run).
     pub host: Option<HostReport>,
+    /// This side's busy threads and their CPUs.
+    pub cpus: CpuUse,
 }
 
 /// An RTR's name.
@@ -412,6 +550,7 @@ impl RunReport {
             "results": results,
             "counters": counters_json(&o.counters),
             "host": self.host.as_ref().map(host::json),
+            "cpus": self.cpus.to_json(),
         })
     }
 
@@ -457,6 +596,7 @@ impl RunReport {
             "data verified: {}; numbers measured by the client\n",
             self.mode.verification()
         );
+        out += &self.cpus.to_text();
         out += &counters_text("this side", &o.counters);
         if let Some(report) = &self.host {
             out += &host::text(report);

@@ -363,7 +363,11 @@ pub fn serve(
     let mut phases = Vec::new();
     loop {
         match ep.control()? {
-            Control::Begin { size, stop: _ } if size >= 1 && size <= hello.region.max => {
+            // Zero-length messages only where no stamp must fit in them.
+            Control::Begin { size, stop: _ }
+                if size <= hello.region.max
+                    && (size > 0 || run.mode.metric == Metric::Bandwidth) =>
+            {
                 let (phase, problem) = server_phase(&mut ep, run.mode, size as usize)?;
                 ep.send_control(&Control::Verdict {
                     problem: problem.clone(),

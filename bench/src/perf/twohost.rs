@@ -4,12 +4,18 @@
 //! process, here or on another host.
 //!
 //! On the DPDK transport the device's cores run inline on the measuring
-//! thread (run to completion, one busy thread per process); the socket
-//! transport runs its own control and dataplane threads.
+//! thread (run to completion, one busy thread per process), or, with
+//! `--cpus`, each on a thread of its own pinned to its CPU; the socket
+//! transport runs its own control and dataplane threads. The report
+//! says which threads were busy and whether two shared a CPU
+//! ([`super::cpus`]).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use uwarp::{CoreThreads, Device, DeviceConfig, DpdkConfig, Listener};
+use uwarp_dataplane::runtime::Placement;
+
+use super::cpus::CpuUse;
 
 use super::report::RunReport;
 use super::session::{run_client, serve, ClientRun, ServerRun};
@@ -21,7 +27,9 @@ use crate::port::PortHost;
 pub enum Carrier {
     /// uwarp's TCP on a DPDK port.
     Dpdk {
-        /// The port and the host on it.
+        /// The port and the host on it; its cores run inline on the
+        /// measuring thread when their placement is unpinned, else on
+        /// threads of their own, pinned.
         port: PortHost,
         /// Zero-copy transmit from payloads of this many octets
         /// (`DpdkConfig::zero_copy_from`).
@@ -65,7 +73,11 @@ pub struct TwoHost {
 /// (with what its cores counted, on DPDK).
 pub fn run(config: &TwoHost) -> Result<RunReport, String> {
     let (device, transport) = open_device(&config.carrier)?;
-    let inline = transport == Transport::Dpdk;
+    let cpus = config.carrier.cpus();
+    let inline = matches!(
+        config.carrier,
+        Carrier::Dpdk { ref port, .. } if port.placement == Placement::Unpinned
+    );
     let outcome = match config.side {
         Side::Server { port } => {
             let listener = listen(&device, &config.carrier, port)?;
@@ -89,11 +101,23 @@ pub fn run(config: &TwoHost) -> Result<RunReport, String> {
         transport: transport.name(),
         outcome,
         host,
+        cpus,
     })
 }
 
+impl Carrier {
+    /// The busy threads a side on this carrier runs, and their CPUs.
+    fn cpus(&self) -> CpuUse {
+        match self {
+            Carrier::Dpdk { port, .. } => CpuUse::dpdk(&port.placement),
+            Carrier::Socket { .. } => CpuUse::socket(),
+        }
+    }
+}
+
 /// The device `carrier` names: on DPDK with its cores inline on the
-/// calling thread, which runs them whenever it waits.
+/// calling thread, which runs them whenever it waits, unless the port
+/// pins them to CPUs.
 pub fn open_device(carrier: &Carrier) -> Result<(Device, Transport), String> {
     let (device, transport) = match carrier {
         Carrier::Dpdk {
@@ -101,7 +125,11 @@ pub fn open_device(carrier: &Carrier) -> Result<(Device, Transport), String> {
             zero_copy_from,
         } => {
             let (eal, port, host) = setup.open()?;
-            let mut config = DpdkConfig::new(host, CoreThreads::Inline);
+            let threads = match setup.placement {
+                Placement::Unpinned => CoreThreads::Inline,
+                Placement::Pinned { .. } => CoreThreads::Spawned,
+            };
+            let mut config = DpdkConfig::new(host, threads);
             config.zero_copy_from = *zero_copy_from;
             (
                 Device::open_dpdk(eal, port, DeviceConfig::default(), config),

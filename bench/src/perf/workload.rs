@@ -3,9 +3,11 @@
 //! modes ([`super::session`]) on two threads of this process, plus the
 //! connection setup rate:
 //!
-//! - bandwidth: `write-bw`, `read-bw` or `send-bw` at one size;
+//! - bandwidth: `write-bw`, `read-bw` or `send-bw` at one size, or at
+//!   each size of a sweep (`-a`);
 //! - latency: `write-lat`, an RDMA Write ping-pong of `latency_size`
-//!   octets, reported as half the round trip;
+//!   octets (or of each size of the sweep), reported as half the round
+//!   trip;
 //! - connection setup: `setups` connections one after another, TCP plus
 //!   the MPA startup in revision 2 with a peer-to-peer RTR (Write), each
 //!   done when the client's queue pair is in RTS and the server accepted.
@@ -38,12 +40,13 @@ const CORE_TO_CORE_SPAN: Duration = Duration::from_millis(50);
 pub struct Workload {
     /// The bandwidth operation.
     pub op: Op,
-    /// Message size of the bandwidth run, in octets.
-    pub size: usize,
+    /// Message sizes of the bandwidth run, in octets: one measurement
+    /// each, over one connection.
+    pub sizes: Vec<usize>,
     /// Messages in the bandwidth run.
     pub iters: usize,
-    /// Message size of the latency run, in octets (at least 1).
-    pub latency_size: usize,
+    /// Message sizes of the latency run, in octets (each at least 1).
+    pub latency_sizes: Vec<usize>,
     /// Round trips in the latency run.
     pub latency_iters: usize,
     /// Work requests kept outstanding in the bandwidth run.
@@ -80,26 +83,19 @@ fn measure(transport: Transport, workload: &Workload) -> Result<Measurement, Str
         op: workload.op,
         metric: Metric::Bandwidth,
     };
-    let (phase, bandwidth_counters, bandwidth_server) =
-        session(&ends, workload, bandwidth, workload.size, workload.iters)?;
-    let (bw_gbps, msg_rate) = phase
-        .bandwidth()
-        .ok_or("the bandwidth run measured nothing")?;
+    let (bandwidth, bandwidth_counters, bandwidth_server) =
+        session(&ends, workload, bandwidth, &workload.sizes, workload.iters)?;
     let latency = Mode {
         op: Op::Write,
         metric: Metric::Latency,
     };
-    let (phase, latency_counters, latency_server) = session(
+    let (latency, latency_counters, latency_server) = session(
         &ends,
         workload,
         latency,
-        workload.latency_size.max(1),
+        &workload.latency_sizes,
         workload.latency_iters,
     )?;
-    let latency = phase
-        .summary
-        .latency
-        .ok_or("the latency run measured nothing")?;
     let setup_per_s = if workload.setups > 0 {
         Some(setup_rate(&ends, workload)?)
     } else {
@@ -109,8 +105,7 @@ fn measure(transport: Transport, workload: &Workload) -> Result<Measurement, Str
     // Once the ends' threads are gone again.
     let after = core_to_core_ns(CORE_TO_CORE_SPAN);
     Ok(Measurement {
-        bw_gbps,
-        msg_rate,
+        bandwidth,
         latency,
         setup_per_s,
         counters: bandwidth_counters + latency_counters,
@@ -121,17 +116,17 @@ fn measure(transport: Transport, workload: &Workload) -> Result<Measurement, Str
     })
 }
 
-/// One run of `mode` at `size`, `iters` messages, between the two ends:
-/// the server on a thread of its own (pinned to the second CPU when it
-/// runs cores), the client on this one. Returns the measurement and the
-/// client's and the server's counters.
+/// One run of `mode` at each of `sizes`, `iters` messages each, between
+/// the two ends: the server on a thread of its own (pinned to the second
+/// CPU when it runs cores), the client on this one. Returns the
+/// measurements and the client's and the server's counters.
 fn session(
     ends: &Ends,
     workload: &Workload,
     mode: Mode,
-    size: usize,
+    sizes: &[usize],
     iters: usize,
-) -> Result<(Phase, QpCounters, QpCounters), String> {
+) -> Result<(Vec<Phase>, QpCounters, QpCounters), String> {
     let mpa = Mpa {
         revision: Revision::Enhanced,
         crc: workload.crc,
@@ -140,7 +135,7 @@ fn session(
     };
     let client = ClientRun {
         mode,
-        sizes: vec![size],
+        sizes: sizes.to_vec(),
         stop: Stop::Iters(iters as u64),
         qps: 1,
         tx_depth: workload.tx_depth,
@@ -173,10 +168,15 @@ fn session(
             .unwrap_or_else(|_| Err("the server thread panicked".into()));
         (client, server)
     });
-    let mut client = client.map_err(|e| format!("client: {e}"))?;
-    let server = server.map_err(|e| format!("server: {e}"))?;
-    let phase = client.phases.pop().ok_or("no measurement")?;
-    Ok((phase, client.counters, server.counters))
+    // A side that fails resets the connections, so the other one only
+    // sees them close: the server's reason comes first when both failed.
+    let (client, server) = match (client, server) {
+        (Ok(client), Ok(server)) => (client, server),
+        (Ok(_), Err(server)) => return Err(format!("server: {server}")),
+        (Err(client), Ok(_)) => return Err(format!("client: {client}")),
+        (Err(client), Err(server)) => return Err(format!("server: {server}; client: {client}")),
+    };
+    Ok((client.phases, client.counters, server.counters))
 }
 
 /// One end of a connection of the setup run.

@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde_json::json;
 use uwarp::HostReport;
 use uwarp_control::TcpHost;
-use uwarp_dataplane::runtime::{Impairment, Placement};
+use uwarp_dataplane::runtime::Impairment;
 use uwarp_dataplane::tcp::End;
 use uwarp_stack::tcp::CongestionControl;
 
@@ -42,7 +42,8 @@ pub struct TcpRun {
     pub bytes: u64,
     /// Connections to serve (listen) or open (connect), one after another.
     pub connections: usize,
-    /// The DPDK port and our addresses on it.
+    /// The DPDK port, our addresses on it, and where the host's control
+    /// and dataplane cores run.
     pub host: PortHost,
     /// Nagle's algorithm.
     pub nagle: bool,
@@ -52,8 +53,6 @@ pub struct TcpRun {
     pub timeout: Duration,
     /// The port's impairment stage (off by default).
     pub impairment: Impairment,
-    /// Where the host's control and dataplane cores run.
-    pub placement: Placement,
     /// How long the host stays up after the last connection ended, so
     /// the final ACK of an active close (sent on entering TIME-WAIT, and
     /// again for a retransmitted FIN) reaches the peer before the port
@@ -79,7 +78,6 @@ pub fn run(config: &TcpRun) -> Result<TcpOutcome, String> {
     host_config.tcp.nagle = config.nagle;
     host_config.tcp.congestion = config.congestion;
     host_config.impairment = config.impairment;
-    host_config.placement = config.placement.clone();
     let host = TcpHost::start(eal, device, host_config).map_err(|e| e.to_string())?;
     let (report_tx, reports) = crossbeam_channel::unbounded();
     let block = Arc::new(pattern_block());
