@@ -109,7 +109,7 @@ fn run(mode: &str, port: u16, size: u64, iters: u64, extra: &[&str]) -> (Value, 
 
 #[test]
 fn every_test_runs_between_two_processes_at_a_large_and_a_small_size() {
-    let _serial = common::serial();
+    let _serial = uwarp_testing::serial();
     for (i, mode) in ["write-bw", "read-bw", "send-bw"].into_iter().enumerate() {
         let port = PORT + 2 * i as u16;
         run(mode, port, 65536, 300, &[]);
@@ -121,7 +121,7 @@ fn every_test_runs_between_two_processes_at_a_large_and_a_small_size() {
 
 #[test]
 fn crcs_and_the_read_tests_outstanding_reads_are_negotiated() {
-    let _serial = common::serial();
+    let _serial = uwarp_testing::serial();
     let (server, client) = run("read-bw", PORT + 10, 4096, 100, &["--crc", "-o", "4"]);
     for report in [&server, &client] {
         assert_eq!(report["mpa"]["crc"], true, "{report}");
@@ -136,7 +136,7 @@ fn crcs_and_the_read_tests_outstanding_reads_are_negotiated() {
 /// Above 20000 messages the client keeps two times, not every message's.
 #[test]
 fn a_long_run_skips_the_peak() {
-    let _serial = common::serial();
+    let _serial = uwarp_testing::serial();
     run("send-bw", PORT + 12, 64, 20_001, &[]);
 }
 
@@ -182,7 +182,7 @@ fn server_against(port: u16, first: &[u8]) -> Finished {
 
 #[test]
 fn a_peer_older_than_perftest_5_70_is_refused() {
-    let _serial = common::serial();
+    let _serial = uwarp_testing::serial();
     let failure = server_against(PORT + 20, &wire::encode_version("5.60")).failure();
     assert!(failure.contains("version is \"5.60\""), "{failure}");
     let failure = server_against(PORT + 21, &wire::encode_version("not perftest")).failure();
@@ -191,7 +191,7 @@ fn a_peer_older_than_perftest_5_70_is_refused() {
 
 #[test]
 fn comm_messages_of_the_wrong_length_are_refused() {
-    let _serial = common::serial();
+    let _serial = uwarp_testing::serial();
     let failure = server_against(PORT + 22, b"6.06\0\0\0\0").failure();
     assert!(
         failure.contains("version message has 8 octets, not 16"),
@@ -208,7 +208,7 @@ fn comm_messages_of_the_wrong_length_are_refused() {
 /// connection and never answers it.
 #[test]
 fn a_silent_server_times_the_client_out() {
-    let _serial = common::serial();
+    let _serial = uwarp_testing::serial();
     let device = Device::open(DeviceConfig::default()).unwrap();
     let listener = device.listen("127.0.0.1:0").unwrap();
     let port = listener.local_addr().port();
@@ -224,7 +224,7 @@ fn a_silent_server_times_the_client_out() {
 
 #[test]
 fn a_refused_connection_fails_at_once() {
-    let _serial = common::serial();
+    let _serial = uwarp_testing::serial();
     // A port nothing listens on: bind one, then let it go.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -237,7 +237,7 @@ fn a_refused_connection_fails_at_once() {
 
 #[test]
 fn options_perftest_cannot_carry_are_refused() {
-    let _serial = common::serial();
+    let _serial = uwarp_testing::serial();
     let cases: [(&[&str], &str); 5] = [
         (
             &["write-lat"],

@@ -27,7 +27,7 @@ fn loopback(extra: &[&str]) -> Vec<u8> {
     // One run at a time: each busy-polls two cores, and a run starved of
     // a CPU for longer than the 5 ms minimum RTO retransmits on a clean
     // link.
-    let _serial = common::serial();
+    let _serial = uwarp_testing::serial();
     let mut args = vec!["loopback"];
     args.extend(QUICK_LOOPBACK);
     args.extend(extra);

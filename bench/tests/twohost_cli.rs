@@ -7,7 +7,8 @@
 mod common;
 
 use common::{args, check_pair, finish_and_check, finish_pair, quick_iters, quick_run};
-use common::{root_or_skip, side_args, Finished, Perf, MODES};
+use common::{side_args, Finished, Perf, MODES};
+use uwarp_testing::root_or_skip;
 
 /// The first port of this file's servers (each test its own).
 const PORT: u16 = 18800;

@@ -8,10 +8,11 @@
 
 mod common;
 
-use common::{args, check_pair, finish_and_check, finish_pair, root_or_skip, serial, side_args};
+use common::{args, check_pair, finish_and_check, finish_pair, side_args};
 use common::{check_marked, check_p2p, p2p_pings, small_run, Perf, ITERS, MARKED_WRITES, MODES};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+use uwarp_testing::{root_or_skip, serial};
 
 use serde_json::Value;
 

@@ -26,8 +26,9 @@ mod common;
 use serde_json::Value;
 
 use common::{args, check_marked, check_p2p, finish_and_check, finish_pair, p2p_pings};
-use common::{quick_iters, quick_run, root_or_skip, serial, sh, side_args, MARKED_WRITES};
+use common::{quick_iters, quick_run, sh, side_args, MARKED_WRITES};
 use common::{Perf, MODES};
+use uwarp_testing::{root_or_skip, serial};
 
 /// One test's tap: the kernel at 10.81.N.1, uwarp at 10.81.N.2. The tap
 /// goes with the DPDK process that made it; dropping this takes the

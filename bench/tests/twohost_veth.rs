@@ -6,8 +6,9 @@
 
 mod common;
 
-use common::{finish_and_check, root_or_skip, serial, sh, side_args, small_run, Perf};
+use common::{finish_and_check, sh, side_args, small_run, Perf};
 use common::{ITERS, MODES};
+use uwarp_testing::{root_or_skip, serial};
 
 /// Two namespaces, `NAME-s` and `NAME-c`, joined by a veth pair whose
 /// ends are named like them; deleted (and the pair with them) on drop.

@@ -37,15 +37,6 @@ const OCTETS: usize = 48 * 1024;
 /// The port both hosts listen on.
 const PORT: u16 = 7000;
 
-fn root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root {
-        eprintln!("SKIPPED: network namespaces and af_packet need root");
-    }
-    root
-}
-
 fn sh(program: &str, args: &[&str]) {
     let status = std::process::Command::new(program)
         .args(args)
@@ -130,7 +121,7 @@ fn check_spread(name: &str, report: &HostReport) {
 
 #[test]
 fn tcp_hosts_with_two_cores_each_spread_connections_from_both_sides() {
-    if !root() {
+    if !uwarp_testing::root_or_skip("network namespaces and af_packet") {
         return;
     }
     std::thread::spawn(|| {
@@ -183,7 +174,7 @@ fn tcp_hosts_with_two_cores_each_spread_connections_from_both_sides() {
 
 #[test]
 fn rdma_operations_over_two_stepped_cores_each() {
-    if !root() {
+    if !uwarp_testing::root_or_skip("network namespaces and af_packet") {
         return;
     }
     std::thread::spawn(|| {

@@ -9,7 +9,6 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::mpsc;
-use std::sync::{Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -163,26 +162,6 @@ pub fn side_args(mode: &str, side: &[&str], transport: &[&str], extra: &[String]
     list.push("--json".into());
     list.extend_from_slice(extra);
     list
-}
-
-/// Whether this process may make DPDK devices, taps and namespaces; says
-/// why a test is skipped when not.
-pub fn root_or_skip(what: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() == 0 };
-    if !root {
-        eprintln!("SKIPPED: {what} needs root");
-    }
-    root
-}
-
-/// One test of a binary at a time: each run has two busy-polling
-/// processes, and the machine may have two CPUs.
-pub fn serial() -> MutexGuard<'static, ()> {
-    static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The project's scripts.
