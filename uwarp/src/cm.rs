@@ -186,12 +186,14 @@ pub(crate) enum ControlCmd {
     },
     /// Stop listening.
     StopListening { id: u64 },
-    /// Connect a queue pair.
+    /// Connect a queue pair; `retry` marks the one retry in revision 1
+    /// ([`ConnectParams::revision_1_fallback`]), which is not retried.
     Connect {
         addr: SocketAddr,
         qp: QueuePair,
         params: ConnectParams,
         reply: Sender<Result<Connection, Error>>,
+        retry: bool,
     },
     /// Accept a pending request onto a queue pair.
     Accept {

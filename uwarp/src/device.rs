@@ -211,6 +211,7 @@ impl Device {
             qp: qp.clone(),
             params,
             reply,
+            retry: false,
         };
         self.control.send(cmd).map_err(|_| Error::DeviceClosed)?;
         self.driver.wait(&answer)?

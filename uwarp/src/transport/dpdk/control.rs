@@ -84,13 +84,14 @@ impl RdmaControl {
                 qp,
                 params,
                 reply,
+                retry,
             } => {
                 let SocketAddr::V4(remote) = addr else {
                     let _ = reply.send(Err(Error::InvalidArgument("the transport is IPv4 only")));
                     return;
                 };
                 let now = self.clock.at(wall).micros();
-                match RdmaStream::initiator(self.context.clone(), now, qp, params, reply) {
+                match RdmaStream::initiator(self.context.clone(), now, qp, params, retry, reply) {
                     Ok(stream) => {
                         let remote = Endpoint::new(*remote.ip(), remote.port());
                         self.setup.open_connection(remote, stream);

@@ -15,7 +15,7 @@
 use std::net::{SocketAddr, SocketAddrV4};
 
 use crossbeam_channel::Sender;
-use uwarp_stack::mpa::{Initiator, InitiatorOutcome, LocalParams, Micros, Negotiated, Responder};
+use uwarp_stack::mpa::{Initiator, LocalParams, Micros, Negotiated, Responder};
 use uwarp_stack::rdmap::{EngineConfig, LlpClose, QpEngine, Role};
 use uwarp_stack::tcp::{
     Connection, Consumer, Disposition, Duration, Endpoint, Event, Instant, State, Stats,
@@ -30,7 +30,7 @@ use crate::driver::Driver;
 use crate::error::Error;
 use crate::qp::QueuePair;
 use crate::qp_link::{QpLink, CLOSE_TIMEOUT};
-use uwarp_control::startup::{Progress, Side, Startup};
+use uwarp_control::startup::{Attempt, InitiatorDecision, Progress, Side, Startup};
 use uwarp_dataplane::tcp::{Doorbell, End, TcpApp};
 
 /// Where a stream's answer to the application goes: `connect` and
@@ -58,6 +58,8 @@ struct Initiating {
     request_sent: bool,
     qp: QueuePair,
     params: ConnectParams,
+    /// Whether this is the one retry in revision 1.
+    retry: bool,
     answer: Answer,
 }
 
@@ -137,12 +139,14 @@ pub struct RdmaStream {
 }
 
 impl RdmaStream {
-    /// The active side: sends the Request for `params` once TCP is up.
+    /// The active side: sends the Request for `params` once TCP is up;
+    /// `retry` if this is the one retry in revision 1.
     pub(crate) fn initiator(
         context: StreamContext,
         now: Micros,
         qp: QueuePair,
         params: ConnectParams,
+        retry: bool,
         answer: Answer,
     ) -> Result<Self, (Error, Answer)> {
         let timeout = params.timeout.as_micros() as Micros;
@@ -160,6 +164,7 @@ impl RdmaStream {
                 request_sent: false,
                 qp,
                 params,
+                retry,
                 answer,
             })),
         ))
@@ -333,26 +338,32 @@ impl RdmaStream {
     }
 
     fn on_initiator_progress(&mut self, conn: &mut Connection, progress: Progress) {
-        let Phase::Initiating(initiating) = &mut self.phase else {
+        let Phase::Initiating(initiating) = &self.phase else {
             return;
         };
-        match progress {
-            Progress::Pending => {}
-            Progress::Replied(
-                InitiatorOutcome::Accepted {
-                    negotiated,
-                    private_data,
-                },
+        let attempt = Attempt {
+            revision_1_fallback: initiating.params.revision_1_fallback,
+            retry: initiating.retry,
+        };
+        let Some(decision) = initiating.startup.initiator_decision(progress, attempt) else {
+            return;
+        };
+        let Phase::Initiating(initiating) = std::mem::replace(&mut self.phase, Phase::Finished)
+        else {
+            unreachable!("matched above");
+        };
+        let Initiating {
+            qp,
+            mut params,
+            answer,
+            ..
+        } = *initiating;
+        match decision {
+            InitiatorDecision::Accepted {
+                negotiated,
+                private_data,
                 leftover,
-            ) => {
-                let Phase::Initiating(initiating) =
-                    std::mem::replace(&mut self.phase, Phase::Finished)
-                else {
-                    unreachable!("matched above");
-                };
-                let Initiating {
-                    qp, answer, params, ..
-                } = *initiating;
+            } => {
                 self.phase = Phase::Holding(Box::new(Holding {
                     start: Start {
                         negotiated,
@@ -366,57 +377,35 @@ impl RdmaStream {
                     until: None,
                 }));
             }
-            Progress::Replied(InitiatorOutcome::Rejected { private_data, .. }, _) => {
-                let _ = initiating
-                    .answer
-                    .send(Err(Error::Rejected { private_data }));
+            InitiatorDecision::Rejected { private_data } => {
+                let _ = answer.send(Err(Error::Rejected { private_data }));
                 self.finish(conn);
             }
-            Progress::Failed(err) => {
-                let Side::Initiator(initiator) = &initiating.startup.side else {
-                    unreachable!("an initiating stream has an initiator");
+            InitiatorDecision::RetryInRevision1(mpa) => {
+                params.mpa = mpa;
+                let retry = ControlCmd::Connect {
+                    addr: socket_addr(conn.remote()),
+                    qp,
+                    params,
+                    reply: answer,
+                    retry: true,
                 };
-                if let Some(frame) = initiator.failure_terminate(err) {
+                if let Err(crossbeam_channel::SendError(ControlCmd::Connect { reply, .. })) =
+                    self.context.control.send(retry)
+                {
+                    let _ = reply.send(Err(Error::DeviceClosed));
+                }
+                self.finish(conn);
+            }
+            InitiatorDecision::Failed { terminate, error } => {
+                if let Some(frame) = terminate {
+                    // The responder is in Full Operation already and
+                    // reports it (RFC 6581 section 9).
                     conn.send(&frame);
                 }
-                let retry = matches!(
-                    err,
-                    uwarp_stack::mpa::StartupError::ClosedBeforeFrame {
-                        retry_with_revision_1: true
-                    }
-                ) && initiating.params.revision_1_fallback;
-                let Phase::Initiating(initiating) =
-                    std::mem::replace(&mut self.phase, Phase::Finished)
-                else {
-                    unreachable!("matched above");
-                };
-                let Initiating {
-                    startup,
-                    qp,
-                    mut params,
-                    answer,
-                    ..
-                } = *initiating;
-                if let (true, Side::Initiator(initiator)) = (retry, &startup.side) {
-                    params.mpa = initiator.revision_1_fallback();
-                    let retry = ControlCmd::Connect {
-                        addr: socket_addr(conn.remote()),
-                        qp,
-                        params,
-                        reply: answer,
-                    };
-                    if let Err(crossbeam_channel::SendError(ControlCmd::Connect {
-                        reply, ..
-                    })) = self.context.control.send(retry)
-                    {
-                        let _ = reply.send(Err(Error::DeviceClosed));
-                    }
-                } else {
-                    let _ = answer.send(Err(Error::Startup(err)));
-                }
+                let _ = answer.send(Err(Error::Startup(error)));
                 self.finish(conn);
             }
-            Progress::Requested(..) => unreachable!("an initiator gets no Request"),
         }
     }
 

@@ -11,9 +11,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
-use uwarp_stack::mpa::{
-    Initiator, InitiatorOutcome, LocalParams, Micros, Negotiated, Responder, StartupError,
-};
+use uwarp_stack::mpa::{Initiator, LocalParams, Micros, Negotiated, Responder, StartupError};
 use uwarp_stack::rdmap::{EngineConfig, Role};
 use uwarp_stack::wire::fpdu::mulpdu;
 
@@ -25,7 +23,7 @@ use crate::device::Shared;
 use crate::driver::Driver;
 use crate::error::Error;
 use crate::qp::QueuePair;
-use uwarp_control::startup::{Progress, Side};
+use uwarp_control::startup::{Attempt, InitiatorDecision, Progress, Side};
 
 /// An active open waiting for its Reply.
 struct Connecting {
@@ -34,7 +32,8 @@ struct Connecting {
     params: ConnectParams,
     addr: SocketAddr,
     reply: Sender<Result<Connection, Error>>,
-    retried: bool,
+    /// Whether this is the one retry in revision 1.
+    retry: bool,
 }
 
 /// An accepted active open holding its first FPDU back until `until`
@@ -159,7 +158,8 @@ impl ControlCore {
                 qp,
                 params,
                 reply,
-            } => self.connect(addr, qp, params, reply, false),
+                retry,
+            } => self.connect(addr, qp, params, reply, retry),
             ControlCmd::Accept {
                 id,
                 qp,
@@ -228,7 +228,7 @@ impl ControlCore {
         qp: QueuePair,
         params: ConnectParams,
         reply: Sender<Result<Connection, Error>>,
-        retried: bool,
+        retry: bool,
     ) {
         let started = (|| -> Result<Setup, Error> {
             let initiator = Initiator::new(
@@ -250,7 +250,7 @@ impl ControlCore {
                 params,
                 addr,
                 reply,
-                retried,
+                retry,
             }),
             Err(err) => {
                 let _ = reply.send(Err(err));
@@ -263,21 +263,24 @@ impl ControlCore {
         let mut busy = false;
         let mut index = 0;
         while index < self.connecting.len() {
-            let progress = self.connecting[index].setup.poll(now);
-            if matches!(progress, Progress::Pending) {
+            let conn = &mut self.connecting[index];
+            let progress = conn.setup.poll(now);
+            let attempt = Attempt {
+                revision_1_fallback: conn.params.revision_1_fallback,
+                retry: conn.retry,
+            };
+            let Some(decision) = conn.setup.startup.initiator_decision(progress, attempt) else {
                 index += 1;
                 continue;
-            }
+            };
             busy = true;
             let mut conn = self.connecting.swap_remove(index);
-            match progress {
-                Progress::Replied(
-                    InitiatorOutcome::Accepted {
-                        negotiated,
-                        private_data,
-                    },
+            match decision {
+                InitiatorDecision::Accepted {
+                    negotiated,
+                    private_data,
                     leftover,
-                ) => {
+                } => {
                     let delay = conn.params.first_fpdu_delay.as_micros() as Micros;
                     self.holding.push(Holding {
                         conn,
@@ -287,22 +290,22 @@ impl ControlCore {
                         until: now + delay,
                     });
                 }
-                Progress::Replied(InitiatorOutcome::Rejected { private_data, .. }, _) => {
+                InitiatorDecision::Rejected { private_data } => {
                     let _ = conn.reply.send(Err(Error::Rejected { private_data }));
                 }
-                Progress::Failed(StartupError::ClosedBeforeFrame {
-                    retry_with_revision_1: true,
-                }) if conn.params.revision_1_fallback && !conn.retried => {
-                    if let Side::Initiator(initiator) = &conn.setup.startup.side {
-                        conn.params.mpa = initiator.revision_1_fallback();
-                    }
+                InitiatorDecision::RetryInRevision1(mpa) => {
+                    conn.params.mpa = mpa;
                     self.connect(conn.addr, conn.qp, conn.params, conn.reply, true);
                 }
-                Progress::Failed(err) => {
-                    send_negotiation_terminate(&conn.setup, err);
-                    let _ = conn.reply.send(Err(Error::Startup(err)));
+                InitiatorDecision::Failed { terminate, error } => {
+                    if let Some(frame) = terminate {
+                        // The responder is in Full Operation already and
+                        // reports it (RFC 6581 section 9).
+                        let _ = write_blocking(&conn.setup.stream, &frame);
+                        let _ = conn.setup.stream.shutdown(std::net::Shutdown::Write);
+                    }
+                    let _ = conn.reply.send(Err(Error::Startup(error)));
                 }
-                Progress::Requested(..) | Progress::Pending => {}
             }
         }
         busy
@@ -461,20 +464,6 @@ impl ControlCore {
             std::thread::yield_now();
         }
         Ok(connection)
-    }
-}
-
-/// After an accepting Reply that this initiator cannot live with (the
-/// responder's ORD above our IRD, no RTR in common), RFC 6581 section 9
-/// has it send a Terminate naming the problem before it closes; the
-/// responder is already in Full Operation and reports it.
-fn send_negotiation_terminate(setup: &Setup, err: StartupError) {
-    let Side::Initiator(initiator) = &setup.startup.side else {
-        return;
-    };
-    if let Some(frame) = initiator.failure_terminate(err) {
-        let _ = write_blocking(&setup.stream, &frame);
-        let _ = setup.stream.shutdown(std::net::Shutdown::Write);
     }
 }
 
