@@ -4,7 +4,8 @@
 //! carries them (a kernel socket, or uwarp's TCP on DPDK), and the
 //! connection manager's policy for an active open once its startup is
 //! over ([`Startup::initiator_decision`]: accept, reject, retry once in
-//! revision 1, or fail with the Terminate RFC 6581 section 9 asks for).
+//! revision 1, or fail with the Terminate RFC 6581 sections 8 and 9 ask
+//! for).
 
 use uwarp_stack::mpa::{
     ConnectRequest, Initiator, InitiatorOutcome, LocalParams, Micros, Negotiated, Responder,
@@ -67,8 +68,8 @@ pub enum InitiatorDecision {
     /// The retry is an [`Attempt`] with `retry` set.
     RetryInRevision1(LocalParams),
     /// The startup failed: the connection closes, after `terminate` when
-    /// there is one (RFC 6581 section 9: the responder, in Full Operation
-    /// already, hears why), and the application hears `error`.
+    /// there is one (RFC 6581 sections 8 and 9: the responder, in Full
+    /// Operation already, hears why), and the application hears `error`.
     Failed {
         /// The FPDU to send before closing.
         terminate: Option<Vec<u8>>,
