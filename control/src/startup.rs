@@ -44,19 +44,23 @@ pub struct Attempt {
     pub retry: bool,
 }
 
+/// An accepting Reply: what an initiator's Full Operation starts from.
+#[derive(Debug)]
+pub struct Accepted {
+    /// What the Request and Reply negotiated.
+    pub negotiated: Negotiated,
+    /// The responder's private data.
+    pub private_data: Vec<u8>,
+    /// The octets after the Reply, the first of Full Operation.
+    pub leftover: Vec<u8>,
+}
+
 /// What the connection manager does with an active open whose startup
 /// phase is over: the one policy every transport carries out.
 #[derive(Debug)]
 pub enum InitiatorDecision {
-    /// The responder accepted: Full Operation starts with `negotiated`.
-    Accepted {
-        /// What the Request and Reply negotiated.
-        negotiated: Negotiated,
-        /// The responder's private data.
-        private_data: Vec<u8>,
-        /// The octets after the Reply, the first of Full Operation.
-        leftover: Vec<u8>,
-    },
+    /// The responder accepted: Full Operation starts.
+    Accepted(Accepted),
     /// The responder rejected the connection.
     Rejected {
         /// The responder's private data.
@@ -167,11 +171,11 @@ impl Startup {
                     private_data,
                 },
                 leftover,
-            ) => InitiatorDecision::Accepted {
+            ) => InitiatorDecision::Accepted(Accepted {
                 negotiated,
                 private_data,
                 leftover,
-            },
+            }),
             Progress::Replied(InitiatorOutcome::Rejected { private_data, .. }, _) => {
                 InitiatorDecision::Rejected { private_data }
             }
@@ -236,14 +240,10 @@ mod tests {
         reply.extend_from_slice(b"FPDU");
         let progress = startup.feed(&reply);
         match startup.initiator_decision(progress, Attempt::default()) {
-            Some(InitiatorDecision::Accepted {
-                negotiated: got,
-                private_data,
-                leftover,
-            }) => {
-                assert_eq!(got.revision, negotiated.revision);
-                assert_eq!(private_data, b"welcome");
-                assert_eq!(leftover, b"FPDU");
+            Some(InitiatorDecision::Accepted(accepted)) => {
+                assert_eq!(accepted.negotiated.revision, negotiated.revision);
+                assert_eq!(accepted.private_data, b"welcome");
+                assert_eq!(accepted.leftover, b"FPDU");
             }
             other => panic!("{other:?}"),
         }

@@ -23,7 +23,7 @@ use crate::device::Shared;
 use crate::driver::Driver;
 use crate::error::Error;
 use crate::qp::QueuePair;
-use uwarp_control::startup::{Attempt, InitiatorDecision, Progress, Side};
+use uwarp_control::startup::{Accepted, Attempt, InitiatorDecision, Progress, Side};
 
 /// An active open waiting for its Reply.
 struct Connecting {
@@ -41,9 +41,7 @@ struct Connecting {
 /// what the peer sends meanwhile waits in the socket.
 struct Holding {
     conn: Connecting,
-    negotiated: Negotiated,
-    private_data: Vec<u8>,
-    leftover: Vec<u8>,
+    accepted: Accepted,
     until: Micros,
 }
 
@@ -276,17 +274,11 @@ impl ControlCore {
             busy = true;
             let mut conn = self.connecting.swap_remove(index);
             match decision {
-                InitiatorDecision::Accepted {
-                    negotiated,
-                    private_data,
-                    leftover,
-                } => {
+                InitiatorDecision::Accepted(accepted) => {
                     let delay = conn.params.first_fpdu_delay.as_micros() as Micros;
                     self.holding.push(Holding {
                         conn,
-                        negotiated,
-                        private_data,
-                        leftover,
+                        accepted,
                         until: now + delay,
                     });
                 }
@@ -323,13 +315,18 @@ impl ControlCore {
             .partition(|held| held.until <= now);
         self.holding = waiting;
         for held in due {
+            let Accepted {
+                negotiated,
+                private_data,
+                leftover,
+            } = held.accepted;
             let result = self.hand_over(
                 held.conn.setup.stream,
                 &held.conn.qp,
-                held.negotiated,
+                negotiated,
                 Role::Initiator,
-                held.private_data,
-                held.leftover,
+                private_data,
+                leftover,
             );
             let _ = held.conn.reply.send(result);
         }
@@ -422,7 +419,7 @@ impl ControlCore {
         &self,
         stream: TcpStream,
         qp: &QueuePair,
-        negotiated: uwarp_stack::mpa::Negotiated,
+        negotiated: Negotiated,
         role: Role,
         private_data: Vec<u8>,
         leftover: Vec<u8>,
