@@ -3,38 +3,35 @@
 //! It is the connection's [`TcpApp`], so it runs where the connection
 //! runs, in one phase after the other, a module each:
 //!
-//! - [`startup`]: on the control core, MPA's startup phase (RFC 5044
+//! - `startup.rs`: on the control core, MPA's startup phase (RFC 5044
 //!   section 7.1, RFC 6581): the Request and Reply, the application's
 //!   accept or reject, the connection manager's policy for an active
 //!   open. The stream asks to leave the control core only once in Full
 //!   Operation.
-//! - [`operation`]: on its dataplane core, Full Operation: the queue
+//! - `operation.rs`: on its dataplane core, Full Operation: the queue
 //!   pair's RDMAP/DDP engine (RFC 5040, RFC 5041) over MPA's framing
 //!   (RFC 5044 sections 4 to 6).
 //!
-//! This module holds the phases, reads what TCP delivers in order into
-//! the phase that takes it, and dispatches TCP's calls to them.
+//! This module holds the stream and its phase, reads what TCP delivers in
+//! order into the phase that takes it, moves the stream from one phase to
+//! the next, and dispatches TCP's calls.
 
 mod operation;
 mod startup;
 
-use std::net::{SocketAddr, SocketAddrV4};
-
 use crossbeam_channel::Sender;
-use uwarp_stack::mpa::Micros;
-use uwarp_stack::tcp::{Connection, Consumer, Disposition, Endpoint, Event, Instant, Stats};
+use uwarp_stack::mpa::{LocalParams, Micros};
+use uwarp_stack::tcp::{Connection, Consumer, Disposition, Event, Instant, Stats};
 
-use crate::cm::{Connection as Established, ControlCmd};
+use crate::cm::{ConnectParams, ControlCmd, IncomingRequest};
 use crate::counters::TransportCounters;
 use crate::device::Shared;
 use crate::error::Error;
+use crate::qp::QueuePair;
 use operation::Operating;
-use startup::{Deciding, Holding, Initiating, Responding};
+pub(crate) use startup::request_tuple;
+use startup::{Answer, Next, StartupPhase};
 use uwarp_dataplane::tcp::{Doorbell, End, TcpApp};
-
-/// Where a stream's answer to the application goes: `connect` and
-/// `accept` wait on it.
-type Answer = Sender<Result<Established, Error>>;
 
 /// What a stream needs from its device.
 #[derive(Clone)]
@@ -52,10 +49,9 @@ pub(crate) struct StreamContext {
 }
 
 enum Phase {
-    Initiating(Box<Initiating>),
-    Responding(Responding),
-    Deciding(Box<Deciding>),
-    Holding(Box<Holding>),
+    /// On the control core.
+    Startup(StartupPhase),
+    /// On its dataplane core.
     Operating(Box<Operating>),
     /// Rejected, failed or ended: nothing more to do but close.
     Finished,
@@ -73,12 +69,103 @@ pub struct RdmaStream {
 }
 
 impl RdmaStream {
-    fn in_phase(context: StreamContext, phase: Phase) -> Self {
+    /// The active side: sends the Request for `params` once TCP is up;
+    /// `retry` if this is the one retry in revision 1.
+    pub(crate) fn initiator(
+        context: StreamContext,
+        now: Micros,
+        qp: QueuePair,
+        params: ConnectParams,
+        retry: bool,
+        answer: Answer,
+    ) -> Result<Self, (Error, Answer)> {
+        let phase = StartupPhase::initiator(now, qp, params, retry, answer)?;
+        Ok(Self::in_phase(context, phase))
+    }
+
+    /// The passive side: its Request goes to `requests`.
+    pub(crate) fn responder(
+        context: StreamContext,
+        now: Micros,
+        requests: Sender<IncomingRequest>,
+    ) -> Self {
+        let phase = StartupPhase::responder(now, context.startup_timeout, requests);
+        Self::in_phase(context, phase)
+    }
+
+    fn in_phase(context: StreamContext, phase: StartupPhase) -> Self {
         RdmaStream {
-            phase,
+            phase: Phase::Startup(phase),
             context,
             rx_next: 0,
             counters: TransportCounters::default(),
+        }
+    }
+
+    /// The application accepted the Request onto `qp`: the Reply goes out
+    /// and Full Operation begins; `answer` hears once the stream runs on
+    /// its dataplane core.
+    pub(crate) fn accept(
+        &mut self,
+        conn: &mut Connection,
+        qp: QueuePair,
+        params: &LocalParams,
+        answer: Answer,
+    ) {
+        if !matches!(self.phase, Phase::Startup(_)) {
+            let _ = answer.send(Err(Error::WrongState("the request is no longer pending")));
+            return;
+        }
+        self.startup_step(conn, |phase, conn, _| {
+            phase.accept(conn, qp, params, answer)
+        });
+    }
+
+    /// The application rejected the Request: the Reply carries
+    /// `private_data`, then the connection closes.
+    pub(crate) fn reject(
+        &mut self,
+        conn: &mut Connection,
+        private_data: &[u8],
+    ) -> Result<(), Error> {
+        let mut result = Err(Error::WrongState("the request is no longer pending"));
+        self.startup_step(conn, |phase, conn, _| {
+            let (next, rejected) = phase.reject(conn, private_data);
+            result = rejected;
+            next
+        });
+        result
+    }
+
+    /// Takes a step of the startup phase, if the stream is in it, and goes
+    /// where it leads; `step` gets the control core's command queue.
+    fn startup_step(
+        &mut self,
+        conn: &mut Connection,
+        step: impl FnOnce(StartupPhase, &mut Connection, &Sender<ControlCmd>) -> Next,
+    ) {
+        if !matches!(self.phase, Phase::Startup(_)) {
+            return;
+        }
+        let Phase::Startup(phase) = std::mem::replace(&mut self.phase, Phase::Finished) else {
+            unreachable!("matched above");
+        };
+        match step(phase, conn, &self.context.control) {
+            Next::Startup(phase) => self.phase = Phase::Startup(phase),
+            Next::Operate(start, leftover) => {
+                let base = self.rx_next - leftover.len() as u64;
+                let context = &self.context;
+                let mut operating = Operating::new(
+                    conn,
+                    start,
+                    base,
+                    &context.shared.table,
+                    context.zero_copy_from,
+                );
+                self.rx_next = operating.feed(&leftover);
+                self.phase = Phase::Operating(Box::new(operating));
+            }
+            Next::Finished => {}
         }
     }
 
@@ -101,13 +188,15 @@ impl RdmaStream {
             let fresh = data[(self.rx_next.saturating_sub(pos)) as usize..].to_vec();
             self.rx_next = end;
             conn.release_received(end);
-            if matches!(self.phase, Phase::Operating(_)) {
+            if let Phase::Operating(operating) = &mut self.phase {
                 // The startup frames are always read from the buffer; only
                 // Full Operation counts.
                 self.counters.bytes_reassembled += fresh.len() as u64;
-                self.feed_engine(&fresh);
+                self.rx_next = operating.feed(&fresh);
             } else {
-                self.startup_input(conn, &fresh);
+                self.startup_step(conn, |phase, conn, control| {
+                    phase.input(conn, control, &fresh)
+                });
             }
         }
     }
@@ -117,14 +206,9 @@ impl RdmaStream {
     /// hears the error. Does nothing the second time.
     fn end_with(&mut self, end: End) {
         match std::mem::replace(&mut self.phase, Phase::Finished) {
-            Phase::Operating(operating) => operating.end(end),
-            Phase::Initiating(initiating) => {
-                let _ = initiating.answer.send(Err(end_error(end)));
-            }
-            Phase::Holding(holding) => {
-                let _ = holding.start.answer.send(Err(end_error(end)));
-            }
-            Phase::Responding(_) | Phase::Deciding(_) | Phase::Finished => {}
+            Phase::Startup(phase) => phase.end(end_error(end)),
+            Phase::Operating(operating) => operating.end(end_error(end)),
+            Phase::Finished => {}
         }
     }
 }
@@ -133,7 +217,10 @@ impl Consumer for RdmaStream {
     fn on_data(&mut self, pos: u64, data: &[u8], in_order: bool) -> Disposition {
         // The startup phase reads from the connection, where it can answer
         // at once; data it cannot take waits for what precedes it.
-        self.operating_data(pos, data, in_order)
+        let Phase::Operating(operating) = &mut self.phase else {
+            return Disposition::Keep;
+        };
+        operating.on_data(&mut self.rx_next, pos, data, in_order, &mut self.counters)
     }
 
     fn on_left_edge(&mut self, _left_edge: u64) {}
@@ -143,7 +230,7 @@ impl TcpApp for RdmaStream {
     fn on_event(&mut self, _now: Instant, event: Event, conn: &mut Connection) {
         if let Event::PeerClosed = event {
             self.read_held(conn);
-            self.startup_closed(conn);
+            self.startup_step(conn, |phase, conn, control| phase.closed(conn, control));
             if let Phase::Operating(operating) = &mut self.phase {
                 operating.on_peer_closed();
             }
@@ -152,7 +239,7 @@ impl TcpApp for RdmaStream {
 
     fn drive(&mut self, now: Instant, conn: &mut Connection) {
         self.read_held(conn);
-        self.drive_startup(now, conn);
+        self.startup_step(conn, |phase, conn, control| phase.drive(now, conn, control));
         if let Phase::Operating(operating) = &mut self.phase {
             operating.drive(now, conn, &mut self.counters);
         }
@@ -196,16 +283,4 @@ fn end_error(end: End) -> Error {
         kind,
         format!("the connection ended: {end}"),
     ))
-}
-
-fn socket_addr(endpoint: Endpoint) -> SocketAddr {
-    SocketAddr::V4(SocketAddrV4::new(endpoint.addr, endpoint.port))
-}
-
-/// The identifier of a connection request: the 4-tuple less our own
-/// address, which is the host's.
-pub(crate) fn request_id(local: Endpoint, remote: Endpoint) -> u64 {
-    (u64::from(u32::from(remote.addr)) << 32)
-        | (u64::from(remote.port) << 16)
-        | u64::from(local.port)
 }

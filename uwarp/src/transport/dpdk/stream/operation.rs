@@ -1,4 +1,4 @@
-//! Full Operation of an [`RdmaStream`], on the dataplane core that owns
+//! Full Operation of an `RdmaStream`, on the dataplane core that owns
 //! its connection: the queue pair's RDMAP/DDP engine (RFC 5040, RFC 5041)
 //! over MPA's framing (RFC 5044 sections 4 to 6). Octets TCP delivers in
 //! order go straight to the engine, and whole FPDUs that arrive out of
@@ -9,29 +9,22 @@
 //! close becomes TCP's, and a Terminate (RFC 5040 section 7.2) bounds
 //! how long the connection lingers.
 
-use uwarp_stack::mpa::Negotiated;
-use uwarp_stack::rdmap::{EngineConfig, LlpClose, QpEngine, Role};
+use std::sync::Arc;
+
+use uwarp_stack::mem::StagTable;
+use uwarp_stack::rdmap::{EngineConfig, LlpClose, QpEngine};
 use uwarp_stack::tcp::{Connection, Disposition, Duration, Instant};
 use uwarp_stack::verbs::QpState;
 use uwarp_stack::wire::fpdu::mulpdu;
 
-use super::{end_error, socket_addr, Answer, Phase, RdmaStream};
+use super::startup::{socket_addr, Answer, Start};
 use crate::cm::Connection as Established;
 use crate::counters::TransportCounters;
-use crate::qp::QueuePair;
+use crate::error::Error;
 use crate::qp_link::{QpLink, CLOSE_TIMEOUT};
-use uwarp_dataplane::tcp::{Doorbell, End};
+use uwarp_dataplane::tcp::Doorbell;
 
-/// What Full Operation starts from.
-pub(super) struct Start {
-    pub(super) negotiated: Negotiated,
-    pub(super) role: Role,
-    pub(super) qp: QueuePair,
-    pub(super) private_data: Vec<u8>,
-    pub(super) answer: Answer,
-}
-
-/// Full Operation.
+/// A stream in Full Operation.
 pub(super) struct Operating {
     link: QpLink,
     /// The TCP stream position of the engine's offset 0, the first octet
@@ -50,10 +43,18 @@ pub(super) struct Operating {
     emss: usize,
 }
 
-impl RdmaStream {
-    /// Starts Full Operation as `start` says; `leftover` are the octets
-    /// that followed the last startup frame, the first of Full Operation.
-    pub(super) fn operate(&mut self, conn: &mut Connection, start: Start, leftover: &[u8]) {
+impl Operating {
+    /// Full Operation on `conn` as `start` says, its first octet at stream
+    /// position `base`, with the device's STag `table`; payloads of at
+    /// least `zero_copy_from` octets are sent from registered memory
+    /// (when no Markers go out).
+    pub(super) fn new(
+        conn: &mut Connection,
+        start: Start,
+        base: u64,
+        table: &Arc<StagTable>,
+        zero_copy_from: Option<usize>,
+    ) -> Self {
         let Start {
             negotiated,
             role,
@@ -67,7 +68,7 @@ impl RdmaStream {
             role,
             mulpdu,
             pd: qp.shared.pd,
-            table: self.context.shared.table.clone(),
+            table: table.clone(),
             srq: qp.shared.init.srq.clone(),
         });
         let established = Established {
@@ -78,18 +79,14 @@ impl RdmaStream {
             mulpdu,
         };
         // Markers would fall inside a payload held by reference.
-        let zero_copy_from = self
-            .context
-            .zero_copy_from
-            .filter(|_| !negotiated.markers_tx);
-        conn.set_references_from(zero_copy_from);
+        conn.set_references_from(zero_copy_from.filter(|_| !negotiated.markers_tx));
         let mut link = QpLink::new(engine, qp);
         // Receives posted before the connection came up take what arrived
         // with the last startup frame.
         link.take_work();
-        self.phase = Phase::Operating(Box::new(Operating {
+        Operating {
             link,
-            base: self.rx_next - leftover.len() as u64,
+            base,
             tx_base: conn.send_queued_end(),
             answer: Some((answer, established)),
             doorbell: None,
@@ -97,45 +94,44 @@ impl RdmaStream {
             lingering: false,
             markers_tx: negotiated.markers_tx,
             emss: conn.emss(),
-        }));
-        self.feed_engine(leftover);
-    }
-
-    /// Octets of Full Operation, in order, into the engine; the stream
-    /// then continues where the engine does (past FPDUs it had placed out
-    /// of order).
-    pub(super) fn feed_engine(&mut self, data: &[u8]) {
-        if let Phase::Operating(operating) = &mut self.phase {
-            if !data.is_empty() {
-                operating.link.engine.on_bytes(data);
-            }
-            self.rx_next = operating.base + operating.link.engine.rx_offset();
         }
     }
 
-    /// New data at stream position `pos` in Full Operation: in order it
-    /// goes to the engine; whole FPDUs out of order go straight into
-    /// registered memory when the engine can place them (RFC 5044
-    /// appendix A.3); the rest waits in TCP's buffer for what precedes it.
-    pub(super) fn operating_data(&mut self, pos: u64, data: &[u8], in_order: bool) -> Disposition {
-        let Phase::Operating(operating) = &mut self.phase else {
-            return Disposition::Keep;
-        };
-        if in_order && pos == self.rx_next {
-            self.feed_engine(data);
+    /// Octets of Full Operation, in order, into the engine; returns the
+    /// stream position to read on from, where the engine continues (past
+    /// FPDUs it had placed out of order).
+    pub(super) fn feed(&mut self, data: &[u8]) -> u64 {
+        if !data.is_empty() {
+            self.link.engine.on_bytes(data);
+        }
+        self.base + self.link.engine.rx_offset()
+    }
+
+    /// New data at stream position `pos`, the stream being read up to
+    /// `rx_next`: in order it goes to the engine (and `rx_next` on);
+    /// whole FPDUs out of order go straight into registered memory when
+    /// the engine can place them (RFC 5044 appendix A.3, counted in
+    /// `counters`); the rest waits in TCP's buffer for what precedes it.
+    pub(super) fn on_data(
+        &mut self,
+        rx_next: &mut u64,
+        pos: u64,
+        data: &[u8],
+        in_order: bool,
+        counters: &mut TransportCounters,
+    ) -> Disposition {
+        if in_order && pos == *rx_next {
+            *rx_next = self.feed(data);
             return Disposition::Consumed;
         }
-        let engine = &mut operating.link.engine;
-        if !in_order && pos > self.rx_next && engine.place_out_of_order(pos - operating.base, data)
+        if !in_order && pos > *rx_next && self.link.engine.place_out_of_order(pos - self.base, data)
         {
-            self.counters.segments_placed_out_of_order += 1;
+            counters.segments_placed_out_of_order += 1;
             return Disposition::Consumed;
         }
         Disposition::Keep
     }
-}
 
-impl Operating {
     /// One drive on the dataplane core: the application's new work into
     /// the engine, FPDUs out, the close the engine asks for, what TCP
     /// acknowledged, and the counters (`counters`, the stream's receive
@@ -185,18 +181,18 @@ impl Operating {
         }
     }
 
-    /// The connection ended with `end`: the engine learns of the closed
-    /// LLP and reports (work posted since the last drive is flushed with
-    /// the rest), and a `connect` or `accept` not answered yet hears the
-    /// error.
-    pub(super) fn end(mut self, end: End) {
+    /// The connection ended (or the stream was dropped): the engine
+    /// learns of the closed LLP and reports (work posted since the last
+    /// drive is flushed with the rest), and a `connect` or `accept` not
+    /// answered yet hears `error`.
+    pub(super) fn end(mut self, error: Error) {
         self.link.take_work();
         self.link.engine.on_llp_closed();
         // TCP is gone: nothing reads the application's memory again.
         self.link.engine.on_acknowledged(u64::MAX);
         self.link.report();
         if let Some((answer, _)) = self.answer.take() {
-            let _ = answer.send(Err(end_error(end)));
+            let _ = answer.send(Err(error));
         }
     }
 

@@ -1,4 +1,4 @@
-//! The startup phase of an [`RdmaStream`], on the control core: MPA's
+//! The startup phase of an `RdmaStream`, on the control core: MPA's
 //! connection setup (RFC 5044 section 7.1, RFC 6581 sections 5, 9 and 10).
 //! The initiator sends its Request once TCP is established and carries
 //! out what the connection manager's policy decides once the Reply (or a
@@ -8,19 +8,58 @@
 //! when the negotiation failed (RFC 6581 sections 8 and 9). The responder
 //! waits for the Request, hands it to the application as an
 //! [`IncomingRequest`] and answers as the application decides.
+//!
+//! Each step takes the phase and says where it leads ([`Next`]): on in
+//! the startup phase, into Full Operation, or to the end.
+
+use std::net::{SocketAddr, SocketAddrV4};
 
 use crossbeam_channel::Sender;
-use uwarp_stack::mpa::{Initiator, LocalParams, Micros, Responder};
+use smoltcp::wire::Ipv4Address;
+use uwarp_dataplane::net::FourTuple;
+use uwarp_stack::mpa::{Initiator, LocalParams, Micros, Negotiated, Responder, StartupError};
 use uwarp_stack::rdmap::Role;
-use uwarp_stack::tcp::{Connection, Instant, State};
+use uwarp_stack::tcp::{Connection, Endpoint, Instant, State};
 
-use super::operation::Start;
-use super::{request_id, socket_addr, Answer, Phase, RdmaStream, StreamContext};
-use crate::cm::{ConnectParams, ControlCmd, IncomingRequest};
+use crate::cm::{ConnectParams, Connection as Established, ControlCmd, IncomingRequest};
 use crate::driver::Driver;
 use crate::error::Error;
 use crate::qp::QueuePair;
 use uwarp_control::startup::{Attempt, InitiatorDecision, Progress, Side, Startup};
+
+/// Where a stream's answer to the application goes: `connect` and
+/// `accept` wait on it.
+pub(super) type Answer = Sender<Result<Established, Error>>;
+
+/// What the startup phase hands Full Operation.
+pub(super) struct Start {
+    pub(super) negotiated: Negotiated,
+    pub(super) role: Role,
+    pub(super) qp: QueuePair,
+    /// The peer's private data.
+    pub(super) private_data: Vec<u8>,
+    pub(super) answer: Answer,
+}
+
+/// A stream in its startup phase.
+pub(super) enum StartupPhase {
+    Initiating(Box<Initiating>),
+    Responding(Responding),
+    Deciding(Box<Deciding>),
+    Holding(Box<Holding>),
+}
+
+/// Where a step of the startup phase leads.
+pub(super) enum Next {
+    /// On in the startup phase.
+    Startup(StartupPhase),
+    /// Into Full Operation, from the octets that followed the last
+    /// startup frame.
+    Operate(Start, Vec<u8>),
+    /// Rejected or failed (the connection is closing), or the peer
+    /// closed: nothing more to do.
+    Finished,
+}
 
 /// An active open, waiting for the Reply.
 pub(super) struct Initiating {
@@ -30,7 +69,7 @@ pub(super) struct Initiating {
     params: ConnectParams,
     /// Whether this is the one retry in revision 1.
     retry: bool,
-    pub(super) answer: Answer,
+    answer: Answer,
 }
 
 /// A passive open, waiting for the Request.
@@ -50,7 +89,7 @@ pub(super) struct Deciding {
 /// An accepted active open holding its first FPDU back for `delay`
 /// ([`ConnectParams::first_fpdu_delay`]); Full Operation starts then.
 pub(super) struct Holding {
-    pub(super) start: Start,
+    start: Start,
     /// Octets that followed the Reply, and what arrived since.
     leftover: Vec<u8>,
     delay: Micros,
@@ -59,11 +98,10 @@ pub(super) struct Holding {
     until: Option<Micros>,
 }
 
-impl RdmaStream {
+impl StartupPhase {
     /// The active side: sends the Request for `params` once TCP is up;
     /// `retry` if this is the one retry in revision 1.
-    pub(crate) fn initiator(
-        context: StreamContext,
+    pub(super) fn initiator(
         now: Micros,
         qp: QueuePair,
         params: ConnectParams,
@@ -73,145 +111,219 @@ impl RdmaStream {
         let timeout = params.timeout.as_micros() as Micros;
         let initiator = match Initiator::new(params.mpa.clone(), now, timeout) {
             Ok(initiator) => initiator,
-            Err(err) => {
-                let err = Error::Startup(uwarp_stack::mpa::StartupError::Malformed(err));
-                return Err((err, answer));
-            }
+            Err(err) => return Err((Error::Startup(StartupError::Malformed(err)), answer)),
         };
-        Ok(Self::in_phase(
-            context,
-            Phase::Initiating(Box::new(Initiating {
-                startup: Startup::new(Side::Initiator(initiator)),
-                request_sent: false,
-                qp,
-                params,
-                retry,
-                answer,
-            })),
-        ))
+        Ok(StartupPhase::Initiating(Box::new(Initiating {
+            startup: Startup::new(Side::Initiator(initiator)),
+            request_sent: false,
+            qp,
+            params,
+            retry,
+            answer,
+        })))
     }
 
-    /// The passive side: its Request goes to `requests`.
-    pub(crate) fn responder(
-        context: StreamContext,
+    /// The passive side, waiting `timeout` for the Request; it goes to
+    /// `requests`.
+    pub(super) fn responder(
         now: Micros,
+        timeout: Micros,
         requests: Sender<IncomingRequest>,
     ) -> Self {
-        let responder = Responder::new(now, context.startup_timeout);
-        Self::in_phase(
-            context,
-            Phase::Responding(Responding {
-                startup: Startup::new(Side::Responder(responder)),
-                requests,
-            }),
-        )
+        StartupPhase::Responding(Responding {
+            startup: Startup::new(Side::Responder(Responder::new(now, timeout))),
+            requests,
+        })
+    }
+
+    /// The next octets of the stream; `control` is the control core's
+    /// command queue.
+    pub(super) fn input(
+        self,
+        conn: &mut Connection,
+        control: &Sender<ControlCmd>,
+        data: &[u8],
+    ) -> Next {
+        match self {
+            StartupPhase::Initiating(mut initiating) => {
+                let progress = initiating.startup.feed(data);
+                initiating.on_progress(conn, control, progress)
+            }
+            StartupPhase::Responding(mut responding) => {
+                let progress = responding.startup.feed(data);
+                responding.on_progress(conn, control, progress)
+            }
+            StartupPhase::Deciding(mut deciding) => {
+                deciding.leftover.extend_from_slice(data);
+                Next::Startup(StartupPhase::Deciding(deciding))
+            }
+            StartupPhase::Holding(mut holding) => {
+                holding.leftover.extend_from_slice(data);
+                Next::Startup(StartupPhase::Holding(holding))
+            }
+        }
+    }
+
+    /// Startup deadlines, the Request once TCP is up, the end of a hold.
+    pub(super) fn drive(
+        self,
+        now: Instant,
+        conn: &mut Connection,
+        control: &Sender<ControlCmd>,
+    ) -> Next {
+        match self {
+            StartupPhase::Initiating(mut initiating) => {
+                if !initiating.request_sent && conn.state() == State::Established {
+                    let Side::Initiator(initiator) = &initiating.startup.side else {
+                        unreachable!("an initiating stream has an initiator");
+                    };
+                    let request = initiator.request();
+                    initiating.request_sent = conn.send(request) == request.len();
+                }
+                let progress = initiating.startup.on_timer(now.micros());
+                initiating.on_progress(conn, control, progress)
+            }
+            StartupPhase::Responding(mut responding) => {
+                let progress = responding.startup.on_timer(now.micros());
+                responding.on_progress(conn, control, progress)
+            }
+            StartupPhase::Holding(mut holding) => {
+                let until = *holding.until.get_or_insert(now.micros() + holding.delay);
+                if now.micros() >= until {
+                    holding.operate()
+                } else {
+                    Next::Startup(StartupPhase::Holding(holding))
+                }
+            }
+            deciding @ StartupPhase::Deciding(_) => Next::Startup(deciding),
+        }
+    }
+
+    /// The peer closed or the connection failed. A holding stream starts
+    /// Full Operation: what the peer sent before it closed is Full
+    /// Operation's.
+    pub(super) fn closed(self, conn: &mut Connection, control: &Sender<ControlCmd>) -> Next {
+        match self {
+            StartupPhase::Initiating(mut initiating) => {
+                let progress = initiating.startup.on_closed();
+                initiating.on_progress(conn, control, progress)
+            }
+            StartupPhase::Responding(mut responding) => {
+                let progress = responding.startup.on_closed();
+                responding.on_progress(conn, control, progress)
+            }
+            StartupPhase::Deciding(_) => Next::Finished,
+            StartupPhase::Holding(holding) => holding.operate(),
+        }
     }
 
     /// The application accepted the Request onto `qp`: the Reply goes out
     /// and Full Operation begins; `answer` hears once the stream runs on
-    /// its dataplane core.
-    pub(crate) fn accept(
-        &mut self,
+    /// its dataplane core, or at once why it cannot.
+    pub(super) fn accept(
+        self,
         conn: &mut Connection,
         qp: QueuePair,
         params: &LocalParams,
         answer: Answer,
-    ) {
-        let Phase::Deciding(deciding) = &mut self.phase else {
+    ) -> Next {
+        let StartupPhase::Deciding(mut deciding) = self else {
             let _ = answer.send(Err(Error::WrongState("the request is no longer pending")));
-            return;
+            return Next::Startup(self);
         };
-        let (reply, negotiated) = match deciding.responder.accept(params) {
-            Ok(accepted) => accepted,
-            Err(err) => {
-                let _ = answer.send(Err(Error::Startup(err)));
-                return;
+        let sent = deciding
+            .responder
+            .accept(params)
+            .map_err(Error::Startup)
+            .and_then(|(reply, negotiated)| {
+                if conn.send(&reply) == reply.len() {
+                    Ok(negotiated)
+                } else {
+                    Err(Error::WrongState("the connection no longer sends"))
+                }
+            });
+        match sent {
+            Ok(negotiated) => {
+                let start = Start {
+                    negotiated,
+                    role: Role::Responder,
+                    qp,
+                    private_data: deciding.private_data,
+                    answer,
+                };
+                Next::Operate(start, deciding.leftover)
             }
-        };
-        if conn.send(&reply) != reply.len() {
-            let _ = answer.send(Err(Error::WrongState("the connection no longer sends")));
-            return;
+            Err(err) => {
+                let _ = answer.send(Err(err));
+                Next::Startup(StartupPhase::Deciding(deciding))
+            }
         }
-        let Phase::Deciding(deciding) = std::mem::replace(&mut self.phase, Phase::Finished) else {
-            unreachable!("matched above");
-        };
-        let Deciding {
-            private_data,
-            leftover,
-            ..
-        } = *deciding;
-        let start = Start {
-            negotiated,
-            role: Role::Responder,
-            qp,
-            private_data,
-            answer,
-        };
-        self.operate(conn, start, &leftover);
     }
 
     /// The application rejected the Request: the Reply carries
     /// `private_data`, then the connection closes.
-    pub(crate) fn reject(
-        &mut self,
+    pub(super) fn reject(
+        self,
         conn: &mut Connection,
         private_data: &[u8],
-    ) -> Result<(), Error> {
-        let Phase::Deciding(deciding) = &mut self.phase else {
-            return Err(Error::WrongState("the request is no longer pending"));
+    ) -> (Next, Result<(), Error>) {
+        let StartupPhase::Deciding(mut deciding) = self else {
+            let err = Error::WrongState("the request is no longer pending");
+            return (Next::Startup(self), Err(err));
         };
-        let reply = deciding
+        match deciding
             .responder
-            .reject(&LocalParams::default(), private_data)?;
-        self.phase = Phase::Finished;
-        conn.send(&reply);
-        conn.close();
-        Ok(())
-    }
-
-    /// Octets of the stream, in order, in a startup phase.
-    pub(super) fn startup_input(&mut self, conn: &mut Connection, data: &[u8]) {
-        match &mut self.phase {
-            Phase::Initiating(initiating) => {
-                let progress = initiating.startup.feed(data);
-                self.on_initiator_progress(conn, progress);
+            .reject(&LocalParams::default(), private_data)
+        {
+            Ok(reply) => {
+                conn.send(&reply);
+                conn.close();
+                (Next::Finished, Ok(()))
             }
-            Phase::Responding(responding) => {
-                let progress = responding.startup.feed(data);
-                self.on_responder_progress(conn, progress);
-            }
-            Phase::Deciding(deciding) => deciding.leftover.extend_from_slice(data),
-            Phase::Holding(holding) => holding.leftover.extend_from_slice(data),
-            Phase::Operating(_) | Phase::Finished => {}
+            Err(err) => (
+                Next::Startup(StartupPhase::Deciding(deciding)),
+                Err(err.into()),
+            ),
         }
     }
 
-    /// Carries out the connection manager's decision on an initiator's
-    /// `progress`, if there is one yet.
-    fn on_initiator_progress(&mut self, conn: &mut Connection, progress: Progress) {
-        let Phase::Initiating(initiating) = &self.phase else {
-            return;
+    /// The connection ended with `error` (or the stream was dropped): a
+    /// `connect` still waiting hears it.
+    pub(super) fn end(self, error: Error) {
+        let answer = match self {
+            StartupPhase::Initiating(initiating) => initiating.answer,
+            StartupPhase::Holding(holding) => holding.start.answer,
+            StartupPhase::Responding(_) | StartupPhase::Deciding(_) => return,
         };
+        let _ = answer.send(Err(error));
+    }
+}
+
+impl Initiating {
+    /// Carries out the connection manager's decision on `progress`, if
+    /// there is one yet.
+    fn on_progress(
+        self: Box<Self>,
+        conn: &mut Connection,
+        control: &Sender<ControlCmd>,
+        progress: Progress,
+    ) -> Next {
         let attempt = Attempt {
-            revision_1_fallback: initiating.params.revision_1_fallback,
-            retry: initiating.retry,
+            revision_1_fallback: self.params.revision_1_fallback,
+            retry: self.retry,
         };
-        let Some(decision) = initiating.startup.initiator_decision(progress, attempt) else {
-            return;
-        };
-        let Phase::Initiating(initiating) = std::mem::replace(&mut self.phase, Phase::Finished)
-        else {
-            unreachable!("matched above");
+        let Some(decision) = self.startup.initiator_decision(progress, attempt) else {
+            return Next::Startup(StartupPhase::Initiating(self));
         };
         let Initiating {
             qp,
             mut params,
             answer,
             ..
-        } = *initiating;
+        } = *self;
         match decision {
             InitiatorDecision::Accepted(accepted) => {
-                self.phase = Phase::Holding(Box::new(Holding {
+                let holding = Holding {
                     start: Start {
                         negotiated: accepted.negotiated,
                         role: Role::Initiator,
@@ -222,11 +334,11 @@ impl RdmaStream {
                     leftover: accepted.leftover,
                     delay: params.first_fpdu_delay.as_micros() as Micros,
                     until: None,
-                }));
+                };
+                return Next::Startup(StartupPhase::Holding(Box::new(holding)));
             }
             InitiatorDecision::Rejected { private_data } => {
                 let _ = answer.send(Err(Error::Rejected { private_data }));
-                self.finish(conn);
             }
             InitiatorDecision::RetryInRevision1(mpa) => {
                 params.mpa = mpa;
@@ -238,11 +350,10 @@ impl RdmaStream {
                     retry: true,
                 };
                 if let Err(crossbeam_channel::SendError(ControlCmd::Connect { reply, .. })) =
-                    self.context.control.send(retry)
+                    control.send(retry)
                 {
                     let _ = reply.send(Err(Error::DeviceClosed));
                 }
-                self.finish(conn);
             }
             InitiatorDecision::Failed { terminate, error } => {
                 if let Some(frame) = terminate {
@@ -251,108 +362,108 @@ impl RdmaStream {
                     conn.send(&frame);
                 }
                 let _ = answer.send(Err(Error::Startup(error)));
-                self.finish(conn);
             }
         }
+        conn.close();
+        Next::Finished
     }
+}
 
-    fn on_responder_progress(&mut self, conn: &mut Connection, progress: Progress) {
-        let Phase::Responding(responding) = &mut self.phase else {
-            return;
-        };
+impl Responding {
+    /// Hands the Request to the application once it is in; closes if the
+    /// startup failed.
+    fn on_progress(
+        self,
+        conn: &mut Connection,
+        control: &Sender<ControlCmd>,
+        progress: Progress,
+    ) -> Next {
         match progress {
-            Progress::Pending => {}
+            Progress::Pending => Next::Startup(StartupPhase::Responding(self)),
             Progress::Requested(request, leftover) => {
                 let incoming = IncomingRequest {
                     request: request.clone(),
                     peer_addr: socket_addr(conn.remote()),
                     id: request_id(conn.local(), conn.remote()),
-                    control: self.context.control.clone(),
+                    control: control.clone(),
                     decided: false,
                     driver: Driver::default(),
                 };
-                let requests = responding.requests.clone();
-                let Phase::Responding(responding) =
-                    std::mem::replace(&mut self.phase, Phase::Finished)
-                else {
-                    unreachable!("matched above");
-                };
-                let Side::Responder(responder) = responding.startup.side else {
+                let Side::Responder(responder) = self.startup.side else {
                     unreachable!("a responding stream has a responder");
                 };
-                self.phase = Phase::Deciding(Box::new(Deciding {
+                if self.requests.send(incoming).is_err() {
+                    // The listener is gone.
+                    conn.abort();
+                    return Next::Finished;
+                }
+                Next::Startup(StartupPhase::Deciding(Box::new(Deciding {
                     responder,
                     private_data: request.private_data,
                     leftover,
-                }));
-                if requests.send(incoming).is_err() {
-                    // The listener is gone.
-                    self.phase = Phase::Finished;
-                    conn.abort();
-                }
+                })))
             }
-            Progress::Failed(_) => self.finish(conn),
+            Progress::Failed(_) => {
+                conn.close();
+                Next::Finished
+            }
             Progress::Replied(..) => unreachable!("a responder gets no Reply"),
         }
     }
+}
 
-    /// Ends the stream after a failed or refused startup.
-    fn finish(&mut self, conn: &mut Connection) {
-        self.phase = Phase::Finished;
-        conn.close();
+impl Holding {
+    /// The hold is over: Full Operation starts.
+    fn operate(self: Box<Self>) -> Next {
+        let Holding {
+            start, leftover, ..
+        } = *self;
+        Next::Operate(start, leftover)
     }
+}
 
-    /// Startup deadlines, and the Request once TCP is up.
-    pub(super) fn drive_startup(&mut self, now: Instant, conn: &mut Connection) {
-        match &mut self.phase {
-            Phase::Initiating(initiating) => {
-                if !initiating.request_sent && conn.state() == State::Established {
-                    let Side::Initiator(initiator) = &initiating.startup.side else {
-                        unreachable!("an initiating stream has an initiator");
-                    };
-                    let request = initiator.request();
-                    initiating.request_sent = conn.send(request) == request.len();
-                }
-                let progress = initiating.startup.on_timer(now.micros());
-                self.on_initiator_progress(conn, progress);
-            }
-            Phase::Responding(responding) => {
-                let progress = responding.startup.on_timer(now.micros());
-                self.on_responder_progress(conn, progress);
-            }
-            Phase::Holding(holding) => {
-                let until = *holding.until.get_or_insert(now.micros() + holding.delay);
-                if now.micros() >= until {
-                    self.end_hold(conn);
-                }
-            }
-            _ => {}
-        }
+/// `endpoint` as a socket address.
+pub(super) fn socket_addr(endpoint: Endpoint) -> SocketAddr {
+    SocketAddr::V4(SocketAddrV4::new(endpoint.addr, endpoint.port))
+}
+
+/// The identifier of a connection request: the 4-tuple less our own
+/// address, which is the host's.
+fn request_id(local: Endpoint, remote: Endpoint) -> u64 {
+    (u64::from(u32::from(remote.addr)) << 32)
+        | (u64::from(remote.port) << 16)
+        | u64::from(local.port)
+}
+
+/// The connection a request identifier names (see [`request_id`]), on the
+/// host's address `local_ip`: where the application's accept or reject
+/// goes.
+pub(crate) fn request_tuple(local_ip: Ipv4Address, id: u64) -> FourTuple {
+    FourTuple {
+        local_ip,
+        local_port: id as u16,
+        remote_ip: Ipv4Address::from((id >> 32) as u32),
+        remote_port: (id >> 16) as u16,
     }
+}
 
-    /// Starts the Full Operation a holding stream waits for.
-    fn end_hold(&mut self, conn: &mut Connection) {
-        if let Phase::Holding(holding) = std::mem::replace(&mut self.phase, Phase::Finished) {
-            self.operate(conn, holding.start, &holding.leftover);
-        }
-    }
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-    /// The peer closed or the connection failed during the startup. A
-    /// holding stream starts Full Operation: what the peer sent before
-    /// it closed is Full Operation's.
-    pub(super) fn startup_closed(&mut self, conn: &mut Connection) {
-        match &mut self.phase {
-            Phase::Initiating(initiating) => {
-                let progress = initiating.startup.on_closed();
-                self.on_initiator_progress(conn, progress);
+    #[test]
+    fn a_request_identifier_names_its_connection() {
+        let local = Endpoint::new(Ipv4Address::new(10, 0, 0, 1), 4791);
+        let remote = Endpoint::new(Ipv4Address::new(192, 168, 7, 200), 50123);
+        let tuple = request_tuple(local.addr, request_id(local, remote));
+        assert_eq!(
+            tuple,
+            FourTuple {
+                local_ip: local.addr,
+                local_port: 4791,
+                remote_ip: remote.addr,
+                remote_port: 50123,
             }
-            Phase::Responding(responding) => {
-                let progress = responding.startup.on_closed();
-                self.on_responder_progress(conn, progress);
-            }
-            Phase::Deciding(_) => self.phase = Phase::Finished,
-            Phase::Holding(_) => self.end_hold(conn),
-            Phase::Operating(_) | Phase::Finished => {}
-        }
+        );
     }
 }
