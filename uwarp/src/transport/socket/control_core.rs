@@ -7,10 +7,12 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use uwarp_stack::mem::StagTable;
 use uwarp_stack::mpa::{Initiator, LocalParams, Micros, Negotiated, Responder, StartupError};
 use uwarp_stack::rdmap::{EngineConfig, Role};
 use uwarp_stack::wire::fpdu::mulpdu;
@@ -19,7 +21,6 @@ use super::dataplane::Adopt;
 use super::setup::Setup;
 use super::tcp;
 use crate::cm::{ConnectParams, Connection, ControlCmd, IncomingRequest, Listening};
-use crate::device::Shared;
 use crate::driver::Driver;
 use crate::error::Error;
 use crate::qp::QueuePair;
@@ -66,7 +67,7 @@ impl Accepting {
 }
 
 struct ControlCore {
-    shared: Shared,
+    table: Arc<StagTable>,
     commands: Receiver<ControlCmd>,
     me: Sender<ControlCmd>,
     dataplane: Sender<Adopt>,
@@ -82,14 +83,14 @@ struct ControlCore {
 
 /// Starts the control thread.
 pub(crate) fn spawn_control(
-    shared: Shared,
+    table: Arc<StagTable>,
     commands: Receiver<ControlCmd>,
     me: Sender<ControlCmd>,
     dataplane: Sender<Adopt>,
     startup_timeout: Duration,
 ) -> std::io::Result<JoinHandle<()>> {
     let core = ControlCore {
-        shared,
+        table,
         commands,
         me,
         dataplane,
@@ -437,7 +438,7 @@ impl ControlCore {
             role,
             mulpdu,
             pd: qp.shared.pd,
-            table: self.shared.table.clone(),
+            table: self.table.clone(),
             srq: qp.shared.init.srq.clone(),
         };
         self.dataplane

@@ -19,13 +19,15 @@
 mod operation;
 mod startup;
 
+use std::sync::Arc;
+
 use crossbeam_channel::Sender;
+use uwarp_stack::mem::StagTable;
 use uwarp_stack::mpa::{LocalParams, Micros};
 use uwarp_stack::tcp::{Connection, Consumer, Disposition, Event, Instant, Stats};
 
 use crate::cm::{ConnectParams, ControlCmd, IncomingRequest};
 use crate::counters::TransportCounters;
-use crate::device::Shared;
 use crate::error::Error;
 use crate::qp::QueuePair;
 use operation::Operating;
@@ -37,7 +39,7 @@ use uwarp_dataplane::tcp::{Doorbell, End, TcpApp};
 #[derive(Clone)]
 pub(crate) struct StreamContext {
     /// The device's STag table.
-    pub(crate) shared: Shared,
+    pub(crate) table: Arc<StagTable>,
     /// The control core's command queue (requests carry it; a revision-1
     /// retry goes through it).
     pub(crate) control: Sender<ControlCmd>,
@@ -155,13 +157,8 @@ impl RdmaStream {
             Next::Operate(start, leftover) => {
                 let base = self.rx_next - leftover.len() as u64;
                 let context = &self.context;
-                let mut operating = Operating::new(
-                    conn,
-                    start,
-                    base,
-                    &context.shared.table,
-                    context.zero_copy_from,
-                );
+                let mut operating =
+                    Operating::new(conn, start, base, &context.table, context.zero_copy_from);
                 self.rx_next = operating.feed(&leftover);
                 self.phase = Phase::Operating(Box::new(operating));
             }

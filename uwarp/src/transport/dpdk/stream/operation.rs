@@ -22,6 +22,7 @@ use crate::cm::Connection as Established;
 use crate::counters::TransportCounters;
 use crate::error::Error;
 use crate::qp_link::{QpLink, CLOSE_TIMEOUT};
+use crate::transport::wakeup::Wakeup;
 use uwarp_dataplane::tcp::Doorbell;
 
 /// A stream in Full Operation.
@@ -173,8 +174,8 @@ impl Operating {
     /// hears that it is up.
     pub(super) fn on_dataplane(&mut self, doorbell: Doorbell) {
         let shared = &self.link.qp().shared;
-        // A queue pair connects once: a second doorbell cannot be set.
-        let _ = shared.doorbell.set(doorbell.clone());
+        // A queue pair connects once: a second wake-up cannot be set.
+        let _ = shared.wakeup.set(Wakeup::Doorbell(doorbell.clone()));
         self.doorbell = Some(doorbell);
         if let Some((answer, established)) = self.answer.take() {
             let _ = answer.send(Ok(established));

@@ -414,10 +414,10 @@ impl Responding {
 
 impl Holding {
     /// The hold is over: Full Operation starts.
-    fn operate(self: Box<Self>) -> Next {
+    fn operate(self) -> Next {
         let Holding {
             start, leftover, ..
-        } = *self;
+        } = self;
         Next::Operate(start, leftover)
     }
 }
