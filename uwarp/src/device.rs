@@ -10,7 +10,7 @@ use crossbeam_channel::Sender;
 use uwarp_stack::mem::{ProtectionDomains, StagTable};
 use uwarp_stack::rdmap::SharedReceiveQueue;
 
-use crate::cm::{ConnectParams, Connection, ControlCmd, Listener};
+use crate::cm::{Connect, ConnectParams, Connection, ControlCmd, Listener};
 use crate::cq::CompletionQueue;
 use crate::driver::Driver;
 use crate::error::Error;
@@ -177,13 +177,13 @@ impl Device {
     ) -> Result<Connection, Error> {
         let addr = resolve(addr)?;
         let (reply, answer) = crossbeam_channel::bounded(1);
-        let cmd = ControlCmd::Connect {
+        let cmd = ControlCmd::Connect(Connect {
             addr,
             qp: qp.clone(),
             params,
             reply,
             retry: false,
-        };
+        });
         self.control.send(cmd).map_err(|_| Error::DeviceClosed)?;
         self.driver.wait(&answer)?
     }

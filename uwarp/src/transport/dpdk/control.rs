@@ -79,19 +79,14 @@ impl RdmaControl {
                     self.setup.remove_listener(port);
                 }
             }
-            ControlCmd::Connect {
-                addr,
-                qp,
-                params,
-                reply,
-                retry,
-            } => {
-                let SocketAddr::V4(remote) = addr else {
-                    let _ = reply.send(Err(Error::InvalidArgument("the transport is IPv4 only")));
+            ControlCmd::Connect(connect) => {
+                let SocketAddr::V4(remote) = connect.addr else {
+                    let err = Error::InvalidArgument("the transport is IPv4 only");
+                    let _ = connect.reply.send(Err(err));
                     return;
                 };
                 let now = self.clock.at(wall).micros();
-                match RdmaStream::initiator(self.context.clone(), now, qp, params, retry, reply) {
+                match RdmaStream::initiator(self.context.clone(), now, connect) {
                     Ok(stream) => {
                         let remote = Endpoint::new(*remote.ip(), remote.port());
                         self.setup.open_connection(remote, stream);

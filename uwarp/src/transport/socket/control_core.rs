@@ -13,28 +13,23 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use uwarp_stack::mem::StagTable;
-use uwarp_stack::mpa::{Initiator, LocalParams, Micros, Negotiated, Responder, StartupError};
+use uwarp_stack::mpa::{LocalParams, Micros, Negotiated, Responder};
 use uwarp_stack::rdmap::{EngineConfig, Role};
 use uwarp_stack::wire::fpdu::mulpdu;
 
 use super::dataplane::Adopt;
 use super::setup::Setup;
 use super::tcp;
-use crate::cm::{ConnectParams, Connection, ControlCmd, IncomingRequest, Listening};
+use crate::cm::{Connect, Connection, ControlCmd, IncomingRequest, Listening};
 use crate::driver::Driver;
 use crate::error::Error;
 use crate::qp::QueuePair;
-use uwarp_control::startup::{Accepted, Attempt, InitiatorDecision, Progress, Side};
+use uwarp_control::startup::{Accepted, InitiatorDecision, Progress, Side};
 
 /// An active open waiting for its Reply.
 struct Connecting {
     setup: Setup,
-    qp: QueuePair,
-    params: ConnectParams,
-    addr: SocketAddr,
-    reply: Sender<Result<Connection, Error>>,
-    /// Whether this is the one retry in revision 1.
-    retry: bool,
+    connect: Connect,
 }
 
 /// An accepted active open holding its first FPDU back until `until`
@@ -152,13 +147,7 @@ impl ControlCore {
             ControlCmd::StopListening { id } => {
                 self.listeners.remove(&id);
             }
-            ControlCmd::Connect {
-                addr,
-                qp,
-                params,
-                reply,
-                retry,
-            } => self.connect(addr, qp, params, reply, retry),
+            ControlCmd::Connect(connect) => self.connect(connect),
             ControlCmd::Accept {
                 id,
                 qp,
@@ -221,38 +210,19 @@ impl ControlCore {
         busy
     }
 
-    fn connect(
-        &mut self,
-        addr: SocketAddr,
-        qp: QueuePair,
-        params: ConnectParams,
-        reply: Sender<Result<Connection, Error>>,
-        retry: bool,
-    ) {
+    fn connect(&mut self, connect: Connect) {
         let started = (|| -> Result<Setup, Error> {
-            let initiator = Initiator::new(
-                params.mpa.clone(),
-                self.now(),
-                params.timeout.as_micros() as Micros,
-            )
-            .map_err(|err| Error::Startup(StartupError::Malformed(err)))?;
-            let mut stream = TcpStream::connect_timeout(&addr, params.timeout)?;
+            let initiator = connect.initiator(self.now())?;
+            let mut stream = TcpStream::connect_timeout(&connect.addr, connect.params.timeout)?;
             stream.set_nodelay(true)?;
             stream.write_all(initiator.request())?;
             stream.set_nonblocking(true)?;
             Ok(Setup::new(stream, Side::Initiator(initiator)))
         })();
         match started {
-            Ok(setup) => self.connecting.push(Connecting {
-                setup,
-                qp,
-                params,
-                addr,
-                reply,
-                retry,
-            }),
+            Ok(setup) => self.connecting.push(Connecting { setup, connect }),
             Err(err) => {
-                let _ = reply.send(Err(err));
+                let _ = connect.reply.send(Err(err));
             }
         }
     }
@@ -264,19 +234,16 @@ impl ControlCore {
         while index < self.connecting.len() {
             let conn = &mut self.connecting[index];
             let progress = conn.setup.poll(now);
-            let attempt = Attempt {
-                revision_1_fallback: conn.params.revision_1_fallback,
-                retry: conn.retry,
-            };
+            let attempt = conn.connect.attempt();
             let Some(decision) = conn.setup.startup.initiator_decision(progress, attempt) else {
                 index += 1;
                 continue;
             };
             busy = true;
-            let mut conn = self.connecting.swap_remove(index);
+            let conn = self.connecting.swap_remove(index);
             match decision {
                 InitiatorDecision::Accepted(accepted) => {
-                    let delay = conn.params.first_fpdu_delay.as_micros() as Micros;
+                    let delay = conn.connect.params.first_fpdu_delay.as_micros() as Micros;
                     self.holding.push(Holding {
                         conn,
                         accepted,
@@ -284,11 +251,13 @@ impl ControlCore {
                     });
                 }
                 InitiatorDecision::Rejected { private_data } => {
-                    let _ = conn.reply.send(Err(Error::Rejected { private_data }));
+                    let _ = conn
+                        .connect
+                        .reply
+                        .send(Err(Error::Rejected { private_data }));
                 }
                 InitiatorDecision::RetryInRevision1(mpa) => {
-                    conn.params.mpa = mpa;
-                    self.connect(conn.addr, conn.qp, conn.params, conn.reply, true);
+                    self.connect(conn.connect.retry_with(mpa));
                 }
                 InitiatorDecision::Failed { terminate, error } => {
                     if let Some(frame) = terminate {
@@ -297,7 +266,7 @@ impl ControlCore {
                         let _ = write_blocking(&conn.setup.stream, &frame);
                         let _ = conn.setup.stream.shutdown(std::net::Shutdown::Write);
                     }
-                    let _ = conn.reply.send(Err(Error::Startup(error)));
+                    let _ = conn.connect.reply.send(Err(Error::Startup(error)));
                 }
             }
         }
@@ -323,13 +292,13 @@ impl ControlCore {
             } = held.accepted;
             let result = self.hand_over(
                 held.conn.setup.stream,
-                &held.conn.qp,
+                &held.conn.connect.qp,
                 negotiated,
                 Role::Initiator,
                 private_data,
                 leftover,
             );
-            let _ = held.conn.reply.send(result);
+            let _ = held.conn.connect.reply.send(result);
         }
         true
     }

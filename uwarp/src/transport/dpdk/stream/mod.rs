@@ -26,7 +26,7 @@ use uwarp_stack::mem::StagTable;
 use uwarp_stack::mpa::{LocalParams, Micros};
 use uwarp_stack::tcp::{Connection, Consumer, Disposition, Event, Instant, Stats};
 
-use crate::cm::{ConnectParams, ControlCmd, IncomingRequest};
+use crate::cm::{Connect, ControlCmd, IncomingRequest};
 use crate::counters::TransportCounters;
 use crate::error::Error;
 use crate::qp::QueuePair;
@@ -71,17 +71,13 @@ pub struct RdmaStream {
 }
 
 impl RdmaStream {
-    /// The active side: sends the Request for `params` once TCP is up;
-    /// `retry` if this is the one retry in revision 1.
+    /// The active side of `connect`: sends the Request once TCP is up.
     pub(crate) fn initiator(
         context: StreamContext,
         now: Micros,
-        qp: QueuePair,
-        params: ConnectParams,
-        retry: bool,
-        answer: Answer,
+        connect: Connect,
     ) -> Result<Self, (Error, Answer)> {
-        let phase = StartupPhase::initiator(now, qp, params, retry, answer)?;
+        let phase = StartupPhase::initiator(now, connect)?;
         Ok(Self::in_phase(context, phase))
     }
 

@@ -17,15 +17,15 @@ use std::net::{SocketAddr, SocketAddrV4};
 use crossbeam_channel::Sender;
 use smoltcp::wire::Ipv4Address;
 use uwarp_dataplane::net::FourTuple;
-use uwarp_stack::mpa::{Initiator, LocalParams, Micros, Negotiated, Responder, StartupError};
+use uwarp_stack::mpa::{LocalParams, Micros, Negotiated, Responder};
 use uwarp_stack::rdmap::Role;
 use uwarp_stack::tcp::{Connection, Endpoint, Instant, State};
 
-use crate::cm::{ConnectParams, Connection as Established, ControlCmd, IncomingRequest};
+use crate::cm::{Connect, Connection as Established, ControlCmd, IncomingRequest};
 use crate::driver::Driver;
 use crate::error::Error;
 use crate::qp::QueuePair;
-use uwarp_control::startup::{Attempt, InitiatorDecision, Progress, Side, Startup};
+use uwarp_control::startup::{InitiatorDecision, Progress, Side, Startup};
 
 /// Where a stream's answer to the application goes: `connect` and
 /// `accept` wait on it.
@@ -65,11 +65,7 @@ pub(super) enum Next {
 pub(super) struct Initiating {
     startup: Startup,
     request_sent: bool,
-    qp: QueuePair,
-    params: ConnectParams,
-    /// Whether this is the one retry in revision 1.
-    retry: bool,
-    answer: Answer,
+    connect: Connect,
 }
 
 /// A passive open, waiting for the Request.
@@ -99,27 +95,17 @@ pub(super) struct Holding {
 }
 
 impl StartupPhase {
-    /// The active side: sends the Request for `params` once TCP is up;
-    /// `retry` if this is the one retry in revision 1.
-    pub(super) fn initiator(
-        now: Micros,
-        qp: QueuePair,
-        params: ConnectParams,
-        retry: bool,
-        answer: Answer,
-    ) -> Result<Self, (Error, Answer)> {
-        let timeout = params.timeout.as_micros() as Micros;
-        let initiator = match Initiator::new(params.mpa.clone(), now, timeout) {
+    /// The active side of `connect`, started at `now`: sends the Request
+    /// once TCP is up.
+    pub(super) fn initiator(now: Micros, connect: Connect) -> Result<Self, (Error, Answer)> {
+        let initiator = match connect.initiator(now) {
             Ok(initiator) => initiator,
-            Err(err) => return Err((Error::Startup(StartupError::Malformed(err)), answer)),
+            Err(err) => return Err((err, connect.reply)),
         };
         Ok(StartupPhase::Initiating(Box::new(Initiating {
             startup: Startup::new(Side::Initiator(initiator)),
             request_sent: false,
-            qp,
-            params,
-            retry,
-            answer,
+            connect,
         })))
     }
 
@@ -291,7 +277,7 @@ impl StartupPhase {
     /// `connect` still waiting hears it.
     pub(super) fn end(self, error: Error) {
         let answer = match self {
-            StartupPhase::Initiating(initiating) => initiating.answer,
+            StartupPhase::Initiating(initiating) => initiating.connect.reply,
             StartupPhase::Holding(holding) => holding.start.answer,
             StartupPhase::Responding(_) | StartupPhase::Deciding(_) => return,
         };
@@ -308,51 +294,36 @@ impl Initiating {
         control: &Sender<ControlCmd>,
         progress: Progress,
     ) -> Next {
-        let attempt = Attempt {
-            revision_1_fallback: self.params.revision_1_fallback,
-            retry: self.retry,
-        };
+        let attempt = self.connect.attempt();
         let Some(decision) = self.startup.initiator_decision(progress, attempt) else {
             return Next::Startup(StartupPhase::Initiating(self));
         };
-        let Initiating {
-            qp,
-            mut params,
-            answer,
-            ..
-        } = *self;
+        let connect = self.connect;
         match decision {
             InitiatorDecision::Accepted(accepted) => {
                 let holding = Holding {
                     start: Start {
                         negotiated: accepted.negotiated,
                         role: Role::Initiator,
-                        qp,
+                        qp: connect.qp,
                         private_data: accepted.private_data,
-                        answer,
+                        answer: connect.reply,
                     },
                     leftover: accepted.leftover,
-                    delay: params.first_fpdu_delay.as_micros() as Micros,
+                    delay: connect.params.first_fpdu_delay.as_micros() as Micros,
                     until: None,
                 };
                 return Next::Startup(StartupPhase::Holding(Box::new(holding)));
             }
             InitiatorDecision::Rejected { private_data } => {
-                let _ = answer.send(Err(Error::Rejected { private_data }));
+                let _ = connect.reply.send(Err(Error::Rejected { private_data }));
             }
             InitiatorDecision::RetryInRevision1(mpa) => {
-                params.mpa = mpa;
-                let retry = ControlCmd::Connect {
-                    addr: socket_addr(conn.remote()),
-                    qp,
-                    params,
-                    reply: answer,
-                    retry: true,
-                };
-                if let Err(crossbeam_channel::SendError(ControlCmd::Connect { reply, .. })) =
+                let retry = ControlCmd::Connect(connect.retry_with(mpa));
+                if let Err(crossbeam_channel::SendError(ControlCmd::Connect(connect))) =
                     control.send(retry)
                 {
-                    let _ = reply.send(Err(Error::DeviceClosed));
+                    let _ = connect.reply.send(Err(Error::DeviceClosed));
                 }
             }
             InitiatorDecision::Failed { terminate, error } => {
@@ -361,7 +332,7 @@ impl Initiating {
                     // reports it (RFC 6581 section 9).
                     conn.send(&frame);
                 }
-                let _ = answer.send(Err(Error::Startup(error)));
+                let _ = connect.reply.send(Err(Error::Startup(error)));
             }
         }
         conn.close();
