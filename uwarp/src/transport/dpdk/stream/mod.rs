@@ -50,6 +50,7 @@ pub(crate) struct StreamContext {
     pub(crate) zero_copy_from: Option<usize>,
 }
 
+/// Where a stream is in its life.
 enum Phase {
     /// On the control core.
     Startup(StartupPhase),

@@ -43,9 +43,13 @@ pub(super) struct Start {
 
 /// A stream in its startup phase.
 pub(super) enum StartupPhase {
+    /// An active open, waiting for the Reply.
     Initiating(Box<Initiating>),
+    /// A passive open, waiting for the Request.
     Responding(Responding),
+    /// A passive open, waiting for the application's decision.
     Deciding(Box<Deciding>),
+    /// An accepted active open, holding its first FPDU back.
     Holding(Box<Holding>),
 }
 
