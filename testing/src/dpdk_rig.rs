@@ -12,7 +12,7 @@
 //! engine hands it (data with its stream position, the left edge, events,
 //! how it ended, the connection's counters after each input) into an
 //! [`AppLog`] the test reads, sends what the test put in its outbox, and
-//! never closes or echoes.
+//! never echoes, nor closes unless the test asks it to.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -140,6 +140,9 @@ pub struct AppLog {
     /// Keep what arrives unread from now on, so the receive window
     /// closes (a peer that stopped reading).
     pub hold: bool,
+    /// Close the connection once this many octets of the stream arrived
+    /// (a peer that reads the first frame and hangs up).
+    pub close_after: Option<u64>,
     /// Times the core drove the application.
     pub drives: usize,
     /// The connection's doorbell, once it runs on a dataplane core.
@@ -211,8 +214,8 @@ pub fn small_pool(host: &mut HostConfig) {
     host.mempool.capacity = 2047;
 }
 
-/// The application of every connection: records, sends its outbox, never
-/// closes.
+/// The application of every connection: records, sends its outbox,
+/// closes only as its log's `close_after` says.
 pub struct TestApp {
     log: Log,
 }
@@ -250,6 +253,12 @@ impl TcpApp for TestApp {
         if !log.outbox.is_empty() {
             let taken = conn.send(&log.outbox);
             log.outbox.drain(..taken);
+        }
+        if log
+            .close_after
+            .is_some_and(|octets| log.left_edge >= octets)
+        {
+            conn.close();
         }
         log.stats = *conn.stats();
         log.state = Some(conn.state());

@@ -8,7 +8,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
-use uwarp_stack::mpa::{ConnectRequest, LocalParams, Negotiated};
+use uwarp_control::startup::Attempt;
+use uwarp_stack::mpa::{ConnectRequest, Initiator, LocalParams, Micros, Negotiated, StartupError};
 
 use crate::driver::Driver;
 use crate::error::Error;
@@ -176,6 +177,49 @@ impl Drop for Listener {
 /// requests arrive.
 pub(crate) type Listening = (u64, SocketAddr, Receiver<IncomingRequest>);
 
+/// An active open, as the control thread takes it.
+#[derive(Debug)]
+pub(crate) struct Connect {
+    /// The listener to connect to.
+    pub(crate) addr: SocketAddr,
+    /// The queue pair to connect.
+    pub(crate) qp: QueuePair,
+    /// How to connect.
+    pub(crate) params: ConnectParams,
+    /// Where `connect` waits for the outcome.
+    pub(crate) reply: Sender<Result<Connection, Error>>,
+    /// Whether this is the one retry in revision 1
+    /// ([`ConnectParams::revision_1_fallback`]), which is not retried.
+    pub(crate) retry: bool,
+}
+
+impl Connect {
+    /// The initiator of the MPA startup phase, started at `now`.
+    pub(crate) fn initiator(&self, now: Micros) -> Result<Initiator, Error> {
+        let timeout = self.params.timeout.as_micros() as Micros;
+        Initiator::new(self.params.mpa.clone(), now, timeout)
+            .map_err(|err| Error::Startup(StartupError::Malformed(err)))
+    }
+
+    /// This attempt, as the MPA startup policy sees it.
+    pub(crate) fn attempt(&self) -> Attempt {
+        Attempt {
+            revision_1_fallback: self.params.revision_1_fallback,
+            retry: self.retry,
+        }
+    }
+
+    /// The one retry in revision 1, with the initiator's fallback
+    /// settings `mpa`.
+    pub(crate) fn retry_with(self, mpa: LocalParams) -> Self {
+        Connect {
+            params: ConnectParams { mpa, ..self.params },
+            retry: true,
+            ..self
+        }
+    }
+}
+
 /// What the application asks of the control thread.
 #[derive(Debug)]
 pub(crate) enum ControlCmd {
@@ -187,12 +231,7 @@ pub(crate) enum ControlCmd {
     /// Stop listening.
     StopListening { id: u64 },
     /// Connect a queue pair.
-    Connect {
-        addr: SocketAddr,
-        qp: QueuePair,
-        params: ConnectParams,
-        reply: Sender<Result<Connection, Error>>,
-    },
+    Connect(Connect),
     /// Accept a pending request onto a queue pair.
     Accept {
         id: u64,

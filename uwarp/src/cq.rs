@@ -18,7 +18,7 @@ const ARMED_SOLICITED: u8 = 2;
 
 /// A completion queue; clone the handle to share it between queue pairs.
 ///
-/// On a DPDK device whose cores run inline ([`crate::transport::dpdk::CoreThreads::Inline`]),
+/// On a DPDK device whose cores run inline ([`crate::CoreThreads::Inline`]),
 /// polling an empty queue runs the device's cores once, and the waiting
 /// calls run them while they wait: the application's polling loop is the
 /// stack's.

@@ -4,28 +4,25 @@
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
-use uwarp_dataplane::runtime::ImpairSwitch;
-use uwarp_dataplane::Eal;
 use uwarp_stack::mem::{ProtectionDomains, StagTable};
-use uwarp_stack::mpa::Micros;
 use uwarp_stack::rdmap::SharedReceiveQueue;
 
-use crate::cm::ControlCmd;
-use crate::cm::{ConnectParams, Connection, Listener};
+use crate::cm::{Connect, ConnectParams, Connection, ControlCmd, Listener};
 use crate::cq::CompletionQueue;
 use crate::driver::Driver;
 use crate::error::Error;
 use crate::pd::ProtectionDomain;
 use crate::qp::{QpInit, QueuePair};
-use crate::transport::dpdk::cores::DpdkCores;
-use crate::transport::dpdk::stream::StreamContext;
-use crate::transport::dpdk::DpdkConfig;
-use crate::transport::socket::{spawn_control, spawn_dataplane};
+use crate::transport::{Start, Transport};
 use uwarp_control::HostReport;
+// Named by `Device::open_dpdk` and `Device::impairment`, the DPDK
+// transport's entry points.
+use crate::transport::dpdk::DpdkConfig;
+use uwarp_dataplane::runtime::ImpairSwitch;
+use uwarp_dataplane::Eal;
 
 /// How to open a device.
 #[derive(Debug, Clone)]
@@ -46,33 +43,23 @@ impl Default for DeviceConfig {
     }
 }
 
-/// What every part of a device shares.
-#[derive(Debug, Clone)]
-pub(crate) struct Shared {
-    pub(crate) table: Arc<StagTable>,
-}
-
 /// An open device, on the kernel-socket transport ([`Device::open`]) or
 /// on uwarp's TCP over DPDK ([`Device::open_dpdk`]). Dropping it stops its
 /// cores; on the socket transport it first resets every connection still
 /// open. [`Device::close`] does the same and returns what a DPDK device's
 /// cores counted.
 pub struct Device {
-    shared: Shared,
+    table: Arc<StagTable>,
     pds: ProtectionDomains,
     control: Sender<ControlCmd>,
-    threads: Vec<JoinHandle<()>>,
-    dpdk: Option<DpdkCores>,
+    /// `None` once stopped.
+    transport: Option<Transport>,
     driver: Driver,
 }
 
 impl std::fmt::Debug for Device {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let transport = if self.dpdk.is_some() {
-            "dpdk"
-        } else {
-            "socket"
-        };
+        let transport = self.transport.as_ref().map_or("stopped", Transport::name);
         f.debug_struct("Device")
             .field("transport", &transport)
             .field("driver", &self.driver)
@@ -83,27 +70,7 @@ impl std::fmt::Debug for Device {
 impl Device {
     /// Opens a device and starts its threads.
     pub fn open(config: DeviceConfig) -> Result<Self, Error> {
-        let shared = Shared {
-            table: Arc::new(StagTable::new(config.max_regions)?),
-        };
-        let (adopt_tx, adopt_rx) = crossbeam_channel::unbounded();
-        let (control_tx, control_rx) = crossbeam_channel::unbounded();
-        let dataplane = spawn_dataplane(adopt_rx)?;
-        let control = spawn_control(
-            shared.clone(),
-            control_rx,
-            control_tx.clone(),
-            adopt_tx,
-            config.startup_timeout,
-        )?;
-        Ok(Self {
-            shared,
-            pds: ProtectionDomains::new(),
-            control: control_tx,
-            threads: vec![control, dataplane],
-            dpdk: None,
-            driver: Driver::default(),
-        })
+        Self::start(config, Transport::socket)
     }
 
     /// Opens a device on uwarp's TCP over the DPDK port `port`: its
@@ -116,29 +83,33 @@ impl Device {
         config: DeviceConfig,
         dpdk: DpdkConfig,
     ) -> Result<Self, Error> {
-        let shared = Shared {
-            table: Arc::new(StagTable::new(config.max_regions)?),
-        };
-        let (control_tx, control_rx) = crossbeam_channel::unbounded();
-        let context = StreamContext {
-            shared: shared.clone(),
-            control: control_tx.clone(),
-            startup_timeout: config.startup_timeout.as_micros() as Micros,
-            zero_copy_from: dpdk.zero_copy_from,
-        };
-        let (cores, driver) = DpdkCores::start(eal, port, &dpdk, control_rx, context)?;
+        Self::start(config, |start| Transport::dpdk(eal, port, &dpdk, start))
+    }
+
+    /// Opens a device on the transport `transport` starts.
+    fn start(
+        config: DeviceConfig,
+        transport: impl FnOnce(Start) -> Result<Transport, Error>,
+    ) -> Result<Self, Error> {
+        let table = Arc::new(StagTable::new(config.max_regions)?);
+        let (control, commands) = crossbeam_channel::unbounded();
+        let transport = transport(Start {
+            table: table.clone(),
+            commands,
+            control: control.clone(),
+            startup_timeout: config.startup_timeout,
+        })?;
         Ok(Self {
-            shared,
+            table,
             pds: ProtectionDomains::new(),
-            control: control_tx,
-            threads: Vec::new(),
-            dpdk: Some(cores),
-            driver,
+            control,
+            driver: transport.driver(),
+            transport: Some(transport),
         })
     }
 
     /// On a DPDK device opened with
-    /// [`CoreThreads::Inline`](crate::transport::dpdk::CoreThreads::Inline), runs every
+    /// [`CoreThreads::Inline`](crate::CoreThreads::Inline), runs every
     /// core once on the calling thread and returns the work done (frames,
     /// timers, commands); the application calls it in its polling loop.
     /// Devices whose cores have threads return 0 at once.
@@ -149,7 +120,7 @@ impl Device {
     /// The impairment stage of a DPDK device's port (loss, reordering,
     /// duplication, delay for tests), switchable while it runs.
     pub fn impairment(&self) -> Option<&Arc<ImpairSwitch>> {
-        self.dpdk.as_ref().map(DpdkCores::impairment)
+        self.transport.as_ref().and_then(Transport::impairment)
     }
 
     /// Allocates a protection domain (`ibv_alloc_pd`).
@@ -158,7 +129,7 @@ impl Device {
             .pds
             .allocate()
             .ok_or(Error::InvalidArgument("protection domains exhausted"))?;
-        Ok(ProtectionDomain::new(id, self.shared.table.clone()))
+        Ok(ProtectionDomain::new(id, self.table.clone()))
     }
 
     /// Creates a completion queue of `depth` entries (`ibv_create_cq`).
@@ -206,12 +177,13 @@ impl Device {
     ) -> Result<Connection, Error> {
         let addr = resolve(addr)?;
         let (reply, answer) = crossbeam_channel::bounded(1);
-        let cmd = ControlCmd::Connect {
+        let cmd = ControlCmd::Connect(Connect {
             addr,
             qp: qp.clone(),
             params,
             reply,
-        };
+            retry: false,
+        });
         self.control.send(cmd).map_err(|_| Error::DeviceClosed)?;
         self.driver.wait(&answer)?
     }
@@ -229,10 +201,7 @@ impl Device {
     /// nothing to stop and returns `None`).
     fn stop(&mut self) -> Option<HostReport> {
         let _ = self.control.send(ControlCmd::Shutdown);
-        for thread in self.threads.drain(..) {
-            let _ = thread.join();
-        }
-        self.dpdk.take().and_then(DpdkCores::shutdown)
+        self.transport.take().and_then(Transport::stop)
     }
 }
 

@@ -10,22 +10,28 @@
 //! core.
 
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
-use uwarp_dataplane::runtime::Stepper;
 
-use crate::transport::dpdk::{RdmaControl, RdmaStream};
-use uwarp_dataplane::tcp::TcpCore;
+use crate::error::Error;
 
-/// The cores of an inline DPDK device; `None` once it shut down.
-pub(crate) type InlineCores = Mutex<Option<Stepper<RdmaControl, TcpCore<RdmaStream>>>>;
+/// A device's cores that run only when the application steps them (the
+/// DPDK transport's inline mode implements it).
+pub(crate) trait InlineCores: Send + Sync {
+    /// Runs every core once at `now`; returns the work done (0 once the
+    /// cores shut down).
+    fn step(&self, now: Instant) -> usize;
+}
 
 /// How a device's cores run while the application waits.
+///
+/// The inline cores sit behind a trait object: a step locks and polls
+/// every core, which the one indirect call is nothing beside.
 #[derive(Clone, Default)]
 pub(crate) struct Driver {
-    inline: Option<Arc<InlineCores>>,
+    inline: Option<Arc<dyn InlineCores>>,
 }
 
 impl fmt::Debug for Driver {
@@ -41,7 +47,7 @@ impl fmt::Debug for Driver {
 
 impl Driver {
     /// A driver that steps `cores` on the waiting thread.
-    pub(crate) fn inline(cores: Arc<InlineCores>) -> Self {
+    pub(crate) fn inline(cores: Arc<dyn InlineCores>) -> Self {
         Driver {
             inline: Some(cores),
         }
@@ -62,21 +68,14 @@ impl Driver {
     /// a wait loop reads the clock once per turn, for its deadline and
     /// the cores alike (a clock read costs about as much as an idle poll).
     pub(crate) fn progress_at(&self, now: Instant) -> usize {
-        let Some(cores) = &self.inline else {
-            return 0;
-        };
-        let mut cores = cores
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        cores.as_mut().map_or(0, |stepper| stepper.step(now))
+        self.inline.as_ref().map_or(0, |cores| cores.step(now))
     }
 
     /// Waits for a message on `rx`, stepping inline cores meanwhile; an
     /// error once every sender is gone.
-    pub(crate) fn wait<T>(&self, rx: &Receiver<T>) -> Result<T, crate::Error> {
+    pub(crate) fn wait<T>(&self, rx: &Receiver<T>) -> Result<T, Error> {
         let forever = Duration::from_secs(u64::from(u32::MAX));
-        self.recv(rx, forever)
-            .map_err(|_| crate::Error::DeviceClosed)
+        self.recv(rx, forever).map_err(|_| Error::DeviceClosed)
     }
 
     /// Waits up to `timeout` for a message on `rx`, stepping inline

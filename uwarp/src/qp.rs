@@ -16,7 +16,7 @@ use crate::counters::{CounterCells, QpCounters};
 use crate::cq::CompletionQueue;
 use crate::driver::Driver;
 use crate::error::Error;
-use uwarp_dataplane::tcp::Doorbell;
+use crate::transport::wakeup::Wakeup;
 
 /// Limits a queue pair enforces when work is posted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,9 +81,10 @@ pub(crate) struct QpShared {
     pub(crate) posted: AtomicBool,
     events_tx: Sender<QpEvent>,
     events_rx: Receiver<QpEvent>,
-    /// On the DPDK transport, the doorbell of the dataplane core that owns
-    /// the connection; the socket transport polls every queue pair instead.
-    pub(crate) doorbell: OnceLock<Doorbell>,
+    /// How to wake the core that runs the stream, once it runs on one (the
+    /// DPDK transport's dataplane core); the socket transport polls every
+    /// queue pair instead.
+    pub(crate) wakeup: OnceLock<Wakeup>,
     /// What the stream has carried, as its dataplane publishes it.
     pub(crate) counters: CounterCells,
 }
@@ -101,17 +102,17 @@ impl QpShared {
     /// a close.
     ///
     /// The flag is set with a sequentially consistent swap, not a store,
-    /// because the doorbell is read next: a store could still wait in
-    /// this thread's store buffer while that read runs (x86 lets a load
-    /// pass an older store). While the connection is being handed to its
-    /// dataplane core, which sets the doorbell, answers it (a sequentially
-    /// consistent swap) and then reads the flag, the application could
-    /// otherwise find no doorbell and the core no work: posted and never
-    /// sent until some segment or timer drove the flow.
+    /// because the wake-up is read next: a store could still wait in this
+    /// thread's store buffer while that read runs (x86 lets a load pass an
+    /// older store). While the connection is being handed to its
+    /// dataplane core, which sets the wake-up (its doorbell), answers it
+    /// (a sequentially consistent swap) and then reads the flag, the
+    /// application could otherwise find no wake-up and the core no work:
+    /// posted and never sent until some segment or timer drove the flow.
     fn notify(&self) {
         self.posted.swap(true, Ordering::SeqCst);
-        if let Some(doorbell) = self.doorbell.get() {
-            doorbell.ring();
+        if let Some(wakeup) = self.wakeup.get() {
+            wakeup.wake();
         }
     }
 
@@ -164,7 +165,7 @@ impl QueuePair {
                 posted: AtomicBool::new(false),
                 events_tx,
                 events_rx,
-                doorbell: OnceLock::new(),
+                wakeup: OnceLock::new(),
                 counters: CounterCells::default(),
             }),
             driver,

@@ -2,13 +2,15 @@
 //! and 10): revisions, CRC and Markers in each direction, peer-to-peer
 //! with each RTR, IRD/ORD, rejects with private data, startup timeouts on
 //! both sides, a responder that breaks the IRD/ORD rule, and the
-//! revision-1 fallback, on both transports (module `socket`: devices
+//! revision-1 fallback (retried once, however often the responder hangs
+//! up), on both transports (module `socket`: devices
 //! over loopback; module `dpdk`: devices on a net_ring pair in this
 //! process, their cores on threads). Every connection that comes up
 //! carries a Send each way, checked octet for octet, and closes.
 //!
 //! The cases that need a peer that is not uwarp (a hand-made Reply, a
-//! client that never sends its Request) play it on a [`RawPeer`]: kernel
+//! client that never sends its Request, a server that hangs up on every
+//! Request) play it on a [`RawPeer`]: kernel
 //! sockets beside a socket-transport device, uwarp's bare TCP on DPDK
 //! (no MPA) beside a DPDK device.
 
@@ -17,6 +19,8 @@ use uwarp_testing::pair;
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use dpdk_rig::{device_beside_tcp_host, device_pair, lock, small_pool, stream_until_closed};
@@ -25,6 +29,7 @@ use pair::*;
 use uwarp::*;
 use uwarp_control::TcpHost;
 use uwarp_stack::mpa::{NegotiationError, StartupError};
+use uwarp_stack::wire::mpa::{StartupFrame, HEADER_LEN};
 
 /// Two devices that reach each other, and where the server listens.
 struct Testbed {
@@ -44,6 +49,17 @@ trait RawPeer {
     /// Connects to `addr` and sends nothing; returns the octets that came
     /// before the other side closed.
     fn connect_silent(&self, addr: SocketAddr) -> Vec<u8>;
+
+    /// Listens; hangs up on each of its first `most` connections once
+    /// their MPA Request is in, without a Reply (as a revision-1
+    /// responder does with an enhanced Request, RFC 6581 section 10), and
+    /// answers none after those. Returns where it listens, and a stop
+    /// that returns the revision of every Request it hung up on, in
+    /// order.
+    fn hang_up_on_requests(
+        &self,
+        most: usize,
+    ) -> (SocketAddr, Box<dyn FnOnce() -> Vec<Revision> + '_>);
 }
 
 /// Where the cases run.
@@ -95,6 +111,57 @@ impl RawPeer for KernelPeer {
     fn connect_silent(&self, addr: SocketAddr) -> Vec<u8> {
         read_until_closed(TcpStream::connect(addr).unwrap())
     }
+
+    fn hang_up_on_requests(
+        &self,
+        most: usize,
+    ) -> (SocketAddr, Box<dyn FnOnce() -> Vec<Revision> + '_>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        let served = std::thread::spawn(move || {
+            let mut revisions = Vec::new();
+            // Past `most` the listener closes: later connections are
+            // refused.
+            while revisions.len() < most && !stopped.load(Ordering::Acquire) {
+                match listener.accept() {
+                    Ok((mut stream, _)) => {
+                        stream.set_nonblocking(false).unwrap();
+                        revisions.push(read_request(&mut stream));
+                    }
+                    Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    Err(err) => panic!("accept: {err}"),
+                }
+            }
+            revisions
+        });
+        let stop = move || {
+            stop.store(true, Ordering::Release);
+            served.join().unwrap()
+        };
+        (addr, Box::new(stop))
+    }
+}
+
+/// Reads the MPA Request that opens `stream`, all of it (so that closing
+/// sends a FIN, not a RST), and returns its revision.
+fn read_request(stream: &mut TcpStream) -> Revision {
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    let mut frame = vec![0; HEADER_LEN];
+    stream.read_exact(&mut frame).unwrap();
+    frame.resize(StartupFrame::new_unchecked(&frame).frame_len(), 0);
+    stream.read_exact(&mut frame[HEADER_LEN..]).unwrap();
+    revision_of(&frame)
+}
+
+/// The revision of the Request `frame`.
+fn revision_of(frame: &[u8]) -> Revision {
+    let frame = StartupFrame::new_checked(frame).expect("a whole Request");
+    Revision::from_u8(frame.revision()).unwrap()
 }
 
 /// What `stream` receives until its peer closes (within [`WAIT`]).
@@ -161,6 +228,34 @@ impl RawPeer for BareTcp {
         self.0.connect(addr, TestApp::new(log.clone())).unwrap();
         stream_until_closed(&log, WAIT)
     }
+
+    fn hang_up_on_requests(
+        &self,
+        most: usize,
+    ) -> (SocketAddr, Box<dyn FnOnce() -> Vec<Revision> + '_>) {
+        let logs = Arc::new(Mutex::new(Vec::<Log>::new()));
+        let made = Arc::clone(&logs);
+        self.0
+            .listen(BARE_PORT, move |_| {
+                let log = Log::default();
+                let mut made = made.lock().unwrap();
+                if made.len() < most {
+                    // The shortest Request is its header.
+                    lock(&log).close_after = Some(HEADER_LEN as u64);
+                }
+                made.push(log.clone());
+                TestApp::new(log)
+            })
+            .unwrap();
+        let addr = SocketAddrV4::new(Ipv4Addr::new(10, SUBNET, 0, 2), BARE_PORT);
+        let stop = move || {
+            let logs = logs.lock().unwrap();
+            logs.iter()
+                .map(|log| revision_of(&lock(log).stream()))
+                .collect()
+        };
+        (addr.into(), Box::new(stop))
+    }
 }
 
 uwarp_testing::on_every_transport!(
@@ -173,6 +268,7 @@ uwarp_testing::on_every_transport!(
     the_initiator_times_out_when_no_reply_comes,
     the_responder_closes_when_no_request_comes,
     an_enhanced_initiator_falls_back_to_revision_1_when_allowed,
+    the_revision_1_retry_is_made_once,
     the_initiator_holds_its_first_fpdu_back_for_the_delay,
     a_send_behind_the_reply_finds_a_receive_posted_before_connect,
 );
@@ -497,6 +593,30 @@ fn an_enhanced_initiator_falls_back_to_revision_1_when_allowed<T: Transport>() {
         connection: sconn,
     };
     exchange_and_close(&c, &s, false);
+}
+
+/// A responder that hangs up on every Request, revision 1 or 2: the
+/// initiator retries the enhanced Request once in revision 1 and then
+/// reports the close; there is no third attempt.
+fn the_revision_1_retry_is_made_once<T: Transport>() {
+    let (device, peer, _) = T::beside_a_raw_peer(DeviceConfig::default());
+    // One more than the initiator should make: a third attempt would be
+    // counted (and refused, or left to time out).
+    let (addr, stop) = peer.hang_up_on_requests(3);
+    let (_pd, _cq, qp) = queue_pair(&device);
+    let connect = ConnectParams {
+        revision_1_fallback: true,
+        ..ConnectParams::default()
+    };
+    let result = device.connect(addr, &qp, connect);
+    let closed = StartupError::ClosedBeforeFrame {
+        retry_with_revision_1: false,
+    };
+    assert!(
+        matches!(&result, Err(Error::Startup(e)) if *e == closed),
+        "{result:?}"
+    );
+    assert_eq!(stop(), [Revision::Enhanced, Revision::Rfc5044]);
 }
 
 fn a_responder_ord_above_the_initiator_ird_is_insufficient_ird<T: Transport>() {

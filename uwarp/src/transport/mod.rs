@@ -7,6 +7,128 @@
 //!
 //! - [`socket`]: the kernel's TCP sockets, the way Linux siw runs.
 //! - [`dpdk`]: uwarp's own MPA-aware TCP on DPDK poll-mode cores.
+//! - [`wakeup`]: how a queue pair wakes the core that runs its stream.
+//!
+//! The device holds its transport as a [`Transport`], started from a
+//! [`Start`], and knows nothing else of it; both transports serve the
+//! connection manager's commands (`cm::ControlCmd`) on their control
+//! core.
 
 pub(crate) mod dpdk;
 pub(crate) mod socket;
+pub(crate) mod wakeup;
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender};
+use uwarp_control::HostReport;
+use uwarp_dataplane::runtime::ImpairSwitch;
+use uwarp_dataplane::{Device as Port, Eal};
+use uwarp_stack::mem::StagTable;
+use uwarp_stack::mpa::Micros;
+
+use crate::cm::ControlCmd;
+use crate::driver::Driver;
+use crate::error::Error;
+use dpdk::cores::DpdkCores;
+use dpdk::stream::StreamContext;
+use dpdk::DpdkConfig;
+
+/// What a transport starts from.
+pub(crate) struct Start {
+    /// The device's STag table.
+    pub(crate) table: Arc<StagTable>,
+    /// The commands the control core serves.
+    pub(crate) commands: Receiver<ControlCmd>,
+    /// The sending end of `commands`: connection requests carry it back,
+    /// and the DPDK transport's revision-1 retry goes through it.
+    pub(crate) control: Sender<ControlCmd>,
+    /// How long a responder waits for the Request.
+    pub(crate) startup_timeout: Duration,
+}
+
+/// A device's transport, running.
+pub(crate) enum Transport {
+    /// The kernel's TCP sockets: a control thread and a dataplane thread.
+    Socket {
+        control: JoinHandle<()>,
+        dataplane: JoinHandle<()>,
+    },
+    /// uwarp's TCP on a DPDK port: the port and its cores.
+    Dpdk(Box<DpdkCores>),
+}
+
+impl Transport {
+    /// The socket transport, its threads started.
+    pub(crate) fn socket(start: Start) -> Result<Self, Error> {
+        let (adopt, adopted) = crossbeam_channel::unbounded();
+        let dataplane = socket::spawn_dataplane(adopted)?;
+        let control = socket::spawn_control(
+            start.table,
+            start.commands,
+            start.control,
+            adopt,
+            start.startup_timeout,
+        )?;
+        Ok(Transport::Socket { control, dataplane })
+    }
+
+    /// The DPDK transport on `port`, brought up as `config` says.
+    pub(crate) fn dpdk(
+        eal: &'static Eal,
+        port: Port,
+        config: &DpdkConfig,
+        start: Start,
+    ) -> Result<Self, Error> {
+        let context = StreamContext {
+            table: start.table,
+            control: start.control,
+            startup_timeout: start.startup_timeout.as_micros() as Micros,
+            zero_copy_from: config.zero_copy_from,
+        };
+        let cores = DpdkCores::start(eal, port, config, start.commands, context)?;
+        Ok(Transport::Dpdk(Box::new(cores)))
+    }
+
+    /// Which transport it is, for a device's `Debug`.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Transport::Socket { .. } => "socket",
+            Transport::Dpdk(_) => "dpdk",
+        }
+    }
+
+    /// How the application runs the cores while it waits.
+    pub(crate) fn driver(&self) -> Driver {
+        match self {
+            Transport::Socket { .. } => Driver::default(),
+            Transport::Dpdk(cores) => cores.driver(),
+        }
+    }
+
+    /// The impairment stage of a DPDK port.
+    pub(crate) fn impairment(&self) -> Option<&Arc<ImpairSwitch>> {
+        match self {
+            Transport::Socket { .. } => None,
+            Transport::Dpdk(cores) => Some(cores.impairment()),
+        }
+    }
+
+    /// Stops the threads or the cores and the port, once the control core
+    /// was told to shut down; returns what DPDK cores counted (`None` on
+    /// the socket transport, or if inline cores were gone already).
+    pub(crate) fn stop(self) -> Option<HostReport> {
+        match self {
+            Transport::Socket { control, dataplane } => {
+                // The dataplane thread ends once the control thread is
+                // gone, after resetting what is still open.
+                let _ = control.join();
+                let _ = dataplane.join();
+                None
+            }
+            Transport::Dpdk(cores) => cores.shutdown(),
+        }
+    }
+}

@@ -11,12 +11,12 @@ use std::net::{IpAddr, SocketAddr, SocketAddrV4};
 use std::time::{Duration, Instant as WallInstant};
 
 use crossbeam_channel::Receiver;
-use uwarp_dataplane::net::{FourTuple, TcpMeta};
+use uwarp_dataplane::net::TcpMeta;
 use uwarp_dataplane::runtime::{ControlContext, ControlHandler};
 use uwarp_dataplane::Mbuf;
 use uwarp_stack::tcp::Endpoint;
 
-use super::stream::{RdmaStream, StreamContext};
+use super::stream::{request_tuple, RdmaStream, StreamContext};
 use crate::cm::{ControlCmd, Listening};
 use crate::error::Error;
 use uwarp_control::TcpSetup;
@@ -79,18 +79,14 @@ impl RdmaControl {
                     self.setup.remove_listener(port);
                 }
             }
-            ControlCmd::Connect {
-                addr,
-                qp,
-                params,
-                reply,
-            } => {
-                let SocketAddr::V4(remote) = addr else {
-                    let _ = reply.send(Err(Error::InvalidArgument("the transport is IPv4 only")));
+            ControlCmd::Connect(connect) => {
+                let SocketAddr::V4(remote) = connect.addr else {
+                    let err = Error::InvalidArgument("the transport is IPv4 only");
+                    let _ = connect.reply.send(Err(err));
                     return;
                 };
                 let now = self.clock.at(wall).micros();
-                match RdmaStream::initiator(self.context.clone(), now, qp, params, reply) {
+                match RdmaStream::initiator(self.context.clone(), now, connect) {
                     Ok(stream) => {
                         let remote = Endpoint::new(*remote.ip(), remote.port());
                         self.setup.open_connection(remote, stream);
@@ -175,16 +171,6 @@ impl RdmaControl {
     }
 }
 
-/// The connection a request identifier names (see `request_id`).
-fn request_tuple(local_ip: smoltcp::wire::Ipv4Address, id: u64) -> FourTuple {
-    FourTuple {
-        local_ip,
-        local_port: id as u16,
-        remote_ip: smoltcp::wire::Ipv4Address::from((id >> 32) as u32),
-        remote_port: (id >> 16) as u16,
-    }
-}
-
 impl ControlHandler for RdmaControl {
     type Flow = TcpFlow<RdmaStream>;
 
@@ -207,28 +193,5 @@ impl ControlHandler for RdmaControl {
             self.next_sweep = wall + STARTUP_SWEEP;
             self.setup.drive_all(wall, ctx);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::transport::dpdk::stream::request_id;
-    use smoltcp::wire::Ipv4Address;
-
-    #[test]
-    fn a_request_identifier_names_its_connection() {
-        let local = Endpoint::new(Ipv4Address::new(10, 0, 0, 1), 4791);
-        let remote = Endpoint::new(Ipv4Address::new(192, 168, 7, 200), 50123);
-        let tuple = request_tuple(local.addr, request_id(local, remote));
-        assert_eq!(
-            tuple,
-            FourTuple {
-                local_ip: local.addr,
-                local_port: 4791,
-                remote_ip: remote.addr,
-                remote_port: 50123,
-            }
-        );
     }
 }

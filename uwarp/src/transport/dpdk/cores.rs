@@ -4,6 +4,7 @@
 //! on threads of their own or stepped inline by the application.
 
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use crossbeam_channel::Receiver;
 use uwarp_dataplane::net::InterfaceConfig;
@@ -73,9 +74,22 @@ impl DpdkConfig {
     }
 }
 
+/// The cores of an inline device; `None` once they shut down.
+struct Inline(Mutex<Option<Stepper<RdmaControl, TcpCore<RdmaStream>>>>);
+
+impl InlineCores for Inline {
+    fn step(&self, now: Instant) -> usize {
+        let mut cores = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        cores.as_mut().map_or(0, |stepper| stepper.step(now))
+    }
+}
+
 enum Running {
     Threads(Runtime<RdmaControl, TcpCore<RdmaStream>>),
-    Inline(Arc<InlineCores>),
+    Inline(Arc<Inline>),
 }
 
 /// A DPDK device's port and cores.
@@ -95,7 +109,7 @@ impl DpdkCores {
         config: &DpdkConfig,
         commands: Receiver<ControlCmd>,
         context: StreamContext,
-    ) -> Result<(Self, Driver), Error> {
+    ) -> Result<Self, Error> {
         let up = PortUp::start(eal, device, &config.host)?;
         let clock = Clock::start();
         // FPDUs are records the engine already batches; Nagle would only
@@ -117,26 +131,32 @@ impl DpdkCores {
         )?;
         let impairment = Arc::clone(dataplanes[0].impairment());
         impairment.set(config.host.impairment);
-        let (running, driver) = match config.threads {
-            CoreThreads::Spawned => {
-                let runtime = Runtime::spawn(eal, control, dataplanes, &config.host.placement)?;
-                (Running::Threads(runtime), Driver::default())
-            }
-            CoreThreads::Inline => {
-                let cores = Arc::new(Mutex::new(Some(Stepper::new(control, dataplanes))));
-                let driver = Driver::inline(Arc::clone(&cores));
-                (Running::Inline(cores), driver)
-            }
+        let running = match config.threads {
+            CoreThreads::Spawned => Running::Threads(Runtime::spawn(
+                eal,
+                control,
+                dataplanes,
+                &config.host.placement,
+            )?),
+            CoreThreads::Inline => Running::Inline(Arc::new(Inline(Mutex::new(Some(
+                Stepper::new(control, dataplanes),
+            ))))),
         };
-        Ok((
-            DpdkCores {
-                running,
-                impairment,
-                port: up.port,
-                _pool: up.pool,
-            },
-            driver,
-        ))
+        Ok(DpdkCores {
+            running,
+            impairment,
+            port: up.port,
+            _pool: up.pool,
+        })
+    }
+
+    /// How the application runs the cores while it waits: it steps them
+    /// if they are inline.
+    pub(crate) fn driver(&self) -> Driver {
+        match &self.running {
+            Running::Threads(_) => Driver::default(),
+            Running::Inline(cores) => Driver::inline(cores.clone()),
+        }
     }
 
     /// The port's impairment stage.
@@ -153,6 +173,7 @@ impl DpdkCores {
                 // Taken out of the lock first: the cores shut down
                 // without holding it.
                 let stepper = cores
+                    .0
                     .lock()
                     .unwrap_or_else(|poisoned| poisoned.into_inner())
                     .take();

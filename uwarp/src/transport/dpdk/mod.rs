@@ -2,14 +2,16 @@
 //! core, RDMAP/DDP/MPA Full Operation on the dataplane core that owns the
 //! connection (RFC 5040, RFC 5041, RFC 5044, RFC 6581).
 //!
-//! - [`stream`]: [`RdmaStream`], iWARP above one TCP connection.
-//! - [`control`]: [`RdmaControl`], the control core's connection manager.
+//! - [`stream`]: [`RdmaStream`](stream::RdmaStream), iWARP above one
+//!   TCP connection: its startup phase (`stream/startup.rs`, on the
+//!   control core) and Full Operation (`stream/operation.rs`, on its
+//!   dataplane core).
+//! - [`control`]: [`RdmaControl`](control::RdmaControl), the control
+//!   core's connection manager.
 //! - [`cores`]: a device's port and cores, on threads or inline.
 
 pub(crate) mod control;
 pub(crate) mod cores;
 pub(crate) mod stream;
 
-pub(crate) use control::RdmaControl;
 pub use cores::{CoreThreads, DpdkConfig, ZERO_COPY_FROM};
-pub(crate) use stream::RdmaStream;

@@ -7,34 +7,29 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
-use uwarp_stack::mpa::{
-    Initiator, InitiatorOutcome, LocalParams, Micros, Negotiated, Responder, StartupError,
-};
+use uwarp_stack::mem::StagTable;
+use uwarp_stack::mpa::{LocalParams, Micros, Negotiated, Responder};
 use uwarp_stack::rdmap::{EngineConfig, Role};
 use uwarp_stack::wire::fpdu::mulpdu;
 
 use super::dataplane::Adopt;
 use super::setup::Setup;
 use super::tcp;
-use crate::cm::{ConnectParams, Connection, ControlCmd, IncomingRequest, Listening};
-use crate::device::Shared;
+use crate::cm::{Connect, Connection, ControlCmd, IncomingRequest, Listening};
 use crate::driver::Driver;
 use crate::error::Error;
 use crate::qp::QueuePair;
-use uwarp_control::startup::{Progress, Side};
+use uwarp_control::startup::{Accepted, InitiatorDecision, Progress, Side};
 
 /// An active open waiting for its Reply.
 struct Connecting {
     setup: Setup,
-    qp: QueuePair,
-    params: ConnectParams,
-    addr: SocketAddr,
-    reply: Sender<Result<Connection, Error>>,
-    retried: bool,
+    connect: Connect,
 }
 
 /// An accepted active open holding its first FPDU back until `until`
@@ -42,9 +37,7 @@ struct Connecting {
 /// what the peer sends meanwhile waits in the socket.
 struct Holding {
     conn: Connecting,
-    negotiated: Negotiated,
-    private_data: Vec<u8>,
-    leftover: Vec<u8>,
+    accepted: Accepted,
     until: Micros,
 }
 
@@ -69,7 +62,7 @@ impl Accepting {
 }
 
 struct ControlCore {
-    shared: Shared,
+    table: Arc<StagTable>,
     commands: Receiver<ControlCmd>,
     me: Sender<ControlCmd>,
     dataplane: Sender<Adopt>,
@@ -85,14 +78,14 @@ struct ControlCore {
 
 /// Starts the control thread.
 pub(crate) fn spawn_control(
-    shared: Shared,
+    table: Arc<StagTable>,
     commands: Receiver<ControlCmd>,
     me: Sender<ControlCmd>,
     dataplane: Sender<Adopt>,
     startup_timeout: Duration,
 ) -> std::io::Result<JoinHandle<()>> {
     let core = ControlCore {
-        shared,
+        table,
         commands,
         me,
         dataplane,
@@ -154,12 +147,7 @@ impl ControlCore {
             ControlCmd::StopListening { id } => {
                 self.listeners.remove(&id);
             }
-            ControlCmd::Connect {
-                addr,
-                qp,
-                params,
-                reply,
-            } => self.connect(addr, qp, params, reply, false),
+            ControlCmd::Connect(connect) => self.connect(connect),
             ControlCmd::Accept {
                 id,
                 qp,
@@ -222,38 +210,19 @@ impl ControlCore {
         busy
     }
 
-    fn connect(
-        &mut self,
-        addr: SocketAddr,
-        qp: QueuePair,
-        params: ConnectParams,
-        reply: Sender<Result<Connection, Error>>,
-        retried: bool,
-    ) {
+    fn connect(&mut self, connect: Connect) {
         let started = (|| -> Result<Setup, Error> {
-            let initiator = Initiator::new(
-                params.mpa.clone(),
-                self.now(),
-                params.timeout.as_micros() as Micros,
-            )
-            .map_err(|err| Error::Startup(StartupError::Malformed(err)))?;
-            let mut stream = TcpStream::connect_timeout(&addr, params.timeout)?;
+            let initiator = connect.initiator(self.now())?;
+            let mut stream = TcpStream::connect_timeout(&connect.addr, connect.params.timeout)?;
             stream.set_nodelay(true)?;
             stream.write_all(initiator.request())?;
             stream.set_nonblocking(true)?;
             Ok(Setup::new(stream, Side::Initiator(initiator)))
         })();
         match started {
-            Ok(setup) => self.connecting.push(Connecting {
-                setup,
-                qp,
-                params,
-                addr,
-                reply,
-                retried,
-            }),
+            Ok(setup) => self.connecting.push(Connecting { setup, connect }),
             Err(err) => {
-                let _ = reply.send(Err(err));
+                let _ = connect.reply.send(Err(err));
             }
         }
     }
@@ -263,46 +232,42 @@ impl ControlCore {
         let mut busy = false;
         let mut index = 0;
         while index < self.connecting.len() {
-            let progress = self.connecting[index].setup.poll(now);
-            if matches!(progress, Progress::Pending) {
+            let conn = &mut self.connecting[index];
+            let progress = conn.setup.poll(now);
+            let attempt = conn.connect.attempt();
+            let Some(decision) = conn.setup.startup.initiator_decision(progress, attempt) else {
                 index += 1;
                 continue;
-            }
+            };
             busy = true;
-            let mut conn = self.connecting.swap_remove(index);
-            match progress {
-                Progress::Replied(
-                    InitiatorOutcome::Accepted {
-                        negotiated,
-                        private_data,
-                    },
-                    leftover,
-                ) => {
-                    let delay = conn.params.first_fpdu_delay.as_micros() as Micros;
+            let conn = self.connecting.swap_remove(index);
+            match decision {
+                InitiatorDecision::Accepted(accepted) => {
+                    let delay = conn.connect.params.first_fpdu_delay.as_micros() as Micros;
                     self.holding.push(Holding {
                         conn,
-                        negotiated,
-                        private_data,
-                        leftover,
+                        accepted,
                         until: now + delay,
                     });
                 }
-                Progress::Replied(InitiatorOutcome::Rejected { private_data, .. }, _) => {
-                    let _ = conn.reply.send(Err(Error::Rejected { private_data }));
+                InitiatorDecision::Rejected { private_data } => {
+                    let _ = conn
+                        .connect
+                        .reply
+                        .send(Err(Error::Rejected { private_data }));
                 }
-                Progress::Failed(StartupError::ClosedBeforeFrame {
-                    retry_with_revision_1: true,
-                }) if conn.params.revision_1_fallback && !conn.retried => {
-                    if let Side::Initiator(initiator) = &conn.setup.startup.side {
-                        conn.params.mpa = initiator.revision_1_fallback();
+                InitiatorDecision::RetryInRevision1(mpa) => {
+                    self.connect(conn.connect.retry_with(mpa));
+                }
+                InitiatorDecision::Failed { terminate, error } => {
+                    if let Some(frame) = terminate {
+                        // The responder is in Full Operation already and
+                        // reports it (RFC 6581 section 9).
+                        let _ = write_blocking(&conn.setup.stream, &frame);
+                        let _ = conn.setup.stream.shutdown(std::net::Shutdown::Write);
                     }
-                    self.connect(conn.addr, conn.qp, conn.params, conn.reply, true);
+                    let _ = conn.connect.reply.send(Err(Error::Startup(error)));
                 }
-                Progress::Failed(err) => {
-                    send_negotiation_terminate(&conn.setup, err);
-                    let _ = conn.reply.send(Err(Error::Startup(err)));
-                }
-                Progress::Requested(..) | Progress::Pending => {}
             }
         }
         busy
@@ -320,15 +285,20 @@ impl ControlCore {
             .partition(|held| held.until <= now);
         self.holding = waiting;
         for held in due {
+            let Accepted {
+                negotiated,
+                private_data,
+                leftover,
+            } = held.accepted;
             let result = self.hand_over(
                 held.conn.setup.stream,
-                &held.conn.qp,
-                held.negotiated,
+                &held.conn.connect.qp,
+                negotiated,
                 Role::Initiator,
-                held.private_data,
-                held.leftover,
+                private_data,
+                leftover,
             );
-            let _ = held.conn.reply.send(result);
+            let _ = held.conn.connect.reply.send(result);
         }
         true
     }
@@ -419,7 +389,7 @@ impl ControlCore {
         &self,
         stream: TcpStream,
         qp: &QueuePair,
-        negotiated: uwarp_stack::mpa::Negotiated,
+        negotiated: Negotiated,
         role: Role,
         private_data: Vec<u8>,
         leftover: Vec<u8>,
@@ -437,7 +407,7 @@ impl ControlCore {
             role,
             mulpdu,
             pd: qp.shared.pd,
-            table: self.shared.table.clone(),
+            table: self.table.clone(),
             srq: qp.shared.init.srq.clone(),
         };
         self.dataplane
@@ -461,20 +431,6 @@ impl ControlCore {
             std::thread::yield_now();
         }
         Ok(connection)
-    }
-}
-
-/// After an accepting Reply that this initiator cannot live with (the
-/// responder's ORD above our IRD, no RTR in common), RFC 6581 section 9
-/// has it send a Terminate naming the problem before it closes; the
-/// responder is already in Full Operation and reports it.
-fn send_negotiation_terminate(setup: &Setup, err: StartupError) {
-    let Side::Initiator(initiator) = &setup.startup.side else {
-        return;
-    };
-    if let Some(frame) = initiator.failure_terminate(err) {
-        let _ = write_blocking(&setup.stream, &frame);
-        let _ = setup.stream.shutdown(std::net::Shutdown::Write);
     }
 }
 
