@@ -188,3 +188,14 @@ pub(crate) fn check_room(buf: &[u8], needed: usize) -> Result<()> {
         Ok(())
     }
 }
+
+/// What an emitter that writes `len` octets with `emit` writes, as a
+/// vector: the `to_vec` of the representations.
+pub(crate) fn emitted(
+    len: usize,
+    emit: impl FnOnce(&mut [u8]) -> Result<usize>,
+) -> Result<Vec<u8>> {
+    let mut out = vec![0; len];
+    emit(&mut out)?;
+    Ok(out)
+}

@@ -15,7 +15,7 @@
 //! ~                 private data (PD_Length octets in all)        ~
 //! ```
 
-use super::error::{check_len, check_room, Result, WireError};
+use super::error::{check_len, check_room, emitted, Result, WireError};
 use super::field::{get_u16, set_u16};
 
 /// Length of the key that opens every startup frame.
@@ -394,9 +394,7 @@ impl<'a> StartupRepr<'a> {
 
     /// The emitted frame as a vector.
     pub fn to_vec(&self) -> Result<Vec<u8>> {
-        let mut out = vec![0; self.buffer_len()];
-        self.emit(&mut out)?;
-        Ok(out)
+        emitted(self.buffer_len(), |out| self.emit(out))
     }
 }
 

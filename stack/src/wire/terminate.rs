@@ -19,7 +19,7 @@
 //! the RFC layout and recognises siw's when it receives.
 
 use super::ddp::{DdpSegment, TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN};
-use super::error::{check_len, check_room, Result, WireError};
+use super::error::{check_len, check_room, emitted, Result, WireError};
 use super::field::{get_u16, set_u16};
 use super::rdmap::READ_REQUEST_LEN;
 
@@ -431,9 +431,7 @@ impl<'a> TerminateRepr<'a> {
 
     /// The emitted payload as a vector.
     pub fn to_vec(&self) -> Result<Vec<u8>> {
-        let mut out = vec![0; self.buffer_len()];
-        self.emit(&mut out)?;
-        Ok(out)
+        emitted(self.buffer_len(), |out| self.emit(out))
     }
 }
 
