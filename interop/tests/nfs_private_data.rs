@@ -2,7 +2,6 @@
 //! thresholds and remote invalidation both ends derive, and calls that
 //! honour them, through `uwarp_interop::nfs`.
 
-#[allow(dead_code)]
 use std::time::Duration;
 
 use uwarp::{
