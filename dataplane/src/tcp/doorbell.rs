@@ -14,7 +14,7 @@ use crate::net::FourTuple;
 use crossbeam_queue::SegQueue;
 
 /// The flows whose doorbells rang, in the order they rang.
-pub type Rung = SegQueue<FourTuple>;
+pub(crate) type Rung = SegQueue<FourTuple>;
 
 /// One flow's doorbell. Cheap to clone; every clone rings the same flow.
 #[derive(Clone, Debug)]
@@ -49,7 +49,7 @@ impl Doorbell {
     /// (The core's queue is looked at first: it is shared by every flow of
     /// the core, so an empty one answers without touching this flow's
     /// own flag.)
-    pub fn is_pending(&self) -> bool {
+    pub(crate) fn is_pending(&self) -> bool {
         !self.rung.is_empty() && self.armed.load(Ordering::Acquire)
     }
 
@@ -70,7 +70,7 @@ impl Doorbell {
 
     /// Rung and not yet answered. A queue entry whose doorbell is not
     /// armed was answered by another drive of the flow since it rang.
-    pub fn is_armed(&self) -> bool {
+    pub(crate) fn is_armed(&self) -> bool {
         self.armed.load(Ordering::Acquire)
     }
 }

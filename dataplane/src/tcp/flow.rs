@@ -110,19 +110,19 @@ impl<A: TcpApp> TcpFlow<A> {
     /// Notes that the flow took in a segment; true when it is the first
     /// since the flow was last serviced for input (its core then queues
     /// it for one service after the receive burst).
-    pub fn mark_received(&mut self) -> bool {
+    pub(crate) fn mark_received(&mut self) -> bool {
         !std::mem::replace(&mut self.received, true)
     }
 
     /// Notes that the core is servicing the flow for the segments it
     /// took in.
-    pub fn received_serviced(&mut self) {
+    pub(crate) fn received_serviced(&mut self) {
         self.received = false;
     }
 
     /// Whether the flow's doorbell rang since the flow was last serviced
     /// (a doorbell queue entry for a flow serviced since is stale).
-    pub fn doorbell_armed(&self) -> bool {
+    pub(crate) fn doorbell_armed(&self) -> bool {
         self.doorbell.as_ref().is_some_and(Doorbell::is_armed)
     }
 
