@@ -184,14 +184,7 @@ pub fn tcp_ports(
         timestamp: None,
         payload,
     };
-    ipv4(src, OUR_IP, IpProtocol::Tcp, repr.buffer_len(), |buf| {
-        repr.emit(
-            &mut TcpPacket::new_unchecked(buf),
-            &src.into(),
-            &OUR_IP.into(),
-            &ChecksumCapabilities::default(),
-        )
-    })
+    tcp_between((PEER_MAC, src), (OUR_MAC, OUR_IP), &repr)
 }
 
 /// A TCP segment from [`PEER_IP`]:[`PEER_PORT`] to [`OUR_PORT`].
@@ -256,20 +249,19 @@ pub fn tcp_frame(
         timestamp: None,
         payload,
     };
-    ipv4_between(
-        (src.0, src.1),
-        (dst.0, dst.1),
-        IpProtocol::Tcp,
-        repr.buffer_len(),
-        |buf| {
-            repr.emit(
-                &mut TcpPacket::new_unchecked(buf),
-                &src.1.into(),
-                &dst.1.into(),
-                &ChecksumCapabilities::default(),
-            )
-        },
-    )
+    tcp_between((src.0, src.1), (dst.0, dst.1), &repr)
+}
+
+/// The TCP segment `repr` from `src` to `dst`, checksums valid.
+pub fn tcp_between(src: Host, dst: Host, repr: &TcpRepr<'_>) -> Vec<u8> {
+    ipv4_between(src, dst, IpProtocol::Tcp, repr.buffer_len(), |buf| {
+        repr.emit(
+            &mut TcpPacket::new_unchecked(buf),
+            &src.1.into(),
+            &dst.1.into(),
+            &ChecksumCapabilities::default(),
+        )
+    })
 }
 
 /// The sequence number of `frame` if it is an ICMP echo reply.
