@@ -23,6 +23,8 @@ set -euo pipefail
 #   build-essential, ca-certificates  C compiler for the DPDK shim (and siw.ko), TLS for crates.io
 #   qemu-system-x86  boots the siw VM (scripts/siw-vm/)
 #   kmod, xz-utils   modinfo and xz for scripts/siw-vm/build.sh's kernel modules and sources
+#   libibverbs-dev   rdma-core's verbs headers: the drop-in libibverbs's layout checks and C tests
+#   ibverbs-utils    Debian's ibv_devices and ibv_devinfo, run unmodified on the drop-in
 packages=(
     libdpdk-dev
     libclang-dev
@@ -37,6 +39,8 @@ packages=(
     qemu-system-x86
     kmod
     xz-utils
+    libibverbs-dev
+    ibverbs-utils
 )
 
 if [ $# -gt 0 ]; then

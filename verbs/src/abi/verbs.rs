@@ -1,0 +1,314 @@
+//! `<infiniband/verbs.h>`: the device, context, port and memory types,
+//! and the constants uwarp answers with.
+
+use core::ffi::{c_char, c_int, c_uint, c_void};
+
+/// `IBV_SYSFS_NAME_MAX`.
+pub const SYSFS_NAME_MAX: usize = 64;
+/// `IBV_SYSFS_PATH_MAX`.
+pub const SYSFS_PATH_MAX: usize = 256;
+
+/// `IBV_NODE_RNIC`: an RDMA NIC (iWARP).
+pub const IBV_NODE_RNIC: c_int = 4;
+/// `IBV_TRANSPORT_IWARP`.
+pub const IBV_TRANSPORT_IWARP: c_int = 1;
+/// `IBV_PORT_ACTIVE`.
+pub const IBV_PORT_ACTIVE: c_int = 4;
+/// `IBV_MTU_1024`.
+pub const IBV_MTU_1024: c_int = 3;
+/// `IBV_MTU_4096`.
+pub const IBV_MTU_4096: c_int = 5;
+/// `IBV_LINK_LAYER_ETHERNET`.
+pub const IBV_LINK_LAYER_ETHERNET: u8 = 2;
+/// `IBV_ATOMIC_NONE`: iWARP has no atomics (RFC 5040 defines none).
+pub const IBV_ATOMIC_NONE: c_int = 0;
+/// `IBV_FORK_UNNEEDED` (`enum ibv_fork_status`).
+pub const IBV_FORK_UNNEEDED: c_int = 2;
+/// `IBV_ACCESS_LOCAL_WRITE`.
+pub const IBV_ACCESS_LOCAL_WRITE: c_int = 1;
+/// `IBV_ACCESS_REMOTE_WRITE`.
+pub const IBV_ACCESS_REMOTE_WRITE: c_int = 1 << 1;
+/// `IBV_ACCESS_REMOTE_READ`.
+pub const IBV_ACCESS_REMOTE_READ: c_int = 1 << 2;
+/// `IBV_ACCESS_REMOTE_ATOMIC`.
+pub const IBV_ACCESS_REMOTE_ATOMIC: c_int = 1 << 3;
+/// `IBV_ACCESS_MW_BIND`.
+pub const IBV_ACCESS_MW_BIND: c_int = 1 << 4;
+/// `IBV_ACCESS_OPTIONAL_RANGE`: hints (relaxed ordering and the like) a
+/// provider may ignore; `ibv_reg_mr` masks them off before checking.
+pub const IBV_ACCESS_OPTIONAL_RANGE: c_int = 0x3ff0_0000;
+
+/// `struct _ibv_device_ops`: two slots libibverbs no longer uses.
+#[repr(C)]
+pub struct IbvDeviceOps {
+    /// `_dummy1`.
+    pub _dummy1: *const c_void,
+    /// `_dummy2`.
+    pub _dummy2: *const c_void,
+}
+
+/// `struct ibv_device`.
+#[repr(C)]
+pub struct IbvDevice {
+    /// `_ops`.
+    pub _ops: IbvDeviceOps,
+    /// `node_type` (`enum ibv_node_type`).
+    pub node_type: c_int,
+    /// `transport_type` (`enum ibv_transport_type`).
+    pub transport_type: c_int,
+    /// `name`: the device's name, e.g. `uwarp0`.
+    pub name: [c_char; SYSFS_NAME_MAX],
+    /// `dev_name`: the uverbs device's name.
+    pub dev_name: [c_char; SYSFS_NAME_MAX],
+    /// `dev_path`: the uverbs device's sysfs path.
+    pub dev_path: [c_char; SYSFS_PATH_MAX],
+    /// `ibdev_path`: the device's sysfs path.
+    pub ibdev_path: [c_char; SYSFS_PATH_MAX],
+}
+
+/// An operation slot of `struct ibv_context_ops` that libibverbs 1.1 and
+/// later never call (named `_compat_*` in the header).
+pub type CompatOp = *const c_void;
+
+/// `struct ibv_context_ops`: the function table the header's inline fast
+/// path calls (`ibv_post_send` is `qp->context->ops.post_send(...)`).
+#[repr(C)]
+pub struct IbvContextOps {
+    /// `_compat_query_device` .. `_compat_dereg_mr`.
+    pub _compat_1: [CompatOp; 7],
+    /// `alloc_mw`.
+    pub alloc_mw: Option<unsafe extern "C" fn(pd: *mut c_void, kind: c_int) -> *mut c_void>,
+    /// `bind_mw`.
+    pub bind_mw:
+        Option<unsafe extern "C" fn(qp: *mut c_void, mw: *mut c_void, bind: *mut c_void) -> c_int>,
+    /// `dealloc_mw`.
+    pub dealloc_mw: Option<unsafe extern "C" fn(mw: *mut c_void) -> c_int>,
+    /// `_compat_create_cq`.
+    pub _compat_2: CompatOp,
+    /// `poll_cq`.
+    pub poll_cq:
+        Option<unsafe extern "C" fn(cq: *mut c_void, entries: c_int, wc: *mut c_void) -> c_int>,
+    /// `req_notify_cq`.
+    pub req_notify_cq: Option<unsafe extern "C" fn(cq: *mut c_void, solicited: c_int) -> c_int>,
+    /// `_compat_cq_event` .. `_compat_destroy_srq`.
+    pub _compat_3: [CompatOp; 7],
+    /// `post_srq_recv`.
+    pub post_srq_recv: Option<
+        unsafe extern "C" fn(srq: *mut c_void, wr: *mut c_void, bad: *mut *mut c_void) -> c_int,
+    >,
+    /// `_compat_create_qp` .. `_compat_destroy_qp`.
+    pub _compat_4: [CompatOp; 4],
+    /// `post_send`.
+    pub post_send: Option<
+        unsafe extern "C" fn(qp: *mut c_void, wr: *mut c_void, bad: *mut *mut c_void) -> c_int,
+    >,
+    /// `post_recv`.
+    pub post_recv: Option<
+        unsafe extern "C" fn(qp: *mut c_void, wr: *mut c_void, bad: *mut *mut c_void) -> c_int,
+    >,
+    /// `_compat_create_ah` .. `_compat_async_event`.
+    pub _compat_5: [CompatOp; 5],
+}
+
+/// `struct ibv_context`.
+#[repr(C)]
+pub struct IbvContext {
+    /// `device`.
+    pub device: *mut IbvDevice,
+    /// `ops`.
+    pub ops: IbvContextOps,
+    /// `cmd_fd`: the uverbs command descriptor (none here: -1).
+    pub cmd_fd: c_int,
+    /// `async_fd`: readable when an asynchronous event is pending.
+    pub async_fd: c_int,
+    /// `num_comp_vectors`.
+    pub num_comp_vectors: c_int,
+    /// `mutex` (`pthread_mutex_t`).
+    pub mutex: libc::pthread_mutex_t,
+    /// `abi_compat`: `UINTPTR_MAX` says a [`VerbsContext`] surrounds it.
+    pub abi_compat: *mut c_void,
+}
+
+/// `__VERBS_ABI_IS_EXTENDED`: the `abi_compat` value that makes the
+/// header's inlines look for the [`VerbsContext`].
+pub const VERBS_ABI_IS_EXTENDED: *mut c_void = usize::MAX as *mut c_void;
+
+/// `verbs_context.query_port`.
+pub type QueryPortFn = unsafe extern "C" fn(
+    context: *mut IbvContext,
+    port_num: u8,
+    attr: *mut IbvPortAttr,
+    attr_len: usize,
+) -> c_int;
+
+/// `struct verbs_context`: the extended operations, in front of the
+/// [`IbvContext`] (the header finds it at `context - 320`).
+#[repr(C)]
+pub struct VerbsContext {
+    /// `query_port`: what the inline `ibv_query_port` calls.
+    pub query_port: Option<QueryPortFn>,
+    /// `advise_mr` .. `_ABI_placeholder3`: extended verbs uwarp does not
+    /// offer; NULL makes the header's inlines answer `EOPNOTSUPP` (or
+    /// fall back to the legacy verb, as `ibv_query_device_ex` does).
+    pub unoffered: [CompatOp; 38],
+    /// `sz`: the size of this structure, which the inlines check.
+    pub sz: usize,
+    /// `context`: what applications hold.
+    pub context: IbvContext,
+}
+
+/// `struct ibv_device_attr`.
+#[repr(C)]
+pub struct IbvDeviceAttr {
+    /// `fw_ver`.
+    pub fw_ver: [c_char; 64],
+    /// `node_guid` (big-endian).
+    pub node_guid: u64,
+    /// `sys_image_guid` (big-endian).
+    pub sys_image_guid: u64,
+    /// `max_mr_size`.
+    pub max_mr_size: u64,
+    /// `page_size_cap`.
+    pub page_size_cap: u64,
+    /// `vendor_id`.
+    pub vendor_id: u32,
+    /// `vendor_part_id`.
+    pub vendor_part_id: u32,
+    /// `hw_ver`.
+    pub hw_ver: u32,
+    /// `max_qp`.
+    pub max_qp: c_int,
+    /// `max_qp_wr`.
+    pub max_qp_wr: c_int,
+    /// `device_cap_flags`.
+    pub device_cap_flags: c_uint,
+    /// `max_sge`.
+    pub max_sge: c_int,
+    /// `max_sge_rd`.
+    pub max_sge_rd: c_int,
+    /// `max_cq`.
+    pub max_cq: c_int,
+    /// `max_cqe`.
+    pub max_cqe: c_int,
+    /// `max_mr`.
+    pub max_mr: c_int,
+    /// `max_pd`.
+    pub max_pd: c_int,
+    /// `max_qp_rd_atom`: the IRD a queue pair can have.
+    pub max_qp_rd_atom: c_int,
+    /// `max_ee_rd_atom`.
+    pub max_ee_rd_atom: c_int,
+    /// `max_res_rd_atom`.
+    pub max_res_rd_atom: c_int,
+    /// `max_qp_init_rd_atom`: the ORD a queue pair can have.
+    pub max_qp_init_rd_atom: c_int,
+    /// `max_ee_init_rd_atom`.
+    pub max_ee_init_rd_atom: c_int,
+    /// `atomic_cap` (`enum ibv_atomic_cap`).
+    pub atomic_cap: c_int,
+    /// `max_ee`.
+    pub max_ee: c_int,
+    /// `max_rdd`.
+    pub max_rdd: c_int,
+    /// `max_mw`.
+    pub max_mw: c_int,
+    /// `max_raw_ipv6_qp`.
+    pub max_raw_ipv6_qp: c_int,
+    /// `max_raw_ethy_qp`.
+    pub max_raw_ethy_qp: c_int,
+    /// `max_mcast_grp`.
+    pub max_mcast_grp: c_int,
+    /// `max_mcast_qp_attach`.
+    pub max_mcast_qp_attach: c_int,
+    /// `max_total_mcast_qp_attach`.
+    pub max_total_mcast_qp_attach: c_int,
+    /// `max_ah`.
+    pub max_ah: c_int,
+    /// `max_fmr`.
+    pub max_fmr: c_int,
+    /// `max_map_per_fmr`.
+    pub max_map_per_fmr: c_int,
+    /// `max_srq`.
+    pub max_srq: c_int,
+    /// `max_srq_wr`.
+    pub max_srq_wr: c_int,
+    /// `max_srq_sge`.
+    pub max_srq_sge: c_int,
+    /// `max_pkeys`.
+    pub max_pkeys: u16,
+    /// `local_ca_ack_delay`.
+    pub local_ca_ack_delay: u8,
+    /// `phys_port_cnt`.
+    pub phys_port_cnt: u8,
+}
+
+/// `struct ibv_port_attr`.
+#[repr(C)]
+pub struct IbvPortAttr {
+    /// `state` (`enum ibv_port_state`).
+    pub state: c_int,
+    /// `max_mtu` (`enum ibv_mtu`).
+    pub max_mtu: c_int,
+    /// `active_mtu` (`enum ibv_mtu`).
+    pub active_mtu: c_int,
+    /// `gid_tbl_len`.
+    pub gid_tbl_len: c_int,
+    /// `port_cap_flags`.
+    pub port_cap_flags: u32,
+    /// `max_msg_sz`.
+    pub max_msg_sz: u32,
+    /// `bad_pkey_cntr`.
+    pub bad_pkey_cntr: u32,
+    /// `qkey_viol_cntr`.
+    pub qkey_viol_cntr: u32,
+    /// `pkey_tbl_len`.
+    pub pkey_tbl_len: u16,
+    /// `lid`.
+    pub lid: u16,
+    /// `sm_lid`.
+    pub sm_lid: u16,
+    /// `lmc`.
+    pub lmc: u8,
+    /// `max_vl_num`.
+    pub max_vl_num: u8,
+    /// `sm_sl`.
+    pub sm_sl: u8,
+    /// `subnet_timeout`.
+    pub subnet_timeout: u8,
+    /// `init_type_reply`.
+    pub init_type_reply: u8,
+    /// `active_width`.
+    pub active_width: u8,
+    /// `active_speed`.
+    pub active_speed: u8,
+    /// `phys_state`.
+    pub phys_state: u8,
+    /// `link_layer`.
+    pub link_layer: u8,
+    /// `flags`.
+    pub flags: u8,
+    /// `port_cap_flags2`.
+    pub port_cap_flags2: u16,
+}
+
+/// The size of `struct _compat_ibv_port_attr`, which the exported
+/// `ibv_query_port@IBVERBS_1.1` fills: [`IbvPortAttr`] up to and with
+/// `link_layer`.
+pub const COMPAT_PORT_ATTR_LEN: usize = core::mem::offset_of!(IbvPortAttr, flags);
+
+/// `union ibv_gid`, as its 16 raw octets.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct IbvGid {
+    /// `raw`.
+    pub raw: [u8; 16],
+}
+
+/// `struct ibv_pd`.
+#[repr(C)]
+pub struct IbvPd {
+    /// `context`.
+    pub context: *mut IbvContext,
+    /// `handle`.
+    pub handle: u32,
+}

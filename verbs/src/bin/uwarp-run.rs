@@ -1,0 +1,123 @@
+//! `uwarp-run PROGRAM [ARGS]...`: runs an unmodified RDMA program on
+//! uwarp.
+//!
+//! The program's `libibverbs.so.1` is uwarp's drop-in
+//! (`libuwarp_verbs.so`, built beside this binary): `uwarp-run` makes a
+//! directory of links beside it, `uwarp-libs/`, giving that shared object
+//! the library names programs load, puts it first on `LD_LIBRARY_PATH`, sets the `UWARP_*`
+//! variables its options name, and replaces itself with the program
+//! (its exit status and signals are the program's own).
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use clap::Parser;
+
+/// The library names the shared object answers to.
+const NAMES: [&str; 1] = ["libibverbs.so.1"];
+
+/// The shared object cargo builds.
+const LIBRARY: &str = "libuwarp_verbs.so";
+
+/// Runs an unmodified RDMA program (built against rdma-core's libibverbs)
+/// on uwarp: no kernel module, no RDMA NIC.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    /// The transport: `socket` (iWARP over the kernel's TCP).
+    #[arg(long, default_value = "socket")]
+    transport: String,
+    /// Print the directory of library links (for setting
+    /// `LD_LIBRARY_PATH` by hand) and exit.
+    #[arg(long)]
+    print_lib_dir: bool,
+    /// The program and its arguments.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    command: Vec<OsString>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("uwarp-run: {message}");
+            ExitCode::from(127)
+        }
+    }
+}
+
+/// Runs the program (or prints the directory); returns only on failure.
+fn run(cli: Cli) -> Result<(), String> {
+    let library = find_library()?;
+    let dir = link_directory(&library)?;
+    if cli.print_lib_dir {
+        println!("{}", dir.display());
+        return Ok(());
+    }
+    let (program, args) = cli
+        .command
+        .split_first()
+        .ok_or("name the program to run, e.g. `uwarp-run ibv_devinfo`")?;
+    let mut search = OsString::from(&dir);
+    if let Some(previous) = std::env::var_os("LD_LIBRARY_PATH") {
+        search.push(":");
+        search.push(previous);
+    }
+    let error = Command::new(program)
+        .args(args)
+        .env("LD_LIBRARY_PATH", search)
+        .env("UWARP_TRANSPORT", &cli.transport)
+        .exec();
+    Err(format!(
+        "cannot run {}: {error}",
+        Path::new(program).display()
+    ))
+}
+
+/// The newest `libuwarp_verbs.so` among the places cargo puts it beside
+/// this binary (`cargo build` uplifts it; `cargo test` leaves it in
+/// `deps/`), or the one `UWARP_VERBS_LIBRARY` names.
+fn find_library() -> Result<PathBuf, String> {
+    if let Some(path) = std::env::var_os("UWARP_VERBS_LIBRARY") {
+        return Ok(PathBuf::from(path));
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find myself: {e}"))?;
+    let dir = exe.parent().ok_or("my path has no directory")?;
+    [dir.join(LIBRARY), dir.join("deps").join(LIBRARY)]
+        .into_iter()
+        .filter_map(|path| {
+            let modified = path.metadata().and_then(|m| m.modified()).ok()?;
+            Some((modified, path))
+        })
+        .max()
+        .map(|(_, path)| path)
+        .ok_or_else(|| {
+            format!(
+                "no {LIBRARY} beside {} (build it: cargo build -p uwarp-verbs), \
+                 or name it in UWARP_VERBS_LIBRARY",
+                dir.display()
+            )
+        })
+}
+
+/// The directory `uwarp-libs/` beside `library`, whose entries
+/// ([`NAMES`]) link to it, each remade atomically (programs started at
+/// the same time never see one missing).
+fn link_directory(library: &Path) -> Result<PathBuf, String> {
+    let library = library
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", library.display()))?;
+    let dir = library.with_file_name("uwarp-libs");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for name in NAMES {
+        let staged = dir.join(format!(".{name}.{}", std::process::id()));
+        let _ = std::fs::remove_file(&staged);
+        std::os::unix::fs::symlink(&library, &staged)
+            .and_then(|()| std::fs::rename(&staged, dir.join(name)))
+            .map_err(|e| format!("{}: {e}", dir.join(name).display()))?;
+    }
+    Ok(dir)
+}

@@ -1,0 +1,58 @@
+//! How a function becomes part of the C ABI: its symbol version, and the
+//! guard every entry point runs its body in.
+//!
+//! rustc links a `cdylib` with a version script of its own, which leaves
+//! exports unversioned; applications linked against rdma-core ask for
+//! `ibv_reg_mr@IBVERBS_1.1`. An assembler `.symver name, name@@@NODE`
+//! directive renames the export to its default version at `NODE` (a node
+//! of `versions.map`, which build.rs hands the linker), so
+//! `readelf --dyn-syms` shows `ibv_reg_mr@@IBVERBS_1.1` and nothing
+//! unversioned.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// Gives each exported function its symbol version:
+/// `symbol_versions! { ibv_open_device => "IBVERBS_1.1", ... }`.
+///
+/// Test builds of the crate (its unit tests link an executable, which has
+/// no version script) leave the names as they are.
+macro_rules! symbol_versions {
+    ($($name:ident => $node:literal),+ $(,)?) => {
+        #[cfg(not(test))]
+        core::arch::global_asm!($(
+            concat!(".symver ", stringify!($name), ", ", stringify!($name), "@@@", $node),
+        )+);
+    };
+}
+pub(crate) use symbol_versions;
+
+/// Sets the calling thread's `errno`.
+pub fn set_errno(value: i32) {
+    // SAFETY: `__errno_location` returns the calling thread's errno slot,
+    // valid for writes for the thread's whole life.
+    unsafe { *libc::__errno_location() = value };
+}
+
+/// Runs the body of a C entry point. A panic must not unwind into C (it
+/// would abort the application): it becomes `failed`, with `errno` set to
+/// `EIO`, after the panic hook has printed where it happened.
+pub fn guard<T>(failed: T, body: impl FnOnce() -> T) -> T {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|_| {
+        set_errno(libc::EIO);
+        failed
+    })
+}
+
+/// The `errno` value that says what `error` is.
+pub fn errno_of(error: &uwarp::Error) -> i32 {
+    match error {
+        uwarp::Error::Io(err) => err.raw_os_error().unwrap_or(libc::EIO),
+        uwarp::Error::InvalidArgument(_) | uwarp::Error::Mem(_) => libc::EINVAL,
+        uwarp::Error::WrongState(_) => libc::EINVAL,
+        uwarp::Error::Timeout => libc::ETIMEDOUT,
+        uwarp::Error::Rejected { .. } => libc::ECONNREFUSED,
+        uwarp::Error::DeviceClosed => libc::ENODEV,
+        uwarp::Error::Startup(_) => libc::ECONNRESET,
+        uwarp::Error::Dpdk(_) => libc::ENODEV,
+    }
+}

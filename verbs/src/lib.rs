@@ -1,0 +1,27 @@
+//! uwarp's drop-in `libibverbs.so.1` (and, later, `librdmacm.so.1`):
+//! rdma-core's C verbs interface over uwarp, so that programs built
+//! against rdma-core (perftest, rping, qperf, fio, MPI, SPDK) run on
+//! uwarp unmodified, with no kernel module and no RDMA NIC.
+//!
+//! The crate builds one shared object, `libuwarp_verbs.so`, whose SONAME
+//! is `libibverbs.so.1` and whose exports carry rdma-core's symbol
+//! versions (`ibv_open_device@@IBVERBS_1.1`): see `build.rs`,
+//! `versions.map` and [`export`]. `uwarp-run` (src/bin/uwarp-run.rs)
+//! gives it the names applications look for and runs them on it.
+//!
+//! - [`abi`]: the C structures, laid out as rdma-core's headers lay
+//!   them out.
+//! - [`device`]: the device list, contexts and queries.
+//! - [`pd`]: protection domains.
+//! - [`text`]: the names of the verbs' enumerations.
+//! - [`limits`]: what the device reports about itself.
+//! - [`provider`]: the process's uwarp device behind it all.
+//! - [`export`]: symbol versions and the entry-point guard.
+
+pub mod abi;
+pub mod device;
+pub mod export;
+pub mod limits;
+pub mod pd;
+pub mod provider;
+pub mod text;

@@ -1,0 +1,62 @@
+//! What the tests of the drop-in library share: running a program under
+//! `uwarp-run`, and compiling the C programs of `tests/c/` against the
+//! installed rdma-core headers.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Runs `program` with `args` under `uwarp-run` (default transport).
+pub fn uwarp_run(program: impl AsRef<Path>, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_uwarp-run"))
+        .arg(program.as_ref())
+        .args(args)
+        .output()
+        .expect("uwarp-run runs")
+}
+
+/// The path of Debian's `tool` (from rdma-core's packages, which
+/// scripts/setup.sh installs).
+pub fn debian_tool(tool: &str) -> PathBuf {
+    let path = Path::new("/usr/bin").join(tool);
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/setup.sh (it installs rdma-core's tools)",
+        path.display()
+    );
+    path
+}
+
+/// Compiles `tests/c/<name>.c` against the installed headers, linked
+/// against the system's libibverbs (as every application is), into the
+/// test's target directory; returns the program's path.
+pub fn compile_c(name: &str) -> PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/c")
+        .join(format!("{name}.c"));
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let compiled = Command::new("cc")
+        .args(["-Wall", "-Werror", "-O1", "-o"])
+        .arg(&out)
+        .arg(&source)
+        .arg("-libverbs")
+        .output()
+        .expect("cc runs (build-essential)");
+    assert!(
+        compiled.status.success(),
+        "{} does not compile:\n{}",
+        source.display(),
+        String::from_utf8_lossy(&compiled.stderr)
+    );
+    out
+}
+
+/// Asserts that `output` is a successful run, showing both streams if not.
+pub fn assert_success(what: &str, output: &Output) {
+    assert!(
+        output.status.success(),
+        "{what} failed ({}):\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
