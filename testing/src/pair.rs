@@ -98,12 +98,34 @@ pub fn connect_devices(
     server: LocalParams,
     prepare: impl Fn(&ProtectionDomain, &QueuePair) + Send + Sync + Clone + 'static,
 ) -> Result<(End, End), Error> {
+    let make_cq = move |device: &Device, _: Role| device.create_cq(depth);
+    connect_devices_with_cqs(devices, make_cq, client, server, prepare)
+}
+
+/// Which end of a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// The passive side.
+    Server,
+    /// The active side.
+    Client,
+}
+
+/// [`connect_devices`], each end's completion queue made by `make_cq`
+/// from its device and role.
+pub fn connect_devices_with_cqs(
+    devices: Devices,
+    make_cq: impl Fn(&Device, Role) -> CompletionQueue,
+    client: ConnectParams,
+    server: LocalParams,
+    prepare: impl Fn(&ProtectionDomain, &QueuePair) + Send + Sync + Clone + 'static,
+) -> Result<(End, End), Error> {
     let Devices {
         server: sdev,
         client: cdev,
         listen,
     } = devices;
-    let (spd, scq) = (sdev.alloc_pd()?, sdev.create_cq(depth));
+    let (spd, scq) = (sdev.alloc_pd()?, make_cq(&sdev, Role::Server));
     let listener = sdev.listen(listen)?;
     let addr = listener.local_addr();
     let sqp = sdev.create_qp(&spd, QpInit::new(&scq));
@@ -113,7 +135,7 @@ pub fn connect_devices(
         let request = listener.get_request(WAIT)?;
         request.accept(&server_qp, server)
     });
-    let (cpd, ccq) = (cdev.alloc_pd()?, cdev.create_cq(depth));
+    let (cpd, ccq) = (cdev.alloc_pd()?, make_cq(&cdev, Role::Client));
     let cqp = cdev.create_qp(&cpd, QpInit::new(&ccq));
     prepare(&cpd, &cqp);
     let client_result = cdev.connect(addr, &cqp, client);
@@ -136,6 +158,44 @@ pub fn connect_devices(
             connection: sconn,
         },
     ))
+}
+
+/// Where a case generic over the transport runs (see
+/// [`on_every_transport!`](crate::on_every_transport)).
+pub trait Transport {
+    /// Two devices that reach each other.
+    fn devices() -> Devices;
+}
+
+/// The socket transport over loopback.
+pub struct Socket;
+
+impl Transport for Socket {
+    fn devices() -> Devices {
+        Devices {
+            server: Device::open(DeviceConfig::default()).unwrap(),
+            client: Device::open(DeviceConfig::default()).unwrap(),
+            listen: "127.0.0.1:0",
+        }
+    }
+}
+
+/// The DPDK transport on a net_ring pair of this process: 10.69.0.1 (the
+/// server) and 10.69.0.2, cores on threads of their own.
+pub struct Dpdk;
+
+impl Transport for Dpdk {
+    fn devices() -> Devices {
+        let (server, client) =
+            crate::dpdk_rig::device_pair(69, 1024, CoreThreads::Spawned, |dpdk| {
+                crate::dpdk_rig::small_pool(&mut dpdk.host)
+            });
+        Devices {
+            server,
+            client,
+            listen: "10.69.0.1:0",
+        }
+    }
 }
 
 /// A connection with default settings and nothing prepared.

@@ -10,6 +10,7 @@ use std::time::Duration;
 use crossbeam_queue::ArrayQueue;
 use uwarp_stack::verbs::{WcStatus, WorkCompletion};
 
+use crate::channel::ChannelShared;
 use crate::driver::Driver;
 
 const DISARMED: u8 = 0;
@@ -40,6 +41,8 @@ pub(crate) struct CqShared {
     /// Threads in [`CompletionQueue::poll_blocking`].
     waiters: AtomicUsize,
     arrived: Condvar,
+    /// The channel its events also go to, with the queue's token there.
+    channel: Option<(Arc<ChannelShared>, u64)>,
 }
 
 impl CqShared {
@@ -74,6 +77,10 @@ impl CqShared {
             let mut events = self.events.lock().unwrap_or_else(|e| e.into_inner());
             *events += 1;
             self.wake.notify_all();
+            drop(events);
+            if let Some((channel, token)) = &self.channel {
+                channel.notify(*token);
+            }
         }
         Ok(())
     }
@@ -81,8 +88,12 @@ impl CqShared {
 
 impl CompletionQueue {
     /// A queue holding up to `depth` completions, on a device whose cores
-    /// `driver` runs.
-    pub(crate) fn new(depth: usize, driver: Driver) -> Self {
+    /// `driver` runs; its events also go to `channel`, as `token`.
+    pub(crate) fn new(
+        depth: usize,
+        driver: Driver,
+        channel: Option<(Arc<ChannelShared>, u64)>,
+    ) -> Self {
         Self {
             driver,
             shared: Arc::new(CqShared {
@@ -93,6 +104,7 @@ impl CompletionQueue {
                 wake: Condvar::new(),
                 waiters: AtomicUsize::new(0),
                 arrived: Condvar::new(),
+                channel,
             }),
         }
     }
@@ -124,7 +136,10 @@ impl CompletionQueue {
 
     /// Arms the queue: the next completion (or, with `solicited_only`, the
     /// next solicited or failed one) raises one event for
-    /// [`wait_event`](Self::wait_event) (`ibv_req_notify_cq`).
+    /// [`wait_event`](Self::wait_event), and on the queue's
+    /// [`CompletionChannel`](crate::CompletionChannel) if it has one
+    /// (`ibv_req_notify_cq`). Completions already queued raise none: poll
+    /// them after arming.
     pub fn req_notify(&self, solicited_only: bool) {
         let arm = if solicited_only {
             ARMED_SOLICITED

@@ -10,6 +10,7 @@ use crossbeam_channel::Sender;
 use uwarp_stack::mem::{ProtectionDomains, StagTable};
 use uwarp_stack::rdmap::SharedReceiveQueue;
 
+use crate::channel::CompletionChannel;
 use crate::cm::{Connect, ConnectParams, Connection, ControlCmd, Listener};
 use crate::cq::CompletionQueue;
 use crate::driver::Driver;
@@ -134,7 +135,20 @@ impl Device {
 
     /// Creates a completion queue of `depth` entries (`ibv_create_cq`).
     pub fn create_cq(&self, depth: usize) -> CompletionQueue {
-        CompletionQueue::new(depth, self.driver.clone())
+        CompletionQueue::new(depth, self.driver.clone(), None)
+    }
+
+    /// Creates a completion queue of `depth` entries whose events also go
+    /// to `channel`, as the record `token` ([`CompletionChannel::get_event`]
+    /// returns it; `ibv_create_cq` with a channel).
+    pub fn create_cq_with_channel(
+        &self,
+        depth: usize,
+        channel: &CompletionChannel,
+        token: u64,
+    ) -> CompletionQueue {
+        let channel = Some((channel.shared.clone(), token));
+        CompletionQueue::new(depth, self.driver.clone(), channel)
     }
 
     /// Creates a shared receive queue (`ibv_create_srq`).

@@ -52,6 +52,7 @@
 //! # Ok::<(), uwarp::Error>(())
 //! ```
 
+mod channel;
 mod cm;
 mod counters;
 mod cq;
@@ -63,6 +64,7 @@ mod qp;
 mod qp_link;
 mod transport;
 
+pub use channel::CompletionChannel;
 pub use cm::{ConnectParams, Connection, IncomingRequest, Listener};
 pub use counters::QpCounters;
 pub use cq::CompletionQueue;

@@ -156,7 +156,7 @@ mod tests {
     use crate::qp::QpInit;
 
     fn link() -> (QueuePair, QpLink) {
-        let cq = CompletionQueue::new(16, Driver::default());
+        let cq = CompletionQueue::new(16, Driver::default(), None);
         let pd = PdId::from_raw(1);
         let qp = QueuePair::new(pd, QpInit::new(&cq), Driver::default());
         let engine = QpEngine::new(EngineConfig {

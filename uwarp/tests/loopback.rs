@@ -7,47 +7,10 @@
 //! and deregistrations on the receiving side while Writes are placed
 //! (the STag table read lock-free by the dataplane).
 
-use uwarp_testing::dpdk_rig;
 use uwarp_testing::pair;
 
 use pair::*;
 use uwarp::*;
-
-/// Where the cases run.
-trait Transport {
-    /// Two devices that reach each other.
-    fn devices() -> Devices;
-}
-
-/// The socket transport over loopback.
-struct Socket;
-
-impl Transport for Socket {
-    fn devices() -> Devices {
-        Devices {
-            server: Device::open(DeviceConfig::default()).unwrap(),
-            client: Device::open(DeviceConfig::default()).unwrap(),
-            listen: "127.0.0.1:0",
-        }
-    }
-}
-
-/// The DPDK transport on a net_ring pair of this process: 10.69.0.1 (the
-/// server) and 10.69.0.2, cores on threads of their own.
-struct Dpdk;
-
-impl Transport for Dpdk {
-    fn devices() -> Devices {
-        let (server, client) = dpdk_rig::device_pair(69, 1024, CoreThreads::Spawned, |dpdk| {
-            dpdk_rig::small_pool(&mut dpdk.host)
-        });
-        Devices {
-            server,
-            client,
-            listen: "10.69.0.1:0",
-        }
-    }
-}
 
 uwarp_testing::on_every_transport!(
     sends_of_every_size_arrive_intact,
