@@ -2,7 +2,7 @@
 //! Work requests go into lock-free rings that the dataplane drains into
 //! the stream's engine; the state and events come back the same way.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -67,6 +67,8 @@ impl QpInit {
 /// What the dataplane shares with the application for one queue pair.
 #[derive(Debug)]
 pub(crate) struct QpShared {
+    /// The queue pair's number, unique in the process.
+    pub(crate) num: u32,
     pub(crate) pd: PdId,
     pub(crate) init: QpInit,
     pub(crate) sends: SegQueue<SendWr>,
@@ -151,9 +153,13 @@ pub struct QueuePair {
 
 impl QueuePair {
     pub(crate) fn new(pd: PdId, init: QpInit, driver: Driver) -> Self {
+        /// The next queue pair's number (0 is never one, as with verbs
+        /// devices, where it names the special QP0).
+        static NEXT_NUM: AtomicU32 = AtomicU32::new(1);
         let (events_tx, events_rx) = crossbeam_channel::unbounded();
         Self {
             shared: Arc::new(QpShared {
+                num: NEXT_NUM.fetch_add(1, Ordering::Relaxed),
                 pd,
                 init,
                 sends: SegQueue::new(),
@@ -170,6 +176,12 @@ impl QueuePair {
             }),
             driver,
         }
+    }
+
+    /// The queue pair's number (`ibv_qp.qp_num`): unique in the process,
+    /// and the `qp_num` of its completions.
+    pub fn num(&self) -> u32 {
+        self.shared.num
     }
 
     /// The current state.

@@ -130,7 +130,8 @@ impl QpLink {
         busy
     }
 
-    fn deliver(&self, kind: CqKind, wc: WorkCompletion) -> Result<(), WorkCompletion> {
+    fn deliver(&self, kind: CqKind, mut wc: WorkCompletion) -> Result<(), WorkCompletion> {
+        wc.qp_num = self.qp.shared.num;
         let init = &self.qp.shared.init;
         let cq = match kind {
             CqKind::Send => &init.send_cq,

@@ -134,6 +134,8 @@ fn send_with_invalidate_and_solicited_events_reach_the_peer<T: Transport>() {
     let wc = server.expect_ok();
     assert_eq!(wc.invalidated_rkey, Some(exposed.rkey()));
     assert!(wc.solicited);
+    assert_eq!(wc.qp_num, server.qp.num());
+    assert_ne!(server.qp.num(), client.qp.num());
     assert_eq!(&contents(&exposed)[..7], b"payload");
     client.expect_ok();
     client.expect_ok();

@@ -60,6 +60,9 @@ pub struct WorkCompletion {
     pub solicited: bool,
     /// For errors caused by a Terminate, sent or received: its error.
     pub terminate: Option<TermError>,
+    /// The number of the queue pair it belongs to (`ibv_wc.qp_num`): 0
+    /// until the layer that knows the queue pair delivers it.
+    pub qp_num: u32,
 }
 
 impl WorkCompletion {
@@ -73,6 +76,7 @@ impl WorkCompletion {
             invalidated_rkey: None,
             solicited: false,
             terminate: None,
+            qp_num: 0,
         }
     }
 }
