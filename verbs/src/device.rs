@@ -183,8 +183,8 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut IbvDevice) -> *mut IbvCont
     })
 }
 
-/// The context's function table: no fast-path operation yet (no CQ or
-/// QP can be made, so none can be called).
+/// The context's function table: the completion queue's operations (no
+/// queue pair can be made yet, so its operations cannot be called).
 fn context_ops() -> IbvContextOps {
     IbvContextOps {
         _compat_1: [ptr::null(); 7],
@@ -192,8 +192,8 @@ fn context_ops() -> IbvContextOps {
         bind_mw: None,
         dealloc_mw: None,
         _compat_2: ptr::null(),
-        poll_cq: None,
-        req_notify_cq: None,
+        poll_cq: Some(crate::cq::poll_cq),
+        req_notify_cq: Some(crate::cq::req_notify_cq),
         _compat_3: [ptr::null(); 7],
         post_srq_recv: None,
         _compat_4: [ptr::null(); 4],

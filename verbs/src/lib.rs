@@ -13,12 +13,14 @@
 //!   them out.
 //! - [`device`]: the device list, contexts and queries.
 //! - [`pd`]: protection domains.
+//! - [`cq`]: completion channels and completion queues.
 //! - [`text`]: the names of the verbs' enumerations.
 //! - [`limits`]: what the device reports about itself.
 //! - [`provider`]: the process's uwarp device behind it all.
 //! - [`export`]: symbol versions and the entry-point guard.
 
 pub mod abi;
+pub mod cq;
 pub mod device;
 pub mod export;
 pub mod limits;

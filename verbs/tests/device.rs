@@ -40,6 +40,14 @@ fn a_c_program_queries_the_device_through_the_headers() {
 }
 
 #[test]
+fn a_c_program_makes_channels_and_queues_and_waits_on_them() {
+    let program = compile_c("completion_queues");
+    let output = uwarp_run(&program, &[]);
+    assert_success("completion_queues", &output);
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "ok\n");
+}
+
+#[test]
 fn a_transport_uwarp_does_not_have_fails_the_open_with_a_reason() {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_uwarp-run"))
         .args(["--transport", "carrier-pigeon"])

@@ -103,8 +103,37 @@ fn facts() -> Vec<Fact> {
     });
     layout!(facts, "union ibv_gid", IbvGid { raw => "raw" });
     layout!(facts, "struct ibv_pd", IbvPd { context => "context", handle => "handle" });
+    layout!(facts, "struct ibv_comp_channel", IbvCompChannel {
+        context => "context", fd => "fd", refcnt => "refcnt",
+    });
+    layout!(facts, "struct ibv_cq", IbvCq {
+        context => "context", channel => "channel", cq_context => "cq_context",
+        handle => "handle", cqe => "cqe", mutex => "mutex", cond => "cond",
+        comp_events_completed => "comp_events_completed",
+        async_events_completed => "async_events_completed",
+    });
+    layout!(facts, "struct ibv_wc", IbvWc {
+        wr_id => "wr_id", status => "status", opcode => "opcode", vendor_err => "vendor_err",
+        byte_len => "byte_len", invalidated_rkey => "invalidated_rkey", qp_num => "qp_num",
+        src_qp => "src_qp", wc_flags => "wc_flags", pkey_index => "pkey_index", slid => "slid",
+        sl => "sl", dlid_path_bits => "dlid_path_bits",
+    });
     constants!(
         facts,
+        IBV_WC_SUCCESS,
+        IBV_WC_LOC_LEN_ERR,
+        IBV_WC_LOC_QP_OP_ERR,
+        IBV_WC_LOC_PROT_ERR,
+        IBV_WC_WR_FLUSH_ERR,
+        IBV_WC_REM_INV_REQ_ERR,
+        IBV_WC_REM_ACCESS_ERR,
+        IBV_WC_REM_OP_ERR,
+        IBV_WC_FATAL_ERR,
+        IBV_WC_SEND,
+        IBV_WC_RDMA_WRITE,
+        IBV_WC_RDMA_READ,
+        IBV_WC_RECV,
+        IBV_WC_WITH_INV,
         IBV_NODE_RNIC,
         IBV_TRANSPORT_IWARP,
         IBV_PORT_ACTIVE,

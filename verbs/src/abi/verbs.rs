@@ -87,9 +87,9 @@ pub struct IbvContextOps {
     pub _compat_2: CompatOp,
     /// `poll_cq`.
     pub poll_cq:
-        Option<unsafe extern "C" fn(cq: *mut c_void, entries: c_int, wc: *mut c_void) -> c_int>,
+        Option<unsafe extern "C" fn(cq: *mut IbvCq, entries: c_int, wc: *mut IbvWc) -> c_int>,
     /// `req_notify_cq`.
-    pub req_notify_cq: Option<unsafe extern "C" fn(cq: *mut c_void, solicited: c_int) -> c_int>,
+    pub req_notify_cq: Option<unsafe extern "C" fn(cq: *mut IbvCq, solicited_only: c_int) -> c_int>,
     /// `_compat_cq_event` .. `_compat_destroy_srq`.
     pub _compat_3: [CompatOp; 7],
     /// `post_srq_recv`.
@@ -312,3 +312,101 @@ pub struct IbvPd {
     /// `handle`.
     pub handle: u32,
 }
+
+/// `struct ibv_comp_channel`.
+#[repr(C)]
+pub struct IbvCompChannel {
+    /// `context`.
+    pub context: *mut IbvContext,
+    /// `fd`: readable when an event is pending.
+    pub fd: c_int,
+    /// `refcnt`: the completion queues using the channel.
+    pub refcnt: c_int,
+}
+
+/// `struct ibv_cq`.
+#[repr(C)]
+pub struct IbvCq {
+    /// `context`.
+    pub context: *mut IbvContext,
+    /// `channel`: where the queue's events go, or NULL.
+    pub channel: *mut IbvCompChannel,
+    /// `cq_context`: the application's pointer, handed back with events.
+    pub cq_context: *mut c_void,
+    /// `handle`.
+    pub handle: u32,
+    /// `cqe`: how many entries the queue holds.
+    pub cqe: c_int,
+    /// `mutex` (libibverbs' own; unused here).
+    pub mutex: libc::pthread_mutex_t,
+    /// `cond` (libibverbs' own; unused here).
+    pub cond: libc::pthread_cond_t,
+    /// `comp_events_completed`: events acknowledged.
+    pub comp_events_completed: u32,
+    /// `async_events_completed`.
+    pub async_events_completed: u32,
+}
+
+/// `struct ibv_wc`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct IbvWc {
+    /// `wr_id`.
+    pub wr_id: u64,
+    /// `status` (`enum ibv_wc_status`).
+    pub status: c_int,
+    /// `opcode` (`enum ibv_wc_opcode`).
+    pub opcode: c_int,
+    /// `vendor_err`.
+    pub vendor_err: u32,
+    /// `byte_len`.
+    pub byte_len: u32,
+    /// The union of `imm_data` and `invalidated_rkey`.
+    pub invalidated_rkey: u32,
+    /// `qp_num`.
+    pub qp_num: u32,
+    /// `src_qp`.
+    pub src_qp: u32,
+    /// `wc_flags`.
+    pub wc_flags: c_uint,
+    /// `pkey_index`.
+    pub pkey_index: u16,
+    /// `slid`.
+    pub slid: u16,
+    /// `sl`.
+    pub sl: u8,
+    /// `dlid_path_bits`.
+    pub dlid_path_bits: u8,
+}
+
+/// `IBV_WC_SUCCESS` and the other `enum ibv_wc_status` values uwarp
+/// reports.
+pub const IBV_WC_SUCCESS: c_int = 0;
+/// `IBV_WC_LOC_LEN_ERR`.
+pub const IBV_WC_LOC_LEN_ERR: c_int = 1;
+/// `IBV_WC_LOC_QP_OP_ERR`.
+pub const IBV_WC_LOC_QP_OP_ERR: c_int = 2;
+/// `IBV_WC_LOC_PROT_ERR`.
+pub const IBV_WC_LOC_PROT_ERR: c_int = 4;
+/// `IBV_WC_WR_FLUSH_ERR`.
+pub const IBV_WC_WR_FLUSH_ERR: c_int = 5;
+/// `IBV_WC_REM_INV_REQ_ERR`.
+pub const IBV_WC_REM_INV_REQ_ERR: c_int = 9;
+/// `IBV_WC_REM_ACCESS_ERR`.
+pub const IBV_WC_REM_ACCESS_ERR: c_int = 10;
+/// `IBV_WC_REM_OP_ERR`.
+pub const IBV_WC_REM_OP_ERR: c_int = 11;
+/// `IBV_WC_FATAL_ERR`.
+pub const IBV_WC_FATAL_ERR: c_int = 19;
+
+/// `IBV_WC_SEND`.
+pub const IBV_WC_SEND: c_int = 0;
+/// `IBV_WC_RDMA_WRITE`.
+pub const IBV_WC_RDMA_WRITE: c_int = 1;
+/// `IBV_WC_RDMA_READ`.
+pub const IBV_WC_RDMA_READ: c_int = 2;
+/// `IBV_WC_RECV`.
+pub const IBV_WC_RECV: c_int = 1 << 7;
+
+/// `IBV_WC_WITH_INV`: `invalidated_rkey` is set.
+pub const IBV_WC_WITH_INV: c_uint = 1 << 3;

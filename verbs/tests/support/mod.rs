@@ -39,6 +39,7 @@ pub fn compile_c(name: &str) -> PathBuf {
         .arg(&out)
         .arg(&source)
         .arg("-libverbs")
+        .arg("-pthread")
         .output()
         .expect("cc runs (build-essential)");
     assert!(
