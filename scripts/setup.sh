@@ -23,7 +23,7 @@ set -euo pipefail
 #   build-essential, ca-certificates  C compiler for the DPDK shim (and siw.ko), TLS for crates.io
 #   qemu-system-x86  boots the siw VM (scripts/siw-vm/)
 #   kmod, xz-utils   modinfo and xz for scripts/siw-vm/build.sh's kernel modules and sources
-#   libibverbs-dev   rdma-core's verbs headers: the drop-in libibverbs's layout checks and C tests
+#   libibverbs-dev, librdmacm-dev   rdma-core's headers: the drop-in libraries' layout checks and C tests
 #   ibverbs-utils    Debian's ibv_devices and ibv_devinfo, run unmodified on the drop-in
 packages=(
     libdpdk-dev
@@ -40,6 +40,7 @@ packages=(
     kmod
     xz-utils
     libibverbs-dev
+    librdmacm-dev
     ibverbs-utils
 )
 

@@ -167,9 +167,20 @@ impl Listener {
     }
 }
 
+/// How long dropping a [`Listener`] waits for its control core to close
+/// the port.
+const STOP_LISTENING_WAIT: Duration = Duration::from_secs(5);
+
 impl Drop for Listener {
+    /// Stops listening, and returns once the port is closed (so a connect
+    /// right after is refused, not accepted by a listener about to go),
+    /// or after 5 s if the control core does not answer.
     fn drop(&mut self) {
-        let _ = self.control.send(ControlCmd::StopListening { id: self.id });
+        let (done, closed) = crossbeam_channel::bounded(1);
+        let cmd = ControlCmd::StopListening { id: self.id, done };
+        if self.control.send(cmd).is_ok() {
+            let _ = self.driver.recv(&closed, STOP_LISTENING_WAIT);
+        }
     }
 }
 
@@ -228,8 +239,8 @@ pub(crate) enum ControlCmd {
         addr: SocketAddr,
         reply: Sender<Result<Listening, Error>>,
     },
-    /// Stop listening.
-    StopListening { id: u64 },
+    /// Stop listening; `done` hears once the port is closed.
+    StopListening { id: u64, done: Sender<()> },
     /// Connect a queue pair.
     Connect(Connect),
     /// Accept a pending request onto a queue pair.

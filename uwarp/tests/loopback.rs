@@ -18,6 +18,7 @@ uwarp_testing::on_every_transport!(
     send_with_invalidate_and_solicited_events_reach_the_peer,
     sixty_four_queue_pairs_run_at_once,
     graceful_disconnect_reaches_both_sides,
+    a_dropped_listener_refuses_the_next_connect,
     regions_come_and_go_while_writes_stream,
 );
 
@@ -230,6 +231,29 @@ fn sixty_four_queue_pairs_run_at_once<T: Transport>() {
     for _ in 0..QPS {
         assert_eq!(ccq.poll_blocking(WAIT).unwrap().status, WcStatus::Success);
     }
+}
+
+/// Dropping a listener closes its port before it returns: a connect right
+/// after is refused, not taken by a listener on its way out and left to
+/// time out (the drop-in librdmacm's `rdma_destroy_id` relies on it).
+fn a_dropped_listener_refuses_the_next_connect<T: Transport>() {
+    let Devices {
+        server,
+        client,
+        listen,
+    } = T::devices();
+    let listener = server.listen(listen).unwrap();
+    let addr = listener.local_addr();
+    drop(listener);
+    let pd = client.alloc_pd().unwrap();
+    let cq = client.create_cq(16);
+    let qp = client.create_qp(&pd, QpInit::new(&cq));
+    let params = ConnectParams {
+        timeout: WAIT,
+        ..ConnectParams::default()
+    };
+    let refused = client.connect(addr, &qp, params).unwrap_err();
+    assert!(!matches!(refused, Error::Timeout), "{refused:?}");
 }
 
 fn graceful_disconnect_reaches_both_sides<T: Transport>() {

@@ -59,6 +59,24 @@ fn copy_name(to: &mut [c_char], name: &str) {
     }
 }
 
+/// The context the connection manager puts in its ids' `verbs` (opened
+/// once, kept for the life of the process, as librdmacm keeps one per
+/// device), or the `errno` of the failed open.
+pub fn shared_context() -> Result<*mut IbvContext, c_int> {
+    static CONTEXT: OnceLock<Result<usize, c_int>> = OnceLock::new();
+    let opened = CONTEXT.get_or_init(|| {
+        // SAFETY: the device of the list.
+        let context = unsafe { ibv_open_device(the_device()) };
+        if context.is_null() {
+            // SAFETY: reads the calling thread's errno, which the open set.
+            Err(unsafe { *libc::__errno_location() })
+        } else {
+            Ok(context as usize)
+        }
+    });
+    opened.map(|address| address as *mut IbvContext)
+}
+
 /// A context: the [`VerbsContext`] applications reach through the
 /// `ibv_context` at its end, and what uwarp keeps beside it.
 #[repr(C)]
@@ -183,8 +201,9 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut IbvDevice) -> *mut IbvCont
     })
 }
 
-/// The context's function table: the completion queue's operations (no
-/// queue pair can be made yet, so its operations cannot be called).
+/// The context's function table: the fast path the header's inline
+/// functions call. Memory windows are not offered (NULL: the inlines
+/// answer `EOPNOTSUPP`).
 fn context_ops() -> IbvContextOps {
     IbvContextOps {
         _compat_1: [ptr::null(); 7],
@@ -195,10 +214,10 @@ fn context_ops() -> IbvContextOps {
         poll_cq: Some(crate::cq::poll_cq),
         req_notify_cq: Some(crate::cq::req_notify_cq),
         _compat_3: [ptr::null(); 7],
-        post_srq_recv: None,
+        post_srq_recv: Some(crate::srq::post_srq_recv),
         _compat_4: [ptr::null(); 4],
-        post_send: None,
-        post_recv: None,
+        post_send: Some(crate::qp::post_send),
+        post_recv: Some(crate::qp::post_recv),
         _compat_5: [ptr::null(); 5],
     }
 }

@@ -1,5 +1,5 @@
-//! uwarp's drop-in `libibverbs.so.1` (and, later, `librdmacm.so.1`):
-//! rdma-core's C verbs interface over uwarp, so that programs built
+//! uwarp's drop-in `libibverbs.so.1` and `librdmacm.so.1`: rdma-core's C
+//! verbs and connection manager interfaces over uwarp, so that programs built
 //! against rdma-core (perftest, rping, qperf, fio, MPI, SPDK) run on
 //! uwarp unmodified, with no kernel module and no RDMA NIC.
 //!
@@ -14,16 +14,22 @@
 //! - [`device`]: the device list, contexts and queries.
 //! - [`pd`]: protection domains.
 //! - [`cq`]: completion channels and completion queues.
+//! - [`qp`]: queue pairs and their send and receive queues.
+//! - [`srq`]: shared receive queues.
+//! - [`cm`]: the connection manager (librdmacm).
 //! - [`text`]: the names of the verbs' enumerations.
 //! - [`limits`]: what the device reports about itself.
 //! - [`provider`]: the process's uwarp device behind it all.
 //! - [`export`]: symbol versions and the entry-point guard.
 
 pub mod abi;
+pub mod cm;
 pub mod cq;
 pub mod device;
 pub mod export;
 pub mod limits;
 pub mod pd;
 pub mod provider;
+pub mod qp;
+pub mod srq;
 pub mod text;

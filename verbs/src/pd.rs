@@ -12,7 +12,21 @@ use crate::provider;
 #[repr(C)]
 pub struct Pd {
     ibv: IbvPd,
-    pd: uwarp::ProtectionDomain,
+    /// uwarp's domain.
+    pub pd: uwarp::ProtectionDomain,
+}
+
+impl Pd {
+    /// The domain behind `pd`.
+    ///
+    /// # Safety
+    ///
+    /// `pd` is a live domain [`ibv_alloc_pd`] returned.
+    pub unsafe fn from_ibv<'a>(pd: *mut IbvPd) -> &'a Pd {
+        // SAFETY: the caller promises a live domain; `ibv` is the first
+        // field of the `#[repr(C)]` `Pd` it was boxed as.
+        unsafe { &*pd.cast::<Pd>() }
+    }
 }
 
 /// `ibv_alloc_pd`: a new protection domain; NULL with `errno` set when

@@ -48,6 +48,26 @@ fn open() -> Result<Device, (i32, String)> {
 /// Runs `f` on a new thread that has every signal blocked (threads it
 /// starts inherit the mask), and returns what it returned.
 fn with_signals_blocked<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    let result = blocking_signals(|| std::thread::scope(|scope| scope.spawn(f).join()));
+    match result {
+        Ok(value) => value,
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
+/// Starts a library thread named `name` running `f`, with every signal
+/// blocked in it.
+pub fn spawn(
+    name: &str,
+    f: impl FnOnce() + Send + 'static,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let builder = std::thread::Builder::new().name(name.to_owned());
+    blocking_signals(|| builder.spawn(f))
+}
+
+/// Runs `f` with every signal blocked on the calling thread (so threads
+/// it starts inherit the mask), then restores the mask.
+fn blocking_signals<T>(f: impl FnOnce() -> T) -> T {
     // SAFETY: `all` and `previous` are plain sigset_t values owned by this
     // frame; sigfillset and pthread_sigmask only write them and the
     // calling thread's mask.
@@ -58,11 +78,8 @@ fn with_signals_blocked<T: Send>(f: impl FnOnce() -> T + Send) -> T {
         libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut previous);
         previous
     };
-    let result = std::thread::scope(|scope| scope.spawn(f).join());
+    let result = f();
     // SAFETY: restores the mask saved above on the calling thread.
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut()) };
-    match result {
-        Ok(value) => value,
-        Err(panic) => std::panic::resume_unwind(panic),
-    }
+    result
 }

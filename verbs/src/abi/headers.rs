@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::process::Command;
 
+use super::cm::*;
 use super::verbs::*;
 
 /// One fact: its name, the C expression that computes it, and the value
@@ -118,8 +119,156 @@ fn facts() -> Vec<Fact> {
         src_qp => "src_qp", wc_flags => "wc_flags", pkey_index => "pkey_index", slid => "slid",
         sl => "sl", dlid_path_bits => "dlid_path_bits",
     });
+    layout!(facts, "struct ibv_qp_cap", IbvQpCap {
+        max_send_wr => "max_send_wr", max_recv_wr => "max_recv_wr",
+        max_send_sge => "max_send_sge", max_recv_sge => "max_recv_sge",
+        max_inline_data => "max_inline_data",
+    });
+    layout!(facts, "struct ibv_qp_init_attr", IbvQpInitAttr {
+        qp_context => "qp_context", send_cq => "send_cq", recv_cq => "recv_cq", srq => "srq",
+        cap => "cap", qp_type => "qp_type", sq_sig_all => "sq_sig_all",
+    });
+    for (field, rust) in [
+        (
+            "qp_context",
+            core::mem::offset_of!(IbvQpInitAttr, qp_context),
+        ),
+        ("cap", core::mem::offset_of!(IbvQpInitAttr, cap)),
+        (
+            "sq_sig_all",
+            core::mem::offset_of!(IbvQpInitAttr, sq_sig_all),
+        ),
+        (
+            "comp_mask",
+            core::mem::offset_of!(IbvQpInitAttrExHead, comp_mask),
+        ),
+        ("pd", core::mem::offset_of!(IbvQpInitAttrExHead, pd)),
+    ] {
+        facts.push(Fact {
+            name: format!("offsetof(struct ibv_qp_init_attr_ex, {field})"),
+            c: format!("offsetof(struct ibv_qp_init_attr_ex, {field})"),
+            rust: rust as u64,
+        });
+    }
+    layout!(facts, "struct ibv_qp", IbvQp {
+        context => "context", qp_context => "qp_context", pd => "pd", send_cq => "send_cq",
+        recv_cq => "recv_cq", srq => "srq", handle => "handle", qp_num => "qp_num",
+        state => "state", qp_type => "qp_type", mutex => "mutex", cond => "cond",
+        events_completed => "events_completed",
+    });
+    layout!(facts, "struct ibv_global_route", IbvGlobalRoute {
+        dgid => "dgid", flow_label => "flow_label", sgid_index => "sgid_index",
+        hop_limit => "hop_limit", traffic_class => "traffic_class",
+    });
+    layout!(facts, "struct ibv_ah_attr", IbvAhAttr {
+        grh => "grh", dlid => "dlid", sl => "sl", src_path_bits => "src_path_bits",
+        static_rate => "static_rate", is_global => "is_global", port_num => "port_num",
+    });
+    layout!(facts, "struct ibv_qp_attr", IbvQpAttr {
+        qp_state => "qp_state", cur_qp_state => "cur_qp_state", path_mtu => "path_mtu",
+        path_mig_state => "path_mig_state", qkey => "qkey", rq_psn => "rq_psn",
+        sq_psn => "sq_psn", dest_qp_num => "dest_qp_num", qp_access_flags => "qp_access_flags",
+        cap => "cap", ah_attr => "ah_attr", alt_ah_attr => "alt_ah_attr",
+        pkey_index => "pkey_index", alt_pkey_index => "alt_pkey_index",
+        en_sqd_async_notify => "en_sqd_async_notify", sq_draining => "sq_draining",
+        max_rd_atomic => "max_rd_atomic", max_dest_rd_atomic => "max_dest_rd_atomic",
+        min_rnr_timer => "min_rnr_timer", port_num => "port_num", timeout => "timeout",
+        retry_cnt => "retry_cnt", rnr_retry => "rnr_retry", alt_port_num => "alt_port_num",
+        alt_timeout => "alt_timeout", rate_limit => "rate_limit",
+    });
+    layout!(facts, "struct ibv_sge", IbvSge { addr => "addr", length => "length", lkey => "lkey" });
+    layout!(facts, "struct ibv_send_wr", IbvSendWr {
+        wr_id => "wr_id", next => "next", sg_list => "sg_list", num_sge => "num_sge",
+        opcode => "opcode", send_flags => "send_flags", invalidate_rkey => "invalidate_rkey",
+        wr => "wr.rdma", qp_type => "qp_type", _bind_mw_tso => "bind_mw",
+    });
+    facts.push(Fact {
+        name: "offsetof(struct ibv_send_wr, wr.rdma.rkey)".into(),
+        c: "offsetof(struct ibv_send_wr, wr.rdma.rkey)".into(),
+        rust: (core::mem::offset_of!(IbvSendWr, wr) + core::mem::offset_of!(IbvRdmaWr, rkey))
+            as u64,
+    });
+    layout!(facts, "struct ibv_recv_wr", IbvRecvWr {
+        wr_id => "wr_id", next => "next", sg_list => "sg_list", num_sge => "num_sge",
+    });
+    layout!(facts, "struct ibv_srq", IbvSrq {
+        context => "context", srq_context => "srq_context", pd => "pd", handle => "handle",
+        mutex => "mutex", cond => "cond", events_completed => "events_completed",
+    });
+    layout!(facts, "struct ibv_srq_attr", IbvSrqAttr {
+        max_wr => "max_wr", max_sge => "max_sge", srq_limit => "srq_limit",
+    });
+    layout!(facts, "struct ibv_srq_init_attr", IbvSrqInitAttr {
+        srq_context => "srq_context", attr => "attr",
+    });
+    layout!(facts, "struct rdma_event_channel", RdmaEventChannel { fd => "fd" });
+    layout!(facts, "struct rdma_ib_addr", RdmaIbAddr { sgid => "sgid", dgid => "dgid", pkey => "pkey" });
+    layout!(facts, "struct rdma_addr", RdmaAddr {
+        src_storage => "src_storage", dst_storage => "dst_storage", ibaddr => "addr.ibaddr",
+    });
+    layout!(facts, "struct rdma_route", RdmaRoute {
+        addr => "addr", path_rec => "path_rec", num_paths => "num_paths",
+    });
+    layout!(facts, "struct rdma_cm_id", RdmaCmId {
+        verbs => "verbs", channel => "channel", context => "context", qp => "qp",
+        route => "route", ps => "ps", port_num => "port_num", event => "event",
+        send_cq_channel => "send_cq_channel", send_cq => "send_cq",
+        recv_cq_channel => "recv_cq_channel", recv_cq => "recv_cq", srq => "srq", pd => "pd",
+        qp_type => "qp_type",
+    });
+    layout!(facts, "struct rdma_conn_param", RdmaConnParam {
+        private_data => "private_data", private_data_len => "private_data_len",
+        responder_resources => "responder_resources", initiator_depth => "initiator_depth",
+        flow_control => "flow_control", retry_count => "retry_count",
+        rnr_retry_count => "rnr_retry_count", srq => "srq", qp_num => "qp_num",
+    });
+    layout!(facts, "struct rdma_cm_event", RdmaCmEvent {
+        id => "id", listen_id => "listen_id", event => "event", status => "status",
+        conn => "param.conn",
+    });
+    layout!(facts, "struct rdma_addrinfo", RdmaAddrinfo {
+        ai_flags => "ai_flags", ai_family => "ai_family", ai_qp_type => "ai_qp_type",
+        ai_port_space => "ai_port_space", ai_src_len => "ai_src_len",
+        ai_dst_len => "ai_dst_len", ai_src_addr => "ai_src_addr", ai_dst_addr => "ai_dst_addr",
+        ai_src_canonname => "ai_src_canonname", ai_dst_canonname => "ai_dst_canonname",
+        ai_route_len => "ai_route_len", ai_route => "ai_route",
+        ai_connect_len => "ai_connect_len", ai_connect => "ai_connect", ai_next => "ai_next",
+    });
     constants!(
         facts,
+        RDMA_PS_TCP,
+        RAI_PASSIVE,
+        RDMA_CM_EVENT_ADDR_RESOLVED,
+        RDMA_CM_EVENT_ADDR_ERROR,
+        RDMA_CM_EVENT_ROUTE_RESOLVED,
+        RDMA_CM_EVENT_CONNECT_REQUEST,
+        RDMA_CM_EVENT_CONNECT_ERROR,
+        RDMA_CM_EVENT_UNREACHABLE,
+        RDMA_CM_EVENT_REJECTED,
+        RDMA_CM_EVENT_ESTABLISHED,
+        RDMA_CM_EVENT_DISCONNECTED,
+        RDMA_CM_EVENT_TIMEWAIT_EXIT,
+        IBV_QPT_RC,
+        IBV_QPS_RESET,
+        IBV_QPS_INIT,
+        IBV_QPS_RTR,
+        IBV_QPS_RTS,
+        IBV_QPS_SQD,
+        IBV_QPS_SQE,
+        IBV_QPS_ERR,
+        IBV_QP_STATE,
+        IBV_QP_ACCESS_FLAGS,
+        IBV_QP_PORT,
+        IBV_QP_CAP,
+        IBV_QP_INIT_ATTR_PD,
+        IBV_WR_RDMA_WRITE,
+        IBV_WR_SEND,
+        IBV_WR_RDMA_READ,
+        IBV_WR_SEND_WITH_INV,
+        IBV_SEND_FENCE,
+        IBV_SEND_SIGNALED,
+        IBV_SEND_SOLICITED,
+        IBV_SEND_INLINE,
         IBV_WC_SUCCESS,
         IBV_WC_LOC_LEN_ERR,
         IBV_WC_LOC_QP_OP_ERR,
@@ -180,7 +329,7 @@ fn facts() -> Vec<Fact> {
 fn c_values(facts: &[Fact]) -> BTreeMap<usize, u64> {
     let mut program = String::from(
         "#include <stddef.h>\n#include <stdint.h>\n#include <stdio.h>\n\
-         #include <infiniband/verbs.h>\nint main(void) {\n",
+         #include <infiniband/verbs.h>\n#include <rdma/rdma_cma.h>\nint main(void) {\n",
     );
     for (i, fact) in facts.iter().enumerate() {
         writeln!(

@@ -94,17 +94,21 @@ pub struct IbvContextOps {
     pub _compat_3: [CompatOp; 7],
     /// `post_srq_recv`.
     pub post_srq_recv: Option<
-        unsafe extern "C" fn(srq: *mut c_void, wr: *mut c_void, bad: *mut *mut c_void) -> c_int,
+        unsafe extern "C" fn(
+            srq: *mut IbvSrq,
+            wr: *mut IbvRecvWr,
+            bad: *mut *mut IbvRecvWr,
+        ) -> c_int,
     >,
     /// `_compat_create_qp` .. `_compat_destroy_qp`.
     pub _compat_4: [CompatOp; 4],
     /// `post_send`.
     pub post_send: Option<
-        unsafe extern "C" fn(qp: *mut c_void, wr: *mut c_void, bad: *mut *mut c_void) -> c_int,
+        unsafe extern "C" fn(qp: *mut IbvQp, wr: *mut IbvSendWr, bad: *mut *mut IbvSendWr) -> c_int,
     >,
     /// `post_recv`.
     pub post_recv: Option<
-        unsafe extern "C" fn(qp: *mut c_void, wr: *mut c_void, bad: *mut *mut c_void) -> c_int,
+        unsafe extern "C" fn(qp: *mut IbvQp, wr: *mut IbvRecvWr, bad: *mut *mut IbvRecvWr) -> c_int,
     >,
     /// `_compat_create_ah` .. `_compat_async_event`.
     pub _compat_5: [CompatOp; 5],
@@ -296,8 +300,9 @@ pub struct IbvPortAttr {
 /// `link_layer`.
 pub const COMPAT_PORT_ATTR_LEN: usize = core::mem::offset_of!(IbvPortAttr, flags);
 
-/// `union ibv_gid`, as its 16 raw octets.
-#[repr(C)]
+/// `union ibv_gid`, as its 16 raw octets (aligned as its other member,
+/// two 64-bit words, is).
+#[repr(C, align(8))]
 #[derive(Clone, Copy)]
 pub struct IbvGid {
     /// `raw`.
@@ -410,3 +415,342 @@ pub const IBV_WC_RECV: c_int = 1 << 7;
 
 /// `IBV_WC_WITH_INV`: `invalidated_rkey` is set.
 pub const IBV_WC_WITH_INV: c_uint = 1 << 3;
+
+/// `struct ibv_qp_cap`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct IbvQpCap {
+    /// `max_send_wr`.
+    pub max_send_wr: u32,
+    /// `max_recv_wr`.
+    pub max_recv_wr: u32,
+    /// `max_send_sge`.
+    pub max_send_sge: u32,
+    /// `max_recv_sge`.
+    pub max_recv_sge: u32,
+    /// `max_inline_data`.
+    pub max_inline_data: u32,
+}
+
+/// `struct ibv_qp_init_attr`.
+#[repr(C)]
+pub struct IbvQpInitAttr {
+    /// `qp_context`.
+    pub qp_context: *mut c_void,
+    /// `send_cq`.
+    pub send_cq: *mut IbvCq,
+    /// `recv_cq`.
+    pub recv_cq: *mut IbvCq,
+    /// `srq`.
+    pub srq: *mut IbvSrq,
+    /// `cap`: asked for, and written back with what the queue pair has.
+    pub cap: IbvQpCap,
+    /// `qp_type` (`enum ibv_qp_type`).
+    pub qp_type: c_int,
+    /// `sq_sig_all`: every send work request completes signaled.
+    pub sq_sig_all: c_int,
+}
+
+/// `IBV_QPT_RC`: the only type iWARP has (a reliable connection).
+pub const IBV_QPT_RC: c_int = 2;
+
+/// `struct ibv_qp`.
+#[repr(C)]
+pub struct IbvQp {
+    /// `context`.
+    pub context: *mut IbvContext,
+    /// `qp_context`.
+    pub qp_context: *mut c_void,
+    /// `pd`.
+    pub pd: *mut IbvPd,
+    /// `send_cq`.
+    pub send_cq: *mut IbvCq,
+    /// `recv_cq`.
+    pub recv_cq: *mut IbvCq,
+    /// `srq`.
+    pub srq: *mut IbvSrq,
+    /// `handle`.
+    pub handle: u32,
+    /// `qp_num`.
+    pub qp_num: u32,
+    /// `state` (`enum ibv_qp_state`).
+    pub state: c_int,
+    /// `qp_type`.
+    pub qp_type: c_int,
+    /// `mutex` (libibverbs' own; unused here).
+    pub mutex: libc::pthread_mutex_t,
+    /// `cond` (libibverbs' own; unused here).
+    pub cond: libc::pthread_cond_t,
+    /// `events_completed`.
+    pub events_completed: u32,
+}
+
+/// `IBV_QPS_RESET` and the other `enum ibv_qp_state` values.
+pub const IBV_QPS_RESET: c_int = 0;
+/// `IBV_QPS_INIT`.
+pub const IBV_QPS_INIT: c_int = 1;
+/// `IBV_QPS_RTR`.
+pub const IBV_QPS_RTR: c_int = 2;
+/// `IBV_QPS_RTS`.
+pub const IBV_QPS_RTS: c_int = 3;
+/// `IBV_QPS_SQD`.
+pub const IBV_QPS_SQD: c_int = 4;
+/// `IBV_QPS_SQE`.
+pub const IBV_QPS_SQE: c_int = 5;
+/// `IBV_QPS_ERR`.
+pub const IBV_QPS_ERR: c_int = 6;
+
+/// `IBV_QP_STATE` (`enum ibv_qp_attr_mask`).
+pub const IBV_QP_STATE: c_int = 1;
+/// `IBV_QP_ACCESS_FLAGS`.
+pub const IBV_QP_ACCESS_FLAGS: c_int = 1 << 3;
+/// `IBV_QP_PORT`.
+pub const IBV_QP_PORT: c_int = 1 << 5;
+/// `IBV_QP_CAP`.
+pub const IBV_QP_CAP: c_int = 1 << 19;
+
+/// `struct ibv_global_route`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct IbvGlobalRoute {
+    /// `dgid`.
+    pub dgid: IbvGid,
+    /// `flow_label`.
+    pub flow_label: u32,
+    /// `sgid_index`.
+    pub sgid_index: u8,
+    /// `hop_limit`.
+    pub hop_limit: u8,
+    /// `traffic_class`.
+    pub traffic_class: u8,
+}
+
+/// `struct ibv_ah_attr`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct IbvAhAttr {
+    /// `grh`.
+    pub grh: IbvGlobalRoute,
+    /// `dlid`.
+    pub dlid: u16,
+    /// `sl`.
+    pub sl: u8,
+    /// `src_path_bits`.
+    pub src_path_bits: u8,
+    /// `static_rate`.
+    pub static_rate: u8,
+    /// `is_global`.
+    pub is_global: u8,
+    /// `port_num`.
+    pub port_num: u8,
+}
+
+/// `struct ibv_qp_attr`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct IbvQpAttr {
+    /// `qp_state`.
+    pub qp_state: c_int,
+    /// `cur_qp_state`.
+    pub cur_qp_state: c_int,
+    /// `path_mtu`.
+    pub path_mtu: c_int,
+    /// `path_mig_state`.
+    pub path_mig_state: c_int,
+    /// `qkey`.
+    pub qkey: u32,
+    /// `rq_psn`.
+    pub rq_psn: u32,
+    /// `sq_psn`.
+    pub sq_psn: u32,
+    /// `dest_qp_num`.
+    pub dest_qp_num: u32,
+    /// `qp_access_flags`.
+    pub qp_access_flags: c_uint,
+    /// `cap`.
+    pub cap: IbvQpCap,
+    /// `ah_attr`.
+    pub ah_attr: IbvAhAttr,
+    /// `alt_ah_attr`.
+    pub alt_ah_attr: IbvAhAttr,
+    /// `pkey_index`.
+    pub pkey_index: u16,
+    /// `alt_pkey_index`.
+    pub alt_pkey_index: u16,
+    /// `en_sqd_async_notify`.
+    pub en_sqd_async_notify: u8,
+    /// `sq_draining`.
+    pub sq_draining: u8,
+    /// `max_rd_atomic`: the ORD.
+    pub max_rd_atomic: u8,
+    /// `max_dest_rd_atomic`: the IRD.
+    pub max_dest_rd_atomic: u8,
+    /// `min_rnr_timer`.
+    pub min_rnr_timer: u8,
+    /// `port_num`.
+    pub port_num: u8,
+    /// `timeout`.
+    pub timeout: u8,
+    /// `retry_cnt`.
+    pub retry_cnt: u8,
+    /// `rnr_retry`.
+    pub rnr_retry: u8,
+    /// `alt_port_num`.
+    pub alt_port_num: u8,
+    /// `alt_timeout`.
+    pub alt_timeout: u8,
+    /// `rate_limit`.
+    pub rate_limit: u32,
+}
+
+/// `struct ibv_sge`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct IbvSge {
+    /// `addr`.
+    pub addr: u64,
+    /// `length`.
+    pub length: u32,
+    /// `lkey`.
+    pub lkey: u32,
+}
+
+/// `wr.rdma` of `struct ibv_send_wr` (the `wr` union is as large as its
+/// `atomic` member, hence the padding).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct IbvRdmaWr {
+    /// `remote_addr`.
+    pub remote_addr: u64,
+    /// `rkey`.
+    pub rkey: u32,
+    /// The rest of the union.
+    pub _union_rest: [u32; 5],
+}
+
+/// `struct ibv_send_wr`.
+#[repr(C)]
+pub struct IbvSendWr {
+    /// `wr_id`.
+    pub wr_id: u64,
+    /// `next`.
+    pub next: *mut IbvSendWr,
+    /// `sg_list`.
+    pub sg_list: *mut IbvSge,
+    /// `num_sge`.
+    pub num_sge: c_int,
+    /// `opcode` (`enum ibv_wr_opcode`).
+    pub opcode: c_int,
+    /// `send_flags`.
+    pub send_flags: c_uint,
+    /// The union of `imm_data` and `invalidate_rkey`.
+    pub invalidate_rkey: u32,
+    /// `wr` (its `rdma` member).
+    pub wr: IbvRdmaWr,
+    /// `qp_type`.
+    pub qp_type: u32,
+    /// The `bind_mw`/`tso` union.
+    pub _bind_mw_tso: [u64; 6],
+}
+
+/// `IBV_WR_RDMA_WRITE` and the other `enum ibv_wr_opcode` values uwarp
+/// names.
+pub const IBV_WR_RDMA_WRITE: c_int = 0;
+/// `IBV_WR_SEND`.
+pub const IBV_WR_SEND: c_int = 2;
+/// `IBV_WR_RDMA_READ`.
+pub const IBV_WR_RDMA_READ: c_int = 4;
+/// `IBV_WR_SEND_WITH_INV`.
+pub const IBV_WR_SEND_WITH_INV: c_int = 9;
+
+/// `IBV_SEND_FENCE`.
+pub const IBV_SEND_FENCE: c_uint = 1;
+/// `IBV_SEND_SIGNALED`.
+pub const IBV_SEND_SIGNALED: c_uint = 1 << 1;
+/// `IBV_SEND_SOLICITED`.
+pub const IBV_SEND_SOLICITED: c_uint = 1 << 2;
+/// `IBV_SEND_INLINE`.
+pub const IBV_SEND_INLINE: c_uint = 1 << 3;
+
+/// `struct ibv_recv_wr`.
+#[repr(C)]
+pub struct IbvRecvWr {
+    /// `wr_id`.
+    pub wr_id: u64,
+    /// `next`.
+    pub next: *mut IbvRecvWr,
+    /// `sg_list`.
+    pub sg_list: *mut IbvSge,
+    /// `num_sge`.
+    pub num_sge: c_int,
+}
+
+/// `struct ibv_srq`.
+#[repr(C)]
+pub struct IbvSrq {
+    /// `context`.
+    pub context: *mut IbvContext,
+    /// `srq_context`.
+    pub srq_context: *mut c_void,
+    /// `pd`.
+    pub pd: *mut IbvPd,
+    /// `handle`.
+    pub handle: u32,
+    /// `mutex` (libibverbs' own; unused here).
+    pub mutex: libc::pthread_mutex_t,
+    /// `cond` (libibverbs' own; unused here).
+    pub cond: libc::pthread_cond_t,
+    /// `events_completed`.
+    pub events_completed: u32,
+}
+
+/// `struct ibv_srq_attr`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct IbvSrqAttr {
+    /// `max_wr`.
+    pub max_wr: u32,
+    /// `max_sge`.
+    pub max_sge: u32,
+    /// `srq_limit`.
+    pub srq_limit: u32,
+}
+
+/// `struct ibv_srq_init_attr`.
+#[repr(C)]
+pub struct IbvSrqInitAttr {
+    /// `srq_context`.
+    pub srq_context: *mut c_void,
+    /// `attr`.
+    pub attr: IbvSrqAttr,
+}
+
+/// The head of `struct ibv_qp_init_attr_ex`: the fields of
+/// [`IbvQpInitAttr`] (packed after one another, with no padding at the
+/// end as that structure has), then `comp_mask` and `pd` (what
+/// `rdma_create_qp_ex` reads; the extended fields after them name
+/// features uwarp does not offer).
+#[repr(C)]
+pub struct IbvQpInitAttrExHead {
+    /// `qp_context`.
+    pub qp_context: *mut c_void,
+    /// `send_cq`.
+    pub send_cq: *mut IbvCq,
+    /// `recv_cq`.
+    pub recv_cq: *mut IbvCq,
+    /// `srq`.
+    pub srq: *mut IbvSrq,
+    /// `cap`.
+    pub cap: IbvQpCap,
+    /// `qp_type`.
+    pub qp_type: c_int,
+    /// `sq_sig_all`.
+    pub sq_sig_all: c_int,
+    /// `comp_mask`.
+    pub comp_mask: u32,
+    /// `pd`, when `comp_mask` has `IBV_QP_INIT_ATTR_PD`.
+    pub pd: *mut IbvPd,
+}
+
+/// `IBV_QP_INIT_ATTR_PD`.
+pub const IBV_QP_INIT_ATTR_PD: u32 = 1;

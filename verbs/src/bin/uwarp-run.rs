@@ -16,7 +16,7 @@ use std::process::{Command, ExitCode};
 use clap::Parser;
 
 /// The library names the shared object answers to.
-const NAMES: [&str; 1] = ["libibverbs.so.1"];
+const NAMES: [&str; 2] = ["libibverbs.so.1", "librdmacm.so.1"];
 
 /// The shared object cargo builds.
 const LIBRARY: &str = "libuwarp_verbs.so";

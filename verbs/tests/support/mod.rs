@@ -27,8 +27,8 @@ pub fn debian_tool(tool: &str) -> PathBuf {
 }
 
 /// Compiles `tests/c/<name>.c` against the installed headers, linked
-/// against the system's libibverbs (as every application is), into the
-/// test's target directory; returns the program's path.
+/// against the system's libibverbs and librdmacm (as every application
+/// is), into the test's target directory; returns the program's path.
 pub fn compile_c(name: &str) -> PathBuf {
     let source = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/c")
@@ -38,6 +38,7 @@ pub fn compile_c(name: &str) -> PathBuf {
         .args(["-Wall", "-Werror", "-O1", "-o"])
         .arg(&out)
         .arg(&source)
+        .arg("-lrdmacm")
         .arg("-libverbs")
         .arg("-pthread")
         .output()

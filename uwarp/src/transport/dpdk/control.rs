@@ -74,10 +74,11 @@ impl RdmaControl {
             ControlCmd::Listen { addr, reply } => {
                 let _ = reply.send(self.listen(local_ip, addr));
             }
-            ControlCmd::StopListening { id } => {
+            ControlCmd::StopListening { id, done } => {
                 if let Some(port) = self.listeners.remove(&id) {
                     self.setup.remove_listener(port);
                 }
+                let _ = done.send(());
             }
             ControlCmd::Connect(connect) => {
                 let SocketAddr::V4(remote) = connect.addr else {

@@ -144,8 +144,9 @@ impl ControlCore {
                 let result = self.listen(addr);
                 let _ = reply.send(result);
             }
-            ControlCmd::StopListening { id } => {
+            ControlCmd::StopListening { id, done } => {
                 self.listeners.remove(&id);
+                let _ = done.send(());
             }
             ControlCmd::Connect(connect) => self.connect(connect),
             ControlCmd::Accept {

@@ -1,6 +1,8 @@
-//! The device-level verbs of the drop-in libibverbs, end to end: Debian's
-//! own `ibv_devices` and `ibv_devinfo`, and a C program compiled against
-//! the installed headers, run unmodified on uwarp by `uwarp-run`.
+//! The drop-in libibverbs and librdmacm, end to end: Debian's own
+//! `ibv_devices` and `ibv_devinfo`, and C programs compiled against the
+//! installed headers (devices, completion channels and queues, the
+//! connection manager over loopback), run unmodified on uwarp by
+//! `uwarp-run`.
 
 mod support;
 
@@ -60,4 +62,12 @@ fn a_transport_uwarp_does_not_have_fails_the_open_with_a_reason() {
         stderr.contains("UWARP_TRANSPORT=carrier-pigeon: the transports are: socket"),
         "{stderr}"
     );
+}
+
+#[test]
+fn a_c_program_connects_accepts_rejects_and_disconnects() {
+    let program = compile_c("cm_connect");
+    let output = uwarp_run(&program, &[]);
+    assert_success("cm_connect", &output);
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "ok\n");
 }

@@ -1,0 +1,217 @@
+//! Addresses: `rdma_getaddrinfo` and `rdma_freeaddrinfo`, and the
+//! conversions between C socket addresses and Rust's.
+
+use core::ffi::{c_char, c_int};
+use core::ptr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+
+use crate::abi::cm::*;
+use crate::abi::verbs::IBV_QPT_RC;
+use crate::export::{guard, set_errno, symbol_versions};
+
+/// The address `addr` points at (IPv4 or IPv6), if it is one.
+///
+/// # Safety
+///
+/// `addr` is NULL or points at a socket address as long as its family
+/// says.
+pub unsafe fn from_sockaddr(addr: *const libc::sockaddr) -> Option<SocketAddr> {
+    if addr.is_null() {
+        return None;
+    }
+    // SAFETY: the caller promises a socket address; its family field is
+    // first in every one.
+    match c_int::from(unsafe { (*addr).sa_family }) {
+        libc::AF_INET => {
+            // SAFETY: an AF_INET address is a sockaddr_in.
+            let sin = unsafe { &*addr.cast::<libc::sockaddr_in>() };
+            let ip = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                ip,
+                u16::from_be(sin.sin_port),
+            )))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: an AF_INET6 address is a sockaddr_in6.
+            let sin6 = unsafe { &*addr.cast::<libc::sockaddr_in6>() };
+            let ip = Ipv6Addr::from(sin6.sin6_addr.s6_addr);
+            let port = u16::from_be(sin6.sin6_port);
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                ip,
+                port,
+                sin6.sin6_flowinfo,
+                sin6.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    }
+}
+
+/// `addr` as a C socket address, in a `sockaddr_storage`, and its length.
+pub fn to_sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: all zeros is a valid sockaddr_storage.
+    let mut storage: libc::sockaddr_storage = unsafe { core::mem::zeroed() };
+    let len = match addr {
+        SocketAddr::V4(v4) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: v4.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from(*v4.ip()).to_be(),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: a sockaddr_in fits in a sockaddr_storage.
+            unsafe { ptr::write(ptr::from_mut(&mut storage).cast(), sin) };
+            size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(v6) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: v6.port().to_be(),
+                sin6_flowinfo: v6.flowinfo(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: v6.ip().octets(),
+                },
+                sin6_scope_id: v6.scope_id(),
+            };
+            // SAFETY: a sockaddr_in6 fits in a sockaddr_storage.
+            unsafe { ptr::write(ptr::from_mut(&mut storage).cast(), sin6) };
+            size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (storage, len as libc::socklen_t)
+}
+
+/// `rdma_getaddrinfo`: resolves `node` and `service` (as `getaddrinfo`
+/// does) into connection-manager address information: with `RAI_PASSIVE`
+/// in the hints' flags, source addresses to listen on; otherwise
+/// destinations to connect to. 0, or -1 with `errno` set.
+///
+/// # Safety
+///
+/// `node` and `service` are NULL or C strings; `hints` is NULL or
+/// readable; `res` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_getaddrinfo(
+    node: *const c_char,
+    service: *const c_char,
+    hints: *const RdmaAddrinfo,
+    res: *mut *mut RdmaAddrinfo,
+) -> c_int {
+    if res.is_null() || (node.is_null() && service.is_null()) {
+        set_errno(libc::EINVAL);
+        return -1;
+    }
+    guard(-1, || {
+        // SAFETY: the caller promises readable hints, if any.
+        let (flags, family) = match unsafe { hints.as_ref() } {
+            Some(hints) => (hints.ai_flags, hints.ai_family),
+            None => (0, libc::AF_UNSPEC),
+        };
+        // SAFETY: all zeros is a valid addrinfo (the hints getaddrinfo
+        // takes).
+        let mut ask: libc::addrinfo = unsafe { core::mem::zeroed() };
+        ask.ai_family = family;
+        ask.ai_socktype = libc::SOCK_STREAM;
+        ask.ai_flags = if flags & RAI_PASSIVE != 0 {
+            libc::AI_PASSIVE
+        } else {
+            0
+        };
+        let mut found: *mut libc::addrinfo = ptr::null_mut();
+        // SAFETY: the strings are the caller's; `found` receives a list
+        // freed below.
+        let code = unsafe { libc::getaddrinfo(node, service, &ask, &mut found) };
+        if code != 0 {
+            set_errno(if code == libc::EAI_SYSTEM {
+                libc::EIO
+            } else {
+                libc::ENOENT
+            });
+            return -1;
+        }
+        let mut addresses = Vec::new();
+        let mut next = found;
+        while !next.is_null() {
+            // SAFETY: a node of the list getaddrinfo returned.
+            let info = unsafe { &*next };
+            // SAFETY: getaddrinfo's address of the family it says.
+            if let Some(addr) = unsafe { from_sockaddr(info.ai_addr) } {
+                addresses.push(addr);
+            }
+            next = info.ai_next;
+        }
+        // SAFETY: the list getaddrinfo returned, freed once.
+        unsafe { libc::freeaddrinfo(found) };
+        let passive = flags & RAI_PASSIVE != 0;
+        let mut list: *mut RdmaAddrinfo = ptr::null_mut();
+        for addr in addresses.into_iter().rev() {
+            list = Box::into_raw(node_for(addr, passive, list));
+        }
+        if list.is_null() {
+            set_errno(libc::ENOENT);
+            return -1;
+        }
+        // SAFETY: the caller promises `res` is writable.
+        unsafe { res.write(list) };
+        0
+    })
+}
+
+/// One node of an `rdma_addrinfo` list, followed by `next`.
+fn node_for(addr: SocketAddr, passive: bool, next: *mut RdmaAddrinfo) -> Box<RdmaAddrinfo> {
+    let (storage, len) = to_sockaddr(addr);
+    let sockaddr = Box::into_raw(Box::new(storage)).cast::<libc::sockaddr>();
+    let (src, dst) = if passive {
+        (sockaddr, ptr::null_mut())
+    } else {
+        (ptr::null_mut(), sockaddr)
+    };
+    Box::new(RdmaAddrinfo {
+        ai_flags: if passive { RAI_PASSIVE } else { 0 },
+        ai_family: match addr.ip() {
+            IpAddr::V4(_) => libc::AF_INET,
+            IpAddr::V6(_) => libc::AF_INET6,
+        },
+        ai_qp_type: IBV_QPT_RC,
+        ai_port_space: RDMA_PS_TCP,
+        ai_src_len: if passive { len } else { 0 },
+        ai_dst_len: if passive { 0 } else { len },
+        ai_src_addr: src,
+        ai_dst_addr: dst,
+        ai_src_canonname: ptr::null_mut(),
+        ai_dst_canonname: ptr::null_mut(),
+        ai_route_len: 0,
+        ai_route: ptr::null_mut(),
+        ai_connect_len: 0,
+        ai_connect: ptr::null_mut(),
+        ai_next: next,
+    })
+}
+
+/// `rdma_freeaddrinfo`: frees a list [`rdma_getaddrinfo`] returned.
+///
+/// # Safety
+///
+/// `res` is NULL or a list `rdma_getaddrinfo` returned, not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_freeaddrinfo(res: *mut RdmaAddrinfo) {
+    let mut next = res;
+    while !next.is_null() {
+        // SAFETY: a node `node_for` boxed, with its address boxed too.
+        let node = unsafe { Box::from_raw(next) };
+        for addr in [node.ai_src_addr, node.ai_dst_addr] {
+            if !addr.is_null() {
+                // SAFETY: boxed as a sockaddr_storage by `node_for`.
+                drop(unsafe { Box::from_raw(addr.cast::<libc::sockaddr_storage>()) });
+            }
+        }
+        next = node.ai_next;
+    }
+}
+
+symbol_versions! {
+    rdma_getaddrinfo => "RDMACM_1.0",
+    rdma_freeaddrinfo => "RDMACM_1.0",
+}

@@ -1,0 +1,25 @@
+//! The drop-in librdmacm: rdma-core's connection manager interface over
+//! uwarp's (RFC 5044 section 7 and RFC 6581: the MPA startup phase, run by
+//! uwarp's control thread). Its exports share this one shared object;
+//! `uwarp-run` links `librdmacm.so.1` to it too.
+//!
+//! uwarp's own connection manager is synchronous (`Device::connect`
+//! returns once the queue pair is in RTS; a `Listener` hands out requests
+//! as they come); librdmacm's is asynchronous, with events on a channel.
+//! Each asynchronous operation runs on a library thread (every signal
+//! blocked) that posts its event when uwarp answers. A synchronous id
+//! (created with no channel) gets a private channel, and its operations
+//! wait on it for their own event.
+//!
+//! - [`events`]: event channels, events, `rdma_get_cm_event`,
+//!   `rdma_ack_cm_event`.
+//! - [`id`]: identifiers and everything done with them.
+//! - [`qp`]: the queue pair of an id.
+//! - [`addrinfo`]: `rdma_getaddrinfo`, addresses between C and Rust.
+//! - [`devices`]: `rdma_get_devices`, and `rpoll`.
+
+pub mod addrinfo;
+pub mod devices;
+pub mod events;
+pub mod id;
+pub mod qp;

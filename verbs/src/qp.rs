@@ -1,0 +1,450 @@
+//! Queue pairs: `ibv_create_qp`, `ibv_query_qp`, `ibv_modify_qp`,
+//! `ibv_destroy_qp`, and the context's `post_send` and `post_recv` (RFC
+//! 5040 section 5: the send and receive queues of an RDMAP stream).
+//!
+//! An iWARP queue pair is connected by the connection manager (librdmacm),
+//! not by `ibv_modify_qp`'s address and sequence-number attributes, which
+//! iWARP does not have: `ibv_modify_qp` records the state asked for and
+//! moves a queue pair to the error state (flushing its work) when asked.
+
+use core::ffi::{c_int, c_uint};
+use core::ptr;
+
+use uwarp::{Payload, QpCaps, QpInit, QpState, QueuePair, RecvWr, SendOp, SendWr, Sge, Stag};
+
+use crate::abi::verbs::*;
+use crate::cq::Cq;
+use crate::export::{errno_of, guard, set_errno, symbol_versions};
+use crate::limits;
+use crate::pd::Pd;
+use crate::provider;
+use crate::srq::Srq;
+
+/// The most octets of inline data a send work request may carry.
+const MAX_INLINE_DATA: u32 = 256;
+
+/// A queue pair: the `ibv_qp` applications hold, and uwarp's.
+#[repr(C)]
+pub struct Qp {
+    ibv: IbvQp,
+    /// uwarp's queue pair.
+    pub qp: QueuePair,
+    /// What it was created with (as written back to the application).
+    cap: IbvQpCap,
+    /// Every send work request completes signaled.
+    sq_sig_all: bool,
+}
+
+impl Qp {
+    /// The queue pair behind `qp`.
+    ///
+    /// # Safety
+    ///
+    /// `qp` is a live queue pair [`ibv_create_qp`] returned.
+    pub unsafe fn from_ibv<'a>(qp: *mut IbvQp) -> &'a Qp {
+        // SAFETY: the caller promises a live queue pair; `ibv` is the
+        // first field of the `#[repr(C)]` `Qp` it was boxed as.
+        unsafe { &*qp.cast::<Qp>() }
+    }
+}
+
+/// `ibv_create_qp`: a reliable-connection queue pair in `pd`, with the
+/// capabilities it really has written back to `attr.cap`; NULL with
+/// `errno` set for another type or limits beyond the device's.
+///
+/// # Safety
+///
+/// `pd` is NULL or live; `attr` is NULL or valid for reads and writes,
+/// naming live queues.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_create_qp(pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> *mut IbvQp {
+    guard(ptr::null_mut(), || {
+        // SAFETY: forwarded.
+        match unsafe { create(pd, attr) } {
+            Ok(qp) => qp,
+            Err(errno) => {
+                set_errno(errno);
+                ptr::null_mut()
+            }
+        }
+    })
+}
+
+/// [`ibv_create_qp`]'s work.
+///
+/// # Safety
+///
+/// As [`ibv_create_qp`].
+unsafe fn create(pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> Result<*mut IbvQp, c_int> {
+    if pd.is_null() || attr.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: the caller promises a readable and writable structure.
+    let init = unsafe { &mut *attr };
+    let wanted = init.cap;
+    let fits = init.qp_type == IBV_QPT_RC
+        && !init.send_cq.is_null()
+        && !init.recv_cq.is_null()
+        && wanted.max_send_wr <= limits::MAX_QP_WR as u32
+        && wanted.max_recv_wr <= limits::MAX_QP_WR as u32
+        && wanted.max_send_sge <= limits::MAX_SGE as u32
+        && wanted.max_recv_sge <= limits::MAX_SGE as u32
+        && wanted.max_inline_data <= MAX_INLINE_DATA;
+    if !fits {
+        return Err(libc::EINVAL);
+    }
+    let device = provider::device()?;
+    let cap = IbvQpCap {
+        max_send_wr: wanted.max_send_wr.max(1),
+        max_recv_wr: wanted.max_recv_wr.max(1),
+        max_send_sge: wanted.max_send_sge.max(1),
+        max_recv_sge: wanted.max_recv_sge.max(1),
+        max_inline_data: MAX_INLINE_DATA,
+    };
+    // SAFETY: the caller promises live queues and domain.
+    let (send_cq, recv_cq, domain) = unsafe {
+        (
+            Cq::from_ibv(init.send_cq),
+            Cq::from_ibv(init.recv_cq),
+            Pd::from_ibv(pd),
+        )
+    };
+    // SAFETY: as above, for the SRQ if any.
+    let srq = (!init.srq.is_null()).then(|| unsafe { Srq::from_ibv(init.srq) }.srq.clone());
+    let qp = device.create_qp(
+        &domain.pd,
+        QpInit {
+            send_cq: send_cq.cq.clone(),
+            recv_cq: recv_cq.cq.clone(),
+            srq,
+            caps: QpCaps {
+                max_send_sge: cap.max_send_sge as usize,
+                max_recv_sge: cap.max_recv_sge as usize,
+                max_inline_data: cap.max_inline_data as usize,
+            },
+        },
+    );
+    init.cap = cap;
+    let boxed = Box::new(Qp {
+        ibv: IbvQp {
+            // SAFETY: the caller promises a live domain.
+            context: unsafe { (*pd).context },
+            qp_context: init.qp_context,
+            pd,
+            send_cq: init.send_cq,
+            recv_cq: init.recv_cq,
+            srq: init.srq,
+            handle: qp.num(),
+            qp_num: qp.num(),
+            state: IBV_QPS_RESET,
+            qp_type: IBV_QPT_RC,
+            // SAFETY: all zeros is PTHREAD_MUTEX_INITIALIZER and
+            // PTHREAD_COND_INITIALIZER on glibc.
+            mutex: unsafe { core::mem::zeroed() },
+            // SAFETY: as above.
+            cond: unsafe { core::mem::zeroed() },
+            events_completed: 0,
+        },
+        qp,
+        cap,
+        sq_sig_all: init.sq_sig_all != 0,
+    });
+    Ok(Box::into_raw(boxed).cast())
+}
+
+/// The `enum ibv_qp_state` of a uwarp queue pair: Idle is INIT until the
+/// application recorded another state, Closing is SQD (draining).
+fn state_of(qp: &Qp) -> c_int {
+    match qp.qp.state() {
+        QpState::Idle => qp.ibv.state,
+        QpState::Rts => IBV_QPS_RTS,
+        QpState::Closing => IBV_QPS_SQD,
+        QpState::Terminate => IBV_QPS_SQE,
+        QpState::Error => IBV_QPS_ERR,
+    }
+}
+
+/// `ibv_query_qp`: the queue pair's state and capabilities. 0, or an
+/// `errno` value.
+///
+/// # Safety
+///
+/// `qp` is NULL or live; `attr` and `init` are NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_query_qp(
+    qp: *mut IbvQp,
+    attr: *mut IbvQpAttr,
+    _mask: c_int,
+    init: *mut IbvQpInitAttr,
+) -> c_int {
+    if qp.is_null() || attr.is_null() {
+        return libc::EINVAL;
+    }
+    guard(libc::EIO, || {
+        // SAFETY: the caller promises a live queue pair.
+        let owner = unsafe { Qp::from_ibv(qp) };
+        let state = state_of(owner);
+        // SAFETY: all zeros is a valid `ibv_qp_attr` (integers only).
+        let mut answer: IbvQpAttr = unsafe { core::mem::zeroed() };
+        answer.qp_state = state;
+        answer.cur_qp_state = state;
+        answer.path_mtu = IBV_MTU_1024;
+        answer.cap = owner.cap;
+        answer.max_rd_atomic = limits::MAX_RD_ATOM as u8;
+        answer.max_dest_rd_atomic = limits::MAX_RD_ATOM as u8;
+        answer.port_num = limits::PORT_NUM;
+        // SAFETY: the caller promises a writable structure.
+        unsafe { attr.write(answer) };
+        if !init.is_null() {
+            let ibv = &owner.ibv;
+            // SAFETY: the caller promises a writable structure.
+            unsafe {
+                init.write(IbvQpInitAttr {
+                    qp_context: ibv.qp_context,
+                    send_cq: ibv.send_cq,
+                    recv_cq: ibv.recv_cq,
+                    srq: ibv.srq,
+                    cap: owner.cap,
+                    qp_type: IBV_QPT_RC,
+                    sq_sig_all: c_int::from(owner.sq_sig_all),
+                })
+            };
+        }
+        0
+    })
+}
+
+/// `ibv_modify_qp`: with `IBV_QP_STATE`, records the state (ERR aborts
+/// the queue pair: its connection is reset and its work flushed); the
+/// other attributes are InfiniBand's and mean nothing to iWARP. 0, or an
+/// `errno` value.
+///
+/// # Safety
+///
+/// `qp` is NULL or live; `attr` is NULL or readable.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_modify_qp(qp: *mut IbvQp, attr: *mut IbvQpAttr, mask: c_int) -> c_int {
+    if qp.is_null() || attr.is_null() {
+        return libc::EINVAL;
+    }
+    if mask & IBV_QP_STATE == 0 {
+        return 0;
+    }
+    guard(libc::EIO, || {
+        // SAFETY: the caller promises a readable structure.
+        let state = unsafe { (*attr).qp_state };
+        if !(IBV_QPS_RESET..=IBV_QPS_ERR).contains(&state) {
+            return libc::EINVAL;
+        }
+        // SAFETY: the caller promises a live queue pair.
+        let owner = unsafe { Qp::from_ibv(qp) };
+        if state == IBV_QPS_ERR {
+            owner.qp.abort();
+        }
+        // SAFETY: the state field is the library's to write (the
+        // application only reads it).
+        unsafe { (*qp).state = state };
+        0
+    })
+}
+
+/// `ibv_destroy_qp`: aborts the queue pair if it is still connected and
+/// frees it. 0.
+///
+/// # Safety
+///
+/// `qp` is NULL or a live queue pair the application no longer uses.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut IbvQp) -> c_int {
+    if qp.is_null() {
+        return libc::EINVAL;
+    }
+    guard(libc::EIO, || {
+        // SAFETY: the caller promises a live queue pair from
+        // ibv_create_qp, which boxed a `Qp` starting with it.
+        let owner = unsafe { Box::from_raw(qp.cast::<Qp>()) };
+        if !matches!(owner.qp.state(), QpState::Idle | QpState::Error) {
+            owner.qp.abort();
+        }
+        0
+    })
+}
+
+/// The scatter/gather elements of a work request, checked against
+/// `max_sge`.
+///
+/// # Safety
+///
+/// `list` is valid for `count` elements when `count` is positive.
+unsafe fn sges<'a>(list: *const IbvSge, count: c_int, max_sge: u32) -> Result<&'a [IbvSge], c_int> {
+    match count {
+        0 => Ok(&[]),
+        n if n < 0 || n as u32 > max_sge || list.is_null() => Err(libc::EINVAL),
+        // SAFETY: the caller promises `count` elements.
+        n => Ok(unsafe { core::slice::from_raw_parts(list, n as usize) }),
+    }
+}
+
+/// uwarp's scatter/gather elements for `list`.
+fn to_sgl(list: &[IbvSge]) -> Vec<Sge> {
+    list.iter()
+        .map(|sge| Sge {
+            addr: sge.addr,
+            length: sge.length,
+            lkey: Stag(sge.lkey),
+        })
+        .collect()
+}
+
+/// A receive work request as uwarp takes it.
+///
+/// # Safety
+///
+/// `wr.sg_list` is valid for `wr.num_sge` elements.
+pub unsafe fn recv_wr(wr: &IbvRecvWr, max_sge: u32) -> Result<RecvWr, c_int> {
+    // SAFETY: forwarded.
+    let list = unsafe { sges(wr.sg_list, wr.num_sge, max_sge) }?;
+    Ok(RecvWr {
+        wr_id: wr.wr_id,
+        sgl: to_sgl(list),
+    })
+}
+
+/// A send work request as uwarp takes it.
+///
+/// # Safety
+///
+/// `wr.sg_list` is valid for `wr.num_sge` elements, and with
+/// `IBV_SEND_INLINE` each element's range is readable.
+unsafe fn send_wr(wr: &IbvSendWr, qp: &Qp) -> Result<SendWr, c_int> {
+    // SAFETY: forwarded.
+    let list = unsafe { sges(wr.sg_list, wr.num_sge, qp.cap.max_send_sge) }?;
+    let op = match wr.opcode {
+        IBV_WR_SEND => SendOp::Send,
+        IBV_WR_SEND_WITH_INV => SendOp::SendWithInvalidate {
+            invalidate: wr.invalidate_rkey,
+        },
+        IBV_WR_RDMA_WRITE => SendOp::Write {
+            remote_addr: wr.wr.remote_addr,
+            rkey: wr.wr.rkey,
+        },
+        IBV_WR_RDMA_READ => SendOp::Read {
+            remote_addr: wr.wr.remote_addr,
+            rkey: wr.wr.rkey,
+        },
+        // Immediate data, atomics, memory windows, local invalidation,
+        // TSO: nothing iWARP's RDMAP (RFC 5040) carries or uwarp offers.
+        _ => return Err(libc::EINVAL),
+    };
+    let inline = wr.send_flags & IBV_SEND_INLINE != 0 && !matches!(op, SendOp::Read { .. });
+    let payload = if inline {
+        // SAFETY: forwarded.
+        Payload::Inline(unsafe { gather(list, qp.cap.max_inline_data) }?)
+    } else {
+        Payload::Sgl(to_sgl(list))
+    };
+    let flag = |bit: c_uint| wr.send_flags & bit != 0;
+    let mut send = SendWr::new(wr.wr_id, op, payload);
+    send.signaled = qp.sq_sig_all || flag(IBV_SEND_SIGNALED);
+    send.solicited = flag(IBV_SEND_SOLICITED);
+    send.fence = flag(IBV_SEND_FENCE);
+    Ok(send)
+}
+
+/// The octets of an inline work request's elements (the application's
+/// memory, unregistered), at most `max` of them.
+///
+/// # Safety
+///
+/// Each element's range is readable.
+unsafe fn gather(list: &[IbvSge], max: u32) -> Result<Vec<u8>, c_int> {
+    let total: u64 = list.iter().map(|sge| u64::from(sge.length)).sum();
+    if total > u64::from(max) {
+        return Err(libc::EINVAL);
+    }
+    let mut data = Vec::with_capacity(total as usize);
+    for sge in list.iter().filter(|sge| sge.length > 0) {
+        // SAFETY: the caller promises the range is readable; verbs let the
+        // application reuse it as soon as the post returns, so it is
+        // copied now.
+        let octets =
+            unsafe { core::slice::from_raw_parts(sge.addr as *const u8, sge.length as usize) };
+        data.extend_from_slice(octets);
+    }
+    Ok(data)
+}
+
+/// The context's `post_send`: posts a chain of send work requests. 0, or
+/// an `errno` value with `*bad` the first one not posted.
+///
+/// # Safety
+///
+/// `qp` is live; `wr` is a valid chain; `bad` is writable.
+pub unsafe extern "C" fn post_send(
+    qp: *mut IbvQp,
+    wr: *mut IbvSendWr,
+    bad: *mut *mut IbvSendWr,
+) -> c_int {
+    guard(libc::EIO, || {
+        // SAFETY: the caller (the header's inline) passes a live queue pair.
+        let owner = unsafe { Qp::from_ibv(qp) };
+        let mut next = wr;
+        while !next.is_null() {
+            // SAFETY: the caller promises a valid chain.
+            let this = unsafe { &*next };
+            // SAFETY: as above.
+            let posted = unsafe { send_wr(this, owner) }
+                .and_then(|send| owner.qp.post_send(send).map_err(|e| errno_of(&e)));
+            if let Err(errno) = posted {
+                if !bad.is_null() {
+                    // SAFETY: the caller promises it is writable.
+                    unsafe { bad.write(next) };
+                }
+                return errno;
+            }
+            next = this.next;
+        }
+        0
+    })
+}
+
+/// The context's `post_recv`: posts a chain of receive work requests. 0,
+/// or an `errno` value with `*bad` the first one not posted.
+///
+/// # Safety
+///
+/// `qp` is live; `wr` is a valid chain; `bad` is writable.
+pub unsafe extern "C" fn post_recv(
+    qp: *mut IbvQp,
+    wr: *mut IbvRecvWr,
+    bad: *mut *mut IbvRecvWr,
+) -> c_int {
+    guard(libc::EIO, || {
+        // SAFETY: the caller passes a live queue pair.
+        let owner = unsafe { Qp::from_ibv(qp) };
+        let mut next = wr;
+        while !next.is_null() {
+            // SAFETY: the caller promises a valid chain.
+            let this = unsafe { &*next };
+            // SAFETY: as above.
+            let posted = unsafe { recv_wr(this, owner.cap.max_recv_sge) }
+                .and_then(|recv| owner.qp.post_recv(recv).map_err(|e| errno_of(&e)));
+            if let Err(errno) = posted {
+                if !bad.is_null() {
+                    // SAFETY: the caller promises it is writable.
+                    unsafe { bad.write(next) };
+                }
+                return errno;
+            }
+            next = this.next;
+        }
+        0
+    })
+}
+
+symbol_versions! {
+    ibv_create_qp => "IBVERBS_1.1",
+    ibv_query_qp => "IBVERBS_1.1",
+    ibv_modify_qp => "IBVERBS_1.1",
+    ibv_destroy_qp => "IBVERBS_1.1",
+}

@@ -1,0 +1,238 @@
+/* The connection manager through the installed <rdma/rdma_cma.h>, run on
+ * uwarp's librdmacm.so.1 by uwarp-run, over loopback: an event channel,
+ * a listener on an ephemeral port, address and route resolution, connect
+ * and accept with private data both ways and IRD/ORD, ESTABLISHED and
+ * DISCONNECTED on both sides, a rejection with private data, a refused
+ * connection, and synchronous ids (NULL channel). "ok" and 0 when all
+ * checks hold. */
+#include <errno.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <rdma/rdma_cma.h>
+
+static int failures;
+
+#define CHECK(cond)                                                        \
+	do {                                                               \
+		if (!(cond)) {                                             \
+			fprintf(stderr, "%s:%d: failed: %s (errno %d)\n",  \
+				__FILE__, __LINE__, #cond, errno);         \
+			failures++;                                        \
+		}                                                          \
+	} while (0)
+
+/* The next event on the channel: must be of type `type` for `id` (NULL:
+ * any id); returns it unacknowledged. */
+static struct rdma_cm_event *expect(struct rdma_event_channel *ch, int type,
+				    struct rdma_cm_id *id)
+{
+	struct rdma_cm_event *event = NULL;
+	if (rdma_get_cm_event(ch, &event)) {
+		fprintf(stderr, "rdma_get_cm_event: errno %d\n", errno);
+		exit(2);
+	}
+	if (event->event != type || (id && event->id != id)) {
+		fprintf(stderr, "expected %s, got %s (status %d)\n",
+			rdma_event_str(type), rdma_event_str(event->event),
+			event->status);
+		exit(2);
+	}
+	return event;
+}
+
+static void make_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *cq)
+{
+	struct ibv_qp_init_attr attr;
+	memset(&attr, 0, sizeof(attr));
+	attr.send_cq = cq;
+	attr.recv_cq = cq;
+	attr.qp_type = IBV_QPT_RC;
+	attr.cap.max_send_wr = 8;
+	attr.cap.max_recv_wr = 8;
+	attr.cap.max_send_sge = 1;
+	attr.cap.max_recv_sge = 1;
+	CHECK(rdma_create_qp(id, pd, &attr) == 0);
+	CHECK(id->qp != NULL && id->qp->qp_num != 0);
+	CHECK(attr.cap.max_send_wr >= 8 && attr.cap.max_inline_data >= 4);
+}
+
+/* A client id resolved to the listener at `port`. */
+static struct rdma_cm_id *resolved_client(struct rdma_event_channel *ch, const char *port)
+{
+	struct rdma_addrinfo *res = NULL;
+	CHECK(rdma_getaddrinfo("127.0.0.1", port, NULL, &res) == 0);
+	struct rdma_cm_id *id;
+	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0);
+	CHECK(rdma_resolve_addr(id, NULL, res->ai_dst_addr, 2000) == 0);
+	rdma_freeaddrinfo(res);
+	rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, id));
+	CHECK(id->verbs != NULL);
+	CHECK(rdma_resolve_route(id, 2000) == 0);
+	rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, id));
+	return id;
+}
+
+struct sync_server {
+	struct rdma_cm_id *listener;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	int accepted;
+};
+
+static void *accept_sync(void *arg)
+{
+	struct sync_server *s = arg;
+	struct rdma_cm_id *child = NULL;
+	if (rdma_get_request(s->listener, &child))
+		return NULL;
+	make_qp(child, s->pd, s->cq);
+	s->accepted = rdma_accept(child, NULL) == 0;
+	return child;
+}
+
+int main(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	CHECK(ch != NULL && ch->fd >= 0);
+
+	/* The listener, on a port the system chooses. */
+	struct rdma_cm_id *listener;
+	int marker;
+	CHECK(rdma_create_id(ch, &listener, &marker, RDMA_PS_TCP) == 0);
+	struct sockaddr_in sin;
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	CHECK(rdma_bind_addr(listener, (struct sockaddr *)&sin) == 0);
+	uint16_t port = ntohs(rdma_get_src_port(listener));
+	CHECK(port != 0);
+	CHECK(listener->verbs != NULL);
+	CHECK(rdma_listen(listener, 8) == 0);
+	char port_str[8];
+	snprintf(port_str, sizeof(port_str), "%u", port);
+
+	struct ibv_pd *pd = ibv_alloc_pd(listener->verbs);
+	struct ibv_cq *cq = ibv_create_cq(listener->verbs, 64, NULL, NULL, 0);
+	CHECK(pd != NULL && cq != NULL);
+
+	/* Connect, with private data both ways. */
+	struct rdma_cm_id *client = resolved_client(ch, port_str);
+	make_qp(client, pd, cq);
+	struct rdma_conn_param param;
+	memset(&param, 0, sizeof(param));
+	param.private_data = "hello";
+	param.private_data_len = 6;
+	param.responder_resources = 4;
+	param.initiator_depth = 4;
+	CHECK(rdma_connect(client, &param) == 0);
+
+	struct rdma_cm_event *request = expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
+	CHECK(request->listen_id == listener);
+	CHECK(request->id->context == &marker);
+	CHECK(request->param.conn.private_data_len >= 6 &&
+	      memcmp(request->param.conn.private_data, "hello", 6) == 0);
+	struct rdma_cm_id *child = request->id;
+	CHECK(child->verbs == listener->verbs);
+	rdma_ack_cm_event(request);
+	make_qp(child, pd, cq);
+	memset(&param, 0, sizeof(param));
+	param.private_data = "world";
+	param.private_data_len = 6;
+	param.responder_resources = 4;
+	param.initiator_depth = 4;
+	CHECK(rdma_accept(child, &param) == 0);
+
+	int established = 0, got_reply_data = 0;
+	while (established < 2) {
+		struct rdma_cm_event *event = expect(ch, RDMA_CM_EVENT_ESTABLISHED, NULL);
+		if (event->id == client)
+			got_reply_data = event->param.conn.private_data_len >= 6 &&
+				memcmp(event->param.conn.private_data, "world", 6) == 0;
+		CHECK(event->id == client || event->id == child);
+		established++;
+		rdma_ack_cm_event(event);
+	}
+	CHECK(got_reply_data);
+	CHECK(rdma_get_src_port(client) != 0);
+	CHECK(ntohs(rdma_get_dst_port(client)) == port);
+	struct sockaddr_in *peer = (struct sockaddr_in *)rdma_get_peer_addr(client);
+	CHECK(peer->sin_family == AF_INET && ntohs(peer->sin_port) == port);
+
+	/* A graceful disconnect reaches both sides. */
+	CHECK(rdma_disconnect(client) == 0);
+	int disconnected = 0;
+	while (disconnected < 2) {
+		struct rdma_cm_event *event = expect(ch, RDMA_CM_EVENT_DISCONNECTED, NULL);
+		disconnected++;
+		rdma_ack_cm_event(event);
+	}
+	rdma_destroy_qp(client);
+	rdma_destroy_qp(child);
+	CHECK(rdma_destroy_id(client) == 0);
+	CHECK(rdma_destroy_id(child) == 0);
+
+	/* A rejection carries the responder's private data. */
+	client = resolved_client(ch, port_str);
+	make_qp(client, pd, cq);
+	CHECK(rdma_connect(client, NULL) == 0);
+	request = expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
+	child = request->id;
+	rdma_ack_cm_event(request);
+	CHECK(rdma_reject(child, "no", 3) == 0);
+	struct rdma_cm_event *rejected = expect(ch, RDMA_CM_EVENT_REJECTED, client);
+	CHECK(rejected->status < 0);
+	CHECK(rejected->param.conn.private_data_len >= 3 &&
+	      memcmp(rejected->param.conn.private_data, "no", 3) == 0);
+	rdma_ack_cm_event(rejected);
+	rdma_destroy_qp(client);
+	CHECK(rdma_destroy_id(client) == 0);
+	CHECK(rdma_destroy_id(child) == 0);
+
+	/* Nothing listens: refused. */
+	CHECK(rdma_destroy_id(listener) == 0);
+	client = resolved_client(ch, port_str);
+	make_qp(client, pd, cq);
+	CHECK(rdma_connect(client, NULL) == 0);
+	struct rdma_cm_event *refused = expect(ch, RDMA_CM_EVENT_REJECTED, client);
+	CHECK(refused->status == -ECONNREFUSED);
+	rdma_ack_cm_event(refused);
+	rdma_destroy_qp(client);
+	CHECK(rdma_destroy_id(client) == 0);
+
+	/* Synchronous ids: each call returns when its step is done. */
+	struct sync_server server = { NULL, pd, cq, 0 };
+	CHECK(rdma_create_id(NULL, &server.listener, NULL, RDMA_PS_TCP) == 0);
+	sin.sin_port = 0;
+	CHECK(rdma_bind_addr(server.listener, (struct sockaddr *)&sin) == 0);
+	CHECK(rdma_listen(server.listener, 1) == 0);
+	port = ntohs(rdma_get_src_port(server.listener));
+	pthread_t thread;
+	CHECK(pthread_create(&thread, NULL, accept_sync, &server) == 0);
+	struct rdma_cm_id *sync_client;
+	CHECK(rdma_create_id(NULL, &sync_client, NULL, RDMA_PS_TCP) == 0);
+	sin.sin_port = htons(port);
+	CHECK(rdma_resolve_addr(sync_client, NULL, (struct sockaddr *)&sin, 2000) == 0);
+	CHECK(rdma_resolve_route(sync_client, 2000) == 0);
+	make_qp(sync_client, pd, cq);
+	CHECK(rdma_connect(sync_client, NULL) == 0);
+	void *sync_child = NULL;
+	CHECK(pthread_join(thread, &sync_child) == 0);
+	CHECK(server.accepted && sync_child != NULL);
+	rdma_destroy_qp(sync_client);
+	rdma_destroy_qp(sync_child);
+	CHECK(rdma_destroy_id(sync_client) == 0);
+	CHECK(rdma_destroy_id(sync_child) == 0);
+	CHECK(rdma_destroy_id(server.listener) == 0);
+
+	CHECK(ibv_destroy_cq(cq) == 0);
+	CHECK(ibv_dealloc_pd(pd) == 0);
+	rdma_destroy_event_channel(ch);
+	if (failures)
+		return 1;
+	printf("ok\n");
+	return 0;
+}
