@@ -24,11 +24,7 @@ struct Socket;
 
 impl Transport for Socket {
     fn devices() -> Devices {
-        Devices {
-            server: Device::open(DeviceConfig::default()).unwrap(),
-            client: Device::open(DeviceConfig::default()).unwrap(),
-            listen: "127.0.0.1:0",
-        }
+        Devices::sockets().unwrap()
     }
 }
 
