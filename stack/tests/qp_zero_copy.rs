@@ -2,12 +2,16 @@
 //! reference ([`FpduSink::reserve_referencing`]) puts the same octets on
 //! the wire as one that takes them framed, a Send or Write sent so
 //! completes only once the LLP acknowledged it, and the memory it refers
-//! to stays readable after its region was deregistered.
+//! to stays readable after its region was deregistered. Foreign memory
+//! (registered where the application allocated it) is never referenced:
+//! its payloads are copied even into such a sink.
 
 mod common;
 
-use common::{pair, write_to, Region, Setup, Side, REMOTE_ALL};
-use uwarp_stack::mem::{Access, BufferSlice};
+use std::sync::Arc;
+
+use common::{pair, write_to, Region, Setup, Side, GUARD, REMOTE_ALL};
+use uwarp_stack::mem::{Access, BufferSlice, MemoryBuffer};
 use uwarp_stack::rdmap::CqKind;
 use uwarp_stack::record::{FpduSink, VecSink};
 use uwarp_stack::verbs::{SendOp, WcStatus};
@@ -381,4 +385,68 @@ fn a_flush_reports_the_failed_request_before_the_flushed_receives() {
         order.push((cq, wc.wr_id));
     }
     assert_eq!(order, [(CqKind::Send, 2), (CqKind::Recv, 1)]);
+}
+
+/// `len` octets at offset 1 (unaligned) of `owner`, as foreign memory
+/// with a guard at each end, for [`Side::region_over`].
+///
+/// # Safety
+///
+/// `owner` must outlive every clone of the returned buffer, and not be
+/// touched meanwhile.
+unsafe fn foreign(owner: &mut Vec<u8>, len: usize) -> Arc<MemoryBuffer> {
+    owner.resize(1 + len + 2 * GUARD, 0);
+    // SAFETY: the `len + 2 * GUARD` octets after the first of `owner` are
+    // inside its allocation, which the caller keeps alive and untouched
+    // for as long as the buffer.
+    Arc::new(unsafe { MemoryBuffer::from_raw_parts(owner.as_mut_ptr().add(1), len + 2 * GUARD) })
+}
+
+/// A Write from foreign memory and a Read Response from foreign memory,
+/// framed by a sink that takes every payload of 512 octets and more by
+/// reference: nothing goes by reference, both arrive intact, and the
+/// Write completes without waiting for an acknowledgement.
+#[test]
+fn foreign_memory_is_copied_even_where_payloads_go_by_reference() {
+    // Declared first, so dropped after everything that uses them.
+    let (mut owner_a, mut owner_b) = (Vec::new(), Vec::new());
+    let (mut a, mut b) = pair(Setup {
+        mulpdu: 1001,
+        ..Setup::default()
+    });
+    // SAFETY (both): the owners are dropped last and only used through
+    // the buffers.
+    let (src_buffer, dst_buffer) =
+        unsafe { (foreign(&mut owner_a, 4_000), foreign(&mut owner_b, 4_000)) };
+    let src = a.region_over(a.pd, src_buffer, Access::NONE, true);
+    let dst = b.region_over(b.pd, dst_buffer, REMOTE_ALL, true);
+    let written = src.fill(8);
+    a.post(1, write_to(&dst, 0), vec![src.whole()]);
+    let mut sink = Referencing::new(512);
+    while a.engine.poll_fpdu(&mut sink) {}
+    assert_eq!(sink.runs, 0, "foreign memory went by reference");
+    assert_eq!(a.statuses(CqKind::Send), [(1, WcStatus::Success)]);
+    b.engine.on_bytes(&sink.stream());
+    assert_eq!(dst.contents(), written);
+    dst.assert_guards();
+
+    // The other way: `a` reads `b`'s foreign region back.
+    let back = a.region(4_000, Access::LOCAL_WRITE);
+    a.post(
+        2,
+        SendOp::Read {
+            remote_addr: dst.to,
+            rkey: dst.stag.raw(),
+        },
+        vec![back.whole()],
+    );
+    let mut request = Vec::new();
+    while a.engine.poll_fpdu(&mut VecSink::new(&mut request)) {}
+    b.engine.on_bytes(&request);
+    let mut responses = Referencing::new(512);
+    while b.engine.poll_fpdu(&mut responses) {}
+    assert_eq!(responses.runs, 0, "foreign memory went by reference");
+    a.engine.on_bytes(&responses.stream());
+    assert_eq!(back.contents(), written);
+    assert_eq!(a.statuses(CqKind::Send), [(2, WcStatus::Success)]);
 }

@@ -2,7 +2,8 @@
 //! no test file copies another's or includes it by path.
 //!
 //! - [`pair`]: devices and connected queue pairs over the `uwarp` API on
-//!   either transport, and what the tests check them with.
+//!   either transport, application-owned memory with guard octets, and
+//!   what the tests check them with.
 //! - [`dpdk_rig`]: uwarp's TCP on DPDK stepped over a net_ring pair, with
 //!   a peer the test plays with hand-made frames (RFC 9293 segments), and
 //!   iWARP devices on net_ring pairs.

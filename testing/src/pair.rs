@@ -1,6 +1,8 @@
 //! Shared set-up for the socket-transport tests: two queue pairs joined
 //! over loopback TCP, each on its own device (so each end has its own
-//! control and dataplane threads, as two hosts would).
+//! control and dataplane threads, as two hosts would); connected pairs on
+//! any transport ([`connect_devices`]); and memory the application owns,
+//! with guard octets around it ([`AppMemory`]).
 
 use std::time::Duration;
 
@@ -72,12 +74,7 @@ pub fn connect_with_cq(
     server: LocalParams,
     prepare: impl Fn(&ProtectionDomain, &QueuePair) + Send + Sync + Clone + 'static,
 ) -> Result<(End, End), Error> {
-    let devices = Devices {
-        server: Device::open(DeviceConfig::default())?,
-        client: Device::open(DeviceConfig::default())?,
-        listen: "127.0.0.1:0",
-    };
-    connect_devices(devices, depth, client, server, prepare)
+    connect_devices(Devices::sockets()?, depth, client, server, prepare)
 }
 
 /// Two devices that reach each other, and where the server listens.
@@ -88,6 +85,18 @@ pub struct Devices {
     pub client: Device,
     /// The server's listening address (port 0: any free port).
     pub listen: &'static str,
+}
+
+impl Devices {
+    /// Two socket-transport devices with default settings, the server
+    /// listening on loopback.
+    pub fn sockets() -> Result<Self, Error> {
+        Ok(Devices {
+            server: Device::open(DeviceConfig::default())?,
+            client: Device::open(DeviceConfig::default())?,
+            listen: "127.0.0.1:0",
+        })
+    }
 }
 
 /// [`connect_with_cq`] between `devices`, on any transport.
@@ -172,11 +181,7 @@ pub struct Socket;
 
 impl Transport for Socket {
     fn devices() -> Devices {
-        Devices {
-            server: Device::open(DeviceConfig::default()).unwrap(),
-            client: Device::open(DeviceConfig::default()).unwrap(),
-            listen: "127.0.0.1:0",
-        }
+        Devices::sockets().unwrap()
     }
 }
 
@@ -250,6 +255,79 @@ pub fn contents(mr: &MemoryRegion) -> Vec<u8> {
     let mut out = vec![0; mr.len()];
     mr.buffer().read_at(0, &mut out).unwrap();
     out
+}
+
+/// Guard octets of an [`AppMemory`] before its range: an odd number, so
+/// the range is unaligned.
+pub const APP_HEAD: usize = 3;
+/// Guard octets of an [`AppMemory`] after its range.
+pub const APP_TAIL: usize = 13;
+/// What an [`AppMemory`]'s guard octets hold.
+pub const APP_GUARD: u8 = 0xC3;
+
+/// Memory the application owns, to register with
+/// [`ProtectionDomain::register_memory`]: a heap `Vec<u8>` with `len`
+/// octets at offset [`APP_HEAD`] (unaligned), between guard octets that
+/// must never change. Every octet starts as [`APP_GUARD`].
+///
+/// While it is registered the `Vec` is only reached through the raw
+/// pointer taken once at the start ([`range`](Self::range)): no reference
+/// to its octets is made, as the access contract of [`MemoryBuffer`]
+/// asks. Dropping it frees the memory.
+#[derive(Debug)]
+pub struct AppMemory {
+    /// The allocation, guards included; not touched until it is dropped.
+    octets: Vec<u8>,
+    /// `octets.as_mut_ptr()`, taken once.
+    base: *mut u8,
+    /// Octets of the range.
+    len: usize,
+}
+
+impl AppMemory {
+    /// `len` octets between guards.
+    pub fn new(len: usize) -> Self {
+        let mut octets = vec![APP_GUARD; APP_HEAD + len + APP_TAIL];
+        let base = octets.as_mut_ptr();
+        Self { octets, base, len }
+    }
+
+    /// The address of the range's first octet, to register.
+    pub fn range(&self) -> *mut u8 {
+        self.base.wrapping_add(APP_HEAD)
+    }
+
+    /// Octets of the range.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the range is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Every octet of the allocation, guards included, copied through the
+    /// raw pointer.
+    pub fn snapshot(&self) -> Vec<u8> {
+        let mut out = vec![0; self.octets.len()];
+        // SAFETY: `base` points at the `octets.len()` octets of the live
+        // allocation; `out` is a distinct allocation. Reading through the
+        // raw pointer makes no reference to the octets, which a placement
+        // may be writing (it would tear values, which the tests' checks
+        // would catch, nothing else).
+        unsafe { std::ptr::copy_nonoverlapping(self.base, out.as_mut_ptr(), out.len()) };
+        out
+    }
+
+    /// Whether every guard octet still holds [`APP_GUARD`].
+    pub fn guards_intact(&self) -> bool {
+        let all = self.snapshot();
+        let (head, rest) = all.split_at(APP_HEAD);
+        head.iter()
+            .chain(&rest[self.len..])
+            .all(|&octet| octet == APP_GUARD)
+    }
 }
 
 /// Runs each named case, a function generic over a `Transport` of the

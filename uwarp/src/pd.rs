@@ -1,11 +1,21 @@
 //! Protection domains and memory regions (RFC 5040 section 2.1 and
 //! RFC 5042 section 5: every STag belongs to one protection domain, and a
 //! stream may only touch regions of its own).
+//!
+//! A region's memory is uwarp's own ([`ProtectionDomain::alloc_mr`], or a
+//! [`MemoryBuffer`] handed to [`ProtectionDomain::register`]) or the
+//! application's ([`ProtectionDomain::register_memory`], `ibv_reg_mr`).
+//! Dropping a [`MemoryRegion`] deregisters it and returns once uwarp
+//! will never read or write the application's memory again: after the
+//! STag table's grace period no placement, fetch or copy through the
+//! region is running or can start, and zero-copy transmit never holds
+//! application memory by reference (it copies it), so nothing else is
+//! left to wait for.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
-use uwarp_stack::mem::{Access, MemoryBuffer, PdId, RegionSpec, Stag, StagTable};
+use uwarp_stack::mem::{Access, MemError, MemoryBuffer, PdId, RegionSpec, Stag, StagTable};
 use uwarp_stack::verbs::Sge;
 
 use crate::error::Error;
@@ -45,11 +55,93 @@ impl ProtectionDomain {
         buffer: Arc<MemoryBuffer>,
         access: Access,
     ) -> Result<MemoryRegion, Error> {
+        let base_to = buffer.addr();
+        Ok(self.register_whole(buffer, base_to, access)?)
+    }
+
+    /// Registers `len` octets of the application's own memory at `addr`
+    /// (`ibv_reg_mr`; with `iova`, `ibv_reg_mr_iova2`): heap memory of any
+    /// alignment, a member of a struct, an `mmap`ed file, shared memory.
+    /// The Tagged Offset of the first octet — what the peer names in its
+    /// RDMA Writes and Reads and what local SGEs start from
+    /// ([`MemoryRegion::addr`]) — is `iova` if given, else the address.
+    /// `len` may be 0. The same memory may be registered any number of
+    /// times, overlapping or not: each registration has an STag of its own
+    /// and is deregistered on its own.
+    ///
+    /// Unlike uwarp's own memory, payloads sent from this memory are always
+    /// copied, never sent by reference (zero-copy transmit,
+    /// [`DpdkConfig::zero_copy_from`](crate::DpdkConfig::zero_copy_from)),
+    /// so that dropping the region never waits for the network.
+    ///
+    /// Fails with [`Error::InvalidArgument`] for a null `addr` with a
+    /// non-zero `len`, a range longer than `isize::MAX` or wrapping past
+    /// the end of the address space, or Tagged Offsets `iova .. iova + len`
+    /// that wrap past 2^64; with [`Error::Mem`] when the STag table is
+    /// full.
+    ///
+    /// # Safety
+    ///
+    /// From the call until the returned [`MemoryRegion`] is dropped (for
+    /// ever if it is leaked; nothing is kept on failure):
+    ///
+    /// - the `len` octets at `addr` must stay valid for reads and writes,
+    ///   from any thread: not freed, unmapped or remapped, and not a
+    ///   read-only mapping, even without write access in `access`;
+    /// - the application reaches them through raw pointers only, never
+    ///   through a `&[u8]` or `&mut [u8]` that a placement or a read by
+    ///   uwarp may overlap (the access contract of [`MemoryBuffer`]): a
+    ///   peer may write whatever `access` allows at any time, and what a
+    ///   posted request sends must not change before it completes.
+    ///
+    /// Once the drop returns the memory is the application's again: it
+    /// may free it at once.
+    pub unsafe fn register_memory(
+        &self,
+        addr: *mut u8,
+        len: usize,
+        iova: Option<u64>,
+        access: Access,
+    ) -> Result<MemoryRegion, Error> {
+        MemoryBuffer::check_raw_parts(addr, len).map_err(|_| {
+            Error::InvalidArgument(
+                "register_memory: no memory range (null with a length, too long, or wrapping)",
+            )
+        })?;
+        // SAFETY: the range passed `check_raw_parts`, and this function's
+        // contract keeps it valid and raw until the region is dropped. The
+        // buffer goes nowhere but into the region and the table's
+        // registration, whose drop waits for the grace period that releases
+        // the table's reference (see `MemoryRegion`'s `Drop`), and no
+        // `BufferSlice` is made of foreign memory: the buffer is dropped,
+        // at the latest, with the region.
+        let buffer = Arc::new(unsafe { MemoryBuffer::from_raw_parts(addr, len) });
+        // The address as given, even for an empty range at a null address
+        // (whose buffer reports a dangling one).
+        let base_to = iova.unwrap_or(addr.addr() as u64);
+        self.register_whole(buffer, base_to, access)
+            .map_err(|err| match err {
+                MemError::RegionWraps => {
+                    Error::InvalidArgument("register_memory: iova + len wraps past 2^64")
+                }
+                err => Error::Mem(err),
+            })
+    }
+
+    /// Registers the whole of `buffer` with `access`, from Tagged Offset
+    /// `base_to`, under a fresh key.
+    fn register_whole(
+        &self,
+        buffer: Arc<MemoryBuffer>,
+        base_to: u64,
+        access: Access,
+    ) -> Result<MemoryRegion, MemError> {
         let key = self.next_key.fetch_add(1, Ordering::Relaxed);
-        let spec = RegionSpec::whole(buffer.clone(), access);
+        let spec = RegionSpec::new(buffer.clone(), 0, buffer.len(), base_to, access);
         let stag = self.table.register(self.id, spec, key)?;
         Ok(MemoryRegion {
             buffer,
+            base_to,
             stag,
             table: self.table.clone(),
         })
@@ -58,9 +150,18 @@ impl ProtectionDomain {
 
 /// Registered memory (`ibv_mr`): deregistered when dropped, after the
 /// grace period that guarantees no placement lands in it afterwards.
+///
+/// For the application's own memory
+/// ([`ProtectionDomain::register_memory`]) that is all there is to wait
+/// for: the region's buffer is referenced only by the region and by its
+/// STag table entry, which the grace period releases, since zero-copy
+/// transmit copies such memory instead of holding it (see
+/// [`register_memory`](ProtectionDomain::register_memory)). When the drop
+/// returns, uwarp will never read or write that memory again.
 #[derive(Debug)]
 pub struct MemoryRegion {
     buffer: Arc<MemoryBuffer>,
+    base_to: u64,
     stag: Stag,
     table: Arc<StagTable>,
 }
@@ -77,9 +178,12 @@ impl MemoryRegion {
     }
 
     /// Tagged Offset of the first octet: what the peer puts in its RDMA
-    /// Write and Read requests, and what local SGEs start from.
+    /// Write and Read requests, and what local SGEs start from. The
+    /// memory's address, unless
+    /// [`register_memory`](ProtectionDomain::register_memory) was given an
+    /// `iova`.
     pub fn addr(&self) -> u64 {
-        self.buffer.addr()
+        self.base_to
     }
 
     /// Length in octets.
@@ -92,8 +196,12 @@ impl MemoryRegion {
         self.buffer.is_empty()
     }
 
-    /// The memory.
-    pub fn buffer(&self) -> &Arc<MemoryBuffer> {
+    /// The memory, to read and write with raw copies
+    /// ([`MemoryBuffer::read_at`], [`MemoryBuffer::write_at`]); offset 0 is
+    /// the region's first octet. Borrowed from the region, not shared:
+    /// for the application's own memory the region's drop ends uwarp's
+    /// use of it, which an `Arc` kept elsewhere would outlive.
+    pub fn buffer(&self) -> &MemoryBuffer {
         &self.buffer
     }
 
@@ -114,9 +222,70 @@ impl MemoryRegion {
 }
 
 impl Drop for MemoryRegion {
+    /// Deregisters the STag and waits for the grace period: every access
+    /// through the STag table that could have used the registration has
+    /// returned, and the table's reference to the buffer is dropped. No
+    /// other reference to foreign memory exists (no `BufferSlice` is made
+    /// of it), so for the application's memory this is the end of uwarp's
+    /// use of it.
     fn drop(&mut self) {
-        if let Ok(grace) = self.table.deregister(self.stag) {
+        let deregistered = self.table.deregister(self.stag);
+        // Nothing but this drop deregisters a region's STag.
+        debug_assert!(deregistered.is_ok(), "{deregistered:?}");
+        if let Ok(grace) = deregistered {
             grace.wait();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pd() -> ProtectionDomain {
+        ProtectionDomain::new(PdId::from_raw(1), Arc::new(StagTable::default()))
+    }
+
+    fn invalid(result: Result<MemoryRegion, Error>) -> bool {
+        matches!(result, Err(Error::InvalidArgument(_)))
+    }
+
+    /// `register_memory` of `len` octets at address `addr`, which must be
+    /// refused or empty: nothing there is memory.
+    fn register_at(addr: usize, len: usize, iova: Option<u64>) -> Result<MemoryRegion, Error> {
+        let ptr = core::ptr::null_mut::<u8>().with_addr(addr);
+        // SAFETY: the callers pass arguments `register_memory` refuses
+        // before it keeps anything, or zero octets, valid anywhere.
+        unsafe { pd().register_memory(ptr, len, iova, Access::ALL) }
+    }
+
+    #[test]
+    fn ranges_that_are_no_memory_are_invalid_arguments() {
+        assert!(invalid(register_at(0, 1, None)), "null with a length");
+        assert!(invalid(register_at(usize::MAX - 7, 16, None)), "wraps");
+        let long = isize::MAX as usize + 1;
+        assert!(invalid(register_at(0x1000, long, None)), "too long");
+    }
+
+    #[test]
+    fn wrapping_tagged_offsets_are_invalid_arguments() {
+        let mut octets = [0u8; 16];
+        let at = octets.as_mut_ptr();
+        let pd = pd();
+        // SAFETY (both): `octets` outlives the regions, which are dropped
+        // at once (or never made), and is not touched meanwhile.
+        let wraps = unsafe { pd.register_memory(at, 16, Some(u64::MAX - 8), Access::ALL) };
+        assert!(invalid(wraps));
+        let fits = unsafe { pd.register_memory(at, 16, Some(u64::MAX - 16), Access::ALL) };
+        assert_eq!(fits.unwrap().addr(), u64::MAX - 16);
+    }
+
+    #[test]
+    fn an_empty_range_may_lie_anywhere() {
+        let at_null = register_at(0, 0, None).unwrap();
+        assert_eq!((at_null.addr(), at_null.len()), (0, 0));
+        assert!(at_null.is_empty() && at_null.buffer().is_foreign());
+        let at_top = register_at(0x1000, 0, Some(u64::MAX)).unwrap();
+        assert_eq!(at_top.addr(), u64::MAX);
     }
 }

@@ -8,9 +8,13 @@
 //! transport from a kernel socket (`socket::CASE`), and against the DPDK
 //! transport from uwarp's bare TCP on the other end of a net_ring pair
 //! (`dpdk::CASE`), whose segments reach the dataplane core's in-place
-//! placement. On DPDK alone, a peer whose receive window stays below one
-//! FPDU gets a Write's FPDUs split across segments (RFC 5044 appendix
-//! A.1), counted by the queue pair.
+//! placement. Every case runs again against a region of the application's
+//! own memory (`app_memory::socket::CASE`, `app_memory::dpdk::CASE`): an
+//! unaligned range of a `Vec<u8>` registered with
+//! `ProtectionDomain::register_memory`, whose guard octets on both sides
+//! must stay as they were. On DPDK alone, a peer whose receive window
+//! stays below one FPDU gets a Write's FPDUs split across segments (RFC
+//! 5044 appendix A.1), counted by the queue pair.
 
 use uwarp_testing::dpdk_rig;
 use uwarp_testing::pair;
@@ -114,8 +118,24 @@ impl RawStream for BareStream {
 
 /// Where the cases run.
 trait Transport {
+    /// Whether the victim's region is the application's own memory
+    /// ([`InAppMemory`]) rather than uwarp's.
+    const APP_MEMORY: bool = false;
+
     /// A device for the victim, and where it listens.
     fn victim() -> (Device, &'static str, Box<dyn Dialer>);
+}
+
+/// Transport `T`, with the victim's region in the application's own
+/// memory.
+struct InAppMemory<T>(std::marker::PhantomData<T>);
+
+impl<T: Transport> Transport for InAppMemory<T> {
+    const APP_MEMORY: bool = true;
+
+    fn victim() -> (Device, &'static str, Box<dyn Dialer>) {
+        T::victim()
+    }
 }
 
 /// How the hostile peer connects, sending `first` at once.
@@ -173,17 +193,37 @@ impl Dialer for BareDialer {
     }
 }
 
-uwarp_testing::on_every_transport!(
-    a_write_to_an_unknown_stag_is_terminated,
-    a_write_past_the_region_is_terminated,
-    a_wrapping_tagged_offset_is_terminated,
-    a_read_beyond_the_region_is_terminated_with_its_header,
-    a_send_with_no_receive_posted_is_terminated,
-    a_bad_crc_is_terminated_without_headers,
-    an_unknown_opcode_is_terminated,
-    fpdus_cut_anywhere_by_the_peers_tcp_are_still_placed,
-    a_peer_that_stops_reading_cannot_hold_a_terminated_queue_pair,
-);
+/// The cases, on every transport.
+macro_rules! every_case {
+    () => {
+        uwarp_testing::on_every_transport!(
+            a_write_to_an_unknown_stag_is_terminated,
+            a_write_past_the_region_is_terminated,
+            a_wrapping_tagged_offset_is_terminated,
+            a_read_beyond_the_region_is_terminated_with_its_header,
+            a_send_with_no_receive_posted_is_terminated,
+            a_bad_crc_is_terminated_without_headers,
+            an_unknown_opcode_is_terminated,
+            fpdus_cut_anywhere_by_the_peers_tcp_are_still_placed,
+            a_peer_that_stops_reading_cannot_hold_a_terminated_queue_pair,
+        );
+    };
+}
+
+every_case!();
+
+/// The same cases against a region of the application's own memory.
+mod app_memory {
+    use super::*;
+
+    type Socket = InAppMemory<super::Socket>;
+    type Dpdk = InAppMemory<super::Dpdk>;
+
+    every_case!();
+}
+
+/// Octets in the victim's region.
+const REGION_LEN: usize = 4096;
 
 /// The uwarp side: a listening device with a queue pair holding a region
 /// open to remote writes and reads, and one posted receive.
@@ -192,7 +232,11 @@ struct Victim {
     pd: ProtectionDomain,
     qp: QueuePair,
     cq: CompletionQueue,
+    /// Dropped before `memory` (fields drop in order), as
+    /// `register_memory` asks.
     region: MemoryRegion,
+    /// The application's memory the region lies in, if it does.
+    memory: Option<AppMemory>,
     _inbox: MemoryRegion,
     original: Vec<u8>,
 }
@@ -205,14 +249,18 @@ fn attack<T: Transport>(crc: bool) -> (Victim, Box<dyn RawStream>) {
     let cq = device.create_cq(CQ_DEPTH);
     let listener = device.listen(listen).unwrap();
     let qp = device.create_qp(&pd, QpInit::new(&cq));
-    let region = pd
-        .alloc_mr(
-            4096,
-            Access::LOCAL_WRITE
-                .union(Access::REMOTE_WRITE)
-                .union(Access::REMOTE_READ),
-        )
-        .unwrap();
+    let access = Access::LOCAL_WRITE
+        .union(Access::REMOTE_WRITE)
+        .union(Access::REMOTE_READ);
+    let memory = T::APP_MEMORY.then(|| AppMemory::new(REGION_LEN));
+    let region = match &memory {
+        // SAFETY: `memory` is dropped after `region`: here, being declared
+        // first, and in the `Victim`, by its fields' order. Its range is
+        // only reached through raw copies meanwhile (`AppMemory`).
+        Some(memory) => unsafe { pd.register_memory(memory.range(), REGION_LEN, None, access) },
+        None => pd.alloc_mr(REGION_LEN, access),
+    }
+    .unwrap();
     let original = fill(&region, 0x5A);
     let inbox = pd.alloc_mr(32, Access::LOCAL_WRITE).unwrap();
     qp.post_recv(RecvWr {
@@ -238,10 +286,19 @@ fn attack<T: Transport>(crc: bool) -> (Victim, Box<dyn RawStream>) {
         qp,
         cq,
         region,
+        memory,
         _inbox: inbox,
         original,
     };
     (victim, raw)
+}
+
+impl Victim {
+    /// Whether the octets on both sides of the region in the
+    /// application's memory are as they were (trivially, in uwarp's).
+    fn guards_intact(&self) -> bool {
+        self.memory.as_ref().is_none_or(AppMemory::guards_intact)
+    }
 }
 
 fn tagged(opcode: Opcode, stag: u32, to: u64, payload: &[u8]) -> Vec<u8> {
@@ -314,6 +371,7 @@ fn check_ended(victim: &Victim, expected: TermError) -> QpCounters {
         victim.original,
         "memory untouched"
     );
+    assert!(victim.guards_intact(), "an octet beside the region changed");
     let counters = victim.qp.counters();
     let crc_error = u64::from(expected == TermError::MpaCrcError);
     assert_eq!(counters.crc_errors, crc_error, "{counters:?}");
@@ -333,7 +391,7 @@ fn a_write_to_an_unknown_stag_is_terminated<T: Transport>() {
 
 fn a_write_past_the_region_is_terminated<T: Transport>() {
     let (victim, mut raw) = attack::<T>(true);
-    let to = victim.region.addr() + 4094;
+    let to = victim.region.addr() + REGION_LEN as u64 - 2;
     let ulpdu = tagged(Opcode::RdmaWrite, victim.region.rkey(), to, b"evil");
     let terminate = terminate_for(raw.as_mut(), &ulpdu, false);
     assert_eq!(terminate.error, TermError::DdpTaggedBaseOrBounds);
@@ -358,7 +416,7 @@ fn a_read_beyond_the_region_is_terminated_with_its_header<T: Transport>() {
     let request = uwarp_stack::wire::rdmap::ReadRequest {
         sink_stag: 0x1234,
         sink_to: 0,
-        size: 8192,
+        size: 2 * REGION_LEN as u32,
         source_stag: victim.region.rkey(),
         source_to: victim.region.addr(),
     };
@@ -448,6 +506,7 @@ fn fpdus_cut_anywhere_by_the_peers_tcp_are_still_placed<T: Transport>() {
         contents(&victim.region) == expected,
         "the Write landed in place"
     );
+    assert!(victim.guards_intact(), "and nowhere else");
     assert_eq!(victim.qp.counters().terminates_sent, 0);
 }
 

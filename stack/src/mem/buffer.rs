@@ -1,7 +1,21 @@
-//! Memory for registration: a zeroed heap allocation at a stable address,
-//! written by remote placement while the application may use it, the way a
-//! NIC's DMA writes host memory (RFC 5041 section 5.1.1: the Tagged Buffer
-//! a peer places into directly).
+//! Memory for registration: octets at a stable address, written by remote
+//! placement while the application may use it, the way a NIC's DMA writes
+//! host memory (RFC 5041 section 5.1.1: the Tagged Buffer a peer places
+//! into directly).
+//!
+//! A buffer has one of two origins:
+//!
+//! - **allocated** ([`MemoryBuffer::new`]): a zeroed heap allocation,
+//!   aligned to 64, that the buffer owns and frees when dropped;
+//! - **foreign** ([`MemoryBuffer::from_raw_parts`]): memory the
+//!   application owns (a member of a struct, a `malloc`ed or `mmap`ed
+//!   range, shared memory), of any alignment, which the buffer only
+//!   borrows: it never frees it, and it is valid only until the buffer is
+//!   dropped. So that its owner learns when that is, uwarp keeps no
+//!   reference to a foreign buffer but its registrations' (which a
+//!   deregistration's grace period ends): a
+//!   [`BufferSlice`](super::BufferSlice), which may outlive both, is never
+//!   made of one, and zero-copy transmit copies foreign memory instead.
 //!
 //! # The access contract
 //!
@@ -16,8 +30,9 @@
 //! payload whose address it was handed, which stands for a NIC's DMA: the
 //! memcpy of a virtual device's driver, or, on a memory link, the
 //! receiving core's copy of the frame into one mbuf (or into a duplicate
-//! for the impairment stage). Several threads may make these accesses at
-//! once, on the same buffer.
+//! for the impairment stage). Zero-copy transmit never reads a foreign
+//! buffer, so both exceptions concern allocated ones only. Several threads
+//! may make these accesses at once, on the same buffer.
 //!
 //! What the type does not do is make two accesses to the *same octets* from
 //! different threads, one of them a write, well defined: that is a data race
@@ -40,19 +55,34 @@ use super::error::MemError;
 /// Alignment of every allocation: one cache line.
 const ALIGN: usize = 64;
 
-/// A zeroed, fixed-size allocation that can be registered with a
-/// [`StagTable`](super::StagTable). Share it with `Arc`; see the module
-/// documentation for the access contract.
+/// Fixed-size memory that can be registered with a
+/// [`StagTable`](super::StagTable): allocated by the buffer or borrowed
+/// from its owner (the module documentation's two origins). Share it with
+/// `Arc`; see the module documentation for the access contract.
 pub struct MemoryBuffer {
     ptr: NonNull<u8>,
     len: usize,
+    origin: Origin,
 }
 
-// SAFETY: `MemoryBuffer` uniquely owns its allocation and has no
-// thread-affine state; the octets are only reached through raw-pointer
-// copies bounded by `len`, and the allocation lives until `drop`, which
-// needs ownership. Racing accesses to the same octets are the consumer's
-// contract (module documentation), not a memory-safety hazard of the type.
+/// Where a [`MemoryBuffer`]'s octets come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    /// A zeroed allocation of `len` octets aligned to [`ALIGN`] that the
+    /// buffer owns and frees on drop (none for `len` 0).
+    Allocated,
+    /// Memory owned elsewhere, valid until the buffer is dropped
+    /// ([`MemoryBuffer::from_raw_parts`]); never freed by the buffer.
+    Foreign,
+}
+
+// SAFETY: `MemoryBuffer` has no thread-affine state. An allocated buffer
+// uniquely owns its allocation, which lives until `drop` (which needs
+// ownership); a foreign buffer's memory is valid, from any thread, until
+// `drop` by the contract of `from_raw_parts`. The octets are only reached
+// through raw-pointer copies bounded by `len`. Racing accesses to the same
+// octets are the consumer's contract (module documentation), not a
+// memory-safety hazard of the type.
 unsafe impl Send for MemoryBuffer {}
 // SAFETY: as above: `&MemoryBuffer` only gives raw-pointer copies, never
 // references into the octets, so sharing it between threads creates no
@@ -64,17 +94,87 @@ impl MemoryBuffer {
     /// when the allocation fails; panics if `len` exceeds `isize::MAX`
     /// rounded down to the alignment.
     pub fn new(len: usize) -> Self {
+        let origin = Origin::Allocated;
         if len == 0 {
             return Self {
                 ptr: NonNull::dangling(),
                 len,
+                origin,
             };
         }
         let layout = Layout::from_size_align(len, ALIGN).expect("MemoryBuffer length too large");
         // SAFETY: `layout` has a non-zero size (checked above).
         let raw = unsafe { alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(raw).unwrap_or_else(|| alloc::handle_alloc_error(layout));
-        Self { ptr, len }
+        Self { ptr, len, origin }
+    }
+
+    /// A buffer over `len` octets at `ptr` that someone else owns (the
+    /// foreign origin of the module documentation): `ptr` may have any
+    /// alignment, `len` may be 0 (then `ptr` may be anything, null
+    /// included), the octets are used as they are (not zeroed), and
+    /// dropping the buffer does not free them.
+    ///
+    /// # Safety
+    ///
+    /// Unless `ptr` and `len` fail [`check_raw_parts`](Self::check_raw_parts)
+    /// (then this panics and nothing else happens), from the call until this
+    /// buffer is dropped — when it is shared with `Arc`, until the last
+    /// clone of that `Arc` is, for instance the one a
+    /// [`StagTable`](super::StagTable) registration holds until its
+    /// deregistration's grace period ends:
+    ///
+    /// - the `len` octets at `ptr` must be valid for reads and writes, from
+    ///   any thread, and must not be freed, unmapped or remapped (a
+    ///   read-only mapping does not qualify, even for a region registered
+    ///   without write access: [`write_at`](Self::write_at) is safe);
+    /// - their owner keeps the access contract of the module
+    ///   documentation: it reaches them through raw pointers only, never
+    ///   through a `&[u8]` or `&mut [u8]` that another access may overlap
+    ///   (placement writes them at any time the region allows it).
+    ///
+    /// # Panics
+    ///
+    /// If `ptr` and `len` fail [`check_raw_parts`](Self::check_raw_parts):
+    /// they are no memory range at all.
+    pub unsafe fn from_raw_parts(ptr: *mut u8, len: usize) -> Self {
+        if let Err(err) = Self::check_raw_parts(ptr, len) {
+            panic!("MemoryBuffer::from_raw_parts: {err}");
+        }
+        // Only a zero length may come with a null pointer: it is never
+        // read or written, but copies of zero octets still need a
+        // non-null one.
+        let ptr = NonNull::new(ptr).unwrap_or(NonNull::dangling());
+        Self {
+            ptr,
+            len,
+            origin: Origin::Foreign,
+        }
+    }
+
+    /// Checks that `len` octets at `ptr` could be memory, as
+    /// [`from_raw_parts`](Self::from_raw_parts) needs: any pointer for a
+    /// length of 0; otherwise a non-null one, with `len` at most
+    /// `isize::MAX` (the largest allocation) and the range not wrapping
+    /// past the end of the address space. Fails with
+    /// [`MemError::InvalidRange`]. It cannot tell whether the memory is
+    /// valid: that is the caller's promise.
+    pub fn check_raw_parts(ptr: *const u8, len: usize) -> Result<(), MemError> {
+        let addr = ptr.addr();
+        let fits = len == 0
+            || (!ptr.is_null() && isize::try_from(len).is_ok() && addr.checked_add(len).is_some());
+        if fits {
+            Ok(())
+        } else {
+            Err(MemError::InvalidRange { addr, len })
+        }
+    }
+
+    /// Whether the octets belong to someone else
+    /// ([`from_raw_parts`](Self::from_raw_parts)) rather than to the
+    /// buffer ([`new`](Self::new)).
+    pub fn is_foreign(&self) -> bool {
+        self.origin == Origin::Foreign
     }
 
     /// Size in octets.
@@ -89,7 +189,8 @@ impl MemoryBuffer {
 
     /// The virtual address of the first octet. Linux siw advertises this as
     /// the base Tagged Offset of a region, and so does
-    /// [`RegionSpec::whole`](super::RegionSpec::whole).
+    /// [`RegionSpec::whole`](super::RegionSpec::whole). An empty buffer
+    /// made from a null pointer reports a dangling, non-null address.
     pub fn addr(&self) -> u64 {
         self.ptr.as_ptr().addr() as u64
     }
@@ -110,9 +211,12 @@ impl MemoryBuffer {
     pub fn read_at(&self, offset: usize, out: &mut [u8]) -> Result<(), MemError> {
         self.check(offset, out.len())?;
         // SAFETY: `offset + out.len() <= self.len`, so the source range is
-        // inside the live allocation; `out` is a distinct `&mut` the caller
-        // owns, and safe code cannot obtain a slice of this buffer, so the
-        // ranges do not overlap. No reference to the buffer's octets is made.
+        // inside the buffer's memory, live while `self` is (allocated, or
+        // foreign by the contract of `from_raw_parts`); `out` is a distinct
+        // `&mut` the caller owns, and neither safe code nor a foreign
+        // memory's owner (its contract) holds a slice of this buffer, so
+        // the ranges do not overlap. No reference to the buffer's octets is
+        // made.
         unsafe {
             ptr::copy_nonoverlapping(self.ptr.as_ptr().add(offset), out.as_mut_ptr(), out.len());
         }
@@ -123,8 +227,9 @@ impl MemoryBuffer {
     pub fn write_at(&self, offset: usize, data: &[u8]) -> Result<(), MemError> {
         self.check(offset, data.len())?;
         // SAFETY: `offset + data.len() <= self.len`, so the destination is
-        // inside the live allocation; `data` cannot alias it (safe code has
-        // no slice of this buffer). No reference to the octets is made.
+        // inside the buffer's live memory (as in `read_at`); `data` cannot
+        // alias it (safe code has no slice of this buffer, and a foreign
+        // memory's owner makes none). No reference to the octets is made.
         unsafe {
             ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(offset), data.len());
         }
@@ -133,8 +238,8 @@ impl MemoryBuffer {
 
     /// Sets every octet to `byte`.
     pub fn fill(&self, byte: u8) {
-        // SAFETY: exactly the `self.len` octets of the live allocation are
-        // written, through the raw pointer.
+        // SAFETY: exactly the `self.len` octets of the buffer's live memory
+        // (as in `read_at`) are written, through the raw pointer.
         unsafe { ptr::write_bytes(self.ptr.as_ptr(), byte, self.len) }
     }
 
@@ -161,13 +266,15 @@ impl MemoryBuffer {
 
 impl Drop for MemoryBuffer {
     fn drop(&mut self) {
-        if self.len == 0 {
+        // Foreign memory goes back to its owner untouched.
+        if self.origin == Origin::Foreign || self.len == 0 {
             return;
         }
         let layout = Layout::from_size_align(self.len, ALIGN)
             .expect("layout was valid when the buffer was allocated");
-        // SAFETY: `ptr` came from `alloc_zeroed` with this same layout and is
-        // freed exactly once, here, when the last owner goes away.
+        // SAFETY: an allocated buffer's non-empty `ptr` came from
+        // `alloc_zeroed` with this same layout and is freed exactly once,
+        // here, when the last owner goes away.
         unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) }
     }
 }
@@ -177,6 +284,7 @@ impl fmt::Debug for MemoryBuffer {
         f.debug_struct("MemoryBuffer")
             .field("addr", &format_args!("{:#x}", self.addr()))
             .field("len", &self.len)
+            .field("origin", &self.origin)
             .finish()
     }
 }
@@ -225,6 +333,84 @@ mod tests {
         assert!(buf.read_at(0, &mut []).is_ok());
         assert!(buf.write_at(0, &[1]).is_err());
         buf.fill(1);
+    }
+
+    #[test]
+    fn borrows_unaligned_foreign_memory_and_leaves_it_to_its_owner() {
+        let mut owner = vec![0xEEu8; 32];
+        let base = owner.as_mut_ptr();
+        // SAFETY: octets 3..19 of `owner` live past the buffer, which is
+        // dropped before `owner` is touched again, and are reached only
+        // through `base` meanwhile.
+        let buf = unsafe { MemoryBuffer::from_raw_parts(base.wrapping_add(3), 16) };
+        assert!(buf.is_foreign() && !MemoryBuffer::new(1).is_foreign());
+        assert_eq!(buf.len(), 16);
+        assert_eq!(buf.addr(), base as u64 + 3);
+        assert_ne!(buf.addr() % 2, 0, "odd, so unaligned");
+        let mut out = [0u8; 16];
+        buf.read_at(0, &mut out).unwrap();
+        assert_eq!(out, [0xEE; 16], "not zeroed");
+        buf.write_at(0, &[1, 2]).unwrap();
+        buf.write_at(14, &[3, 4]).unwrap();
+        assert!(buf.write_at(15, &[0, 0]).is_err());
+        drop(buf);
+        // Not freed: the owner's memory is still there, written in place.
+        assert_eq!(&owner[..6], &[0xEE, 0xEE, 0xEE, 1, 2, 0xEE]);
+        assert_eq!(&owner[16..20], &[0xEE, 3, 4, 0xEE]);
+        assert!(owner[20..].iter().all(|&b| b == 0xEE));
+    }
+
+    #[test]
+    fn foreign_memory_may_be_empty_at_any_address() {
+        let mut owner = [7u8; 4];
+        for ptr in [core::ptr::null_mut(), owner.as_mut_ptr().wrapping_add(1)] {
+            // SAFETY: zero octets are valid at any address.
+            let buf = unsafe { MemoryBuffer::from_raw_parts(ptr, 0) };
+            assert!(buf.is_empty() && buf.is_foreign());
+            assert_ne!(buf.addr(), 0, "never a null pointer, even from one");
+            assert!(buf.read_at(0, &mut []).is_ok());
+            assert!(buf.write_at(0, &[1]).is_err());
+            buf.fill(1);
+        }
+        assert_eq!(owner, [7; 4]);
+    }
+
+    #[test]
+    fn raw_parts_are_checked() {
+        let null = core::ptr::null::<u8>();
+        let at = |addr: usize| null.with_addr(addr);
+        let invalid = |addr, len| Err(MemError::InvalidRange { addr, len });
+        assert_eq!(MemoryBuffer::check_raw_parts(null, 0), Ok(()));
+        assert_eq!(MemoryBuffer::check_raw_parts(at(usize::MAX), 0), Ok(()));
+        assert_eq!(MemoryBuffer::check_raw_parts(at(0x1003), 16), Ok(()));
+        assert_eq!(MemoryBuffer::check_raw_parts(null, 1), invalid(0, 1));
+        // The range may end at the last address, not wrap past it.
+        let top = usize::MAX - 15;
+        assert_eq!(MemoryBuffer::check_raw_parts(at(top), 15), Ok(()));
+        assert_eq!(MemoryBuffer::check_raw_parts(at(top), 16), invalid(top, 16));
+        assert_eq!(
+            MemoryBuffer::check_raw_parts(at(1), usize::MAX),
+            invalid(1, usize::MAX)
+        );
+        // No allocation is longer than isize::MAX.
+        let long = isize::MAX as usize + 1;
+        assert_eq!(
+            MemoryBuffer::check_raw_parts(at(64), long),
+            invalid(64, long)
+        );
+        assert_eq!(
+            MemoryBuffer::check_raw_parts(at(64), long - 1),
+            Ok(()),
+            "only the length is checked, not whether the memory exists"
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "no memory range")]
+    fn a_null_pointer_with_a_length_panics() {
+        // SAFETY: `check_raw_parts` refuses a null pointer with a length,
+        // so the call panics, which its contract allows.
+        let _ = unsafe { MemoryBuffer::from_raw_parts(core::ptr::null_mut(), 8) };
     }
 
     #[test]

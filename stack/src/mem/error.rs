@@ -167,6 +167,16 @@ pub enum MemError {
     /// `base_to + len` does not fit in 64 bits, so the region's Tagged
     /// Offsets would wrap (RFC 5041 section 7.1 check 5).
     RegionWraps,
+    /// `len` octets at address `addr` are no memory range: a null address
+    /// with a length, a length above `isize::MAX`, or a range that wraps
+    /// past the end of the address space
+    /// ([`MemoryBuffer::check_raw_parts`](super::MemoryBuffer::check_raw_parts)).
+    InvalidRange {
+        /// The address of the first octet.
+        addr: usize,
+        /// Octets asked for.
+        len: usize,
+    },
     /// A table must have between 2 and 2^24 slots (slot 0 is never used).
     BadCapacity(usize),
     /// The operating system's random number generator failed, so no
@@ -188,6 +198,9 @@ impl fmt::Display for MemError {
                 "{len} octets at offset {offset} do not fit a buffer of {buffer_len}"
             ),
             Self::RegionWraps => write!(f, "region's Tagged Offsets wrap past 2^64"),
+            Self::InvalidRange { addr, len } => {
+                write!(f, "{len} octets at address {addr:#x} are no memory range")
+            }
             Self::BadCapacity(n) => write!(f, "STag table capacity {n} is not in 2..=2^24"),
             Self::NoEntropy => write!(f, "system random number generator failed"),
         }

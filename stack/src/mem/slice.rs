@@ -11,6 +11,17 @@
 //! dropped its own reference. Reading follows the buffer's access
 //! contract: raw copies, and one CRC pass (see
 //! [`crc32c_update`](BufferSlice::crc32c_update)).
+//!
+//! That lifetime is why a slice is never made of a foreign buffer
+//! ([`MemoryBuffer::from_raw_parts`]), whose memory its owner may free as
+//! soon as its deregistration returns: a slice lives until TCP's
+//! acknowledgement or the connection's end, and on a device that reads
+//! external buffers until the device frees its frames, which a driver may
+//! put off until it needs the descriptors again. Waiting for all that in
+//! a deregistration could block it without bound, and on a device the
+//! application steps from its own thread, for ever. Payloads in foreign
+//! memory are copied on their way out instead (one copy more, for memory
+//! uwarp did not allocate).
 
 use core::fmt;
 use core::ptr;
@@ -30,10 +41,11 @@ pub struct BufferSlice {
 
 impl BufferSlice {
     /// The octets `offset .. offset + len` of `buffer`; `None` when they
-    /// do not lie inside it.
+    /// do not lie inside it, or when `buffer` is foreign memory, which is
+    /// never held past its deregistration (see the module documentation).
     pub fn new(buffer: Arc<MemoryBuffer>, offset: usize, len: usize) -> Option<Self> {
         let end = offset.checked_add(len)?;
-        (end <= buffer.len()).then_some(Self {
+        (end <= buffer.len() && !buffer.is_foreign()).then_some(Self {
             buffer,
             offset,
             len,
@@ -87,9 +99,10 @@ impl BufferSlice {
             return;
         }
         // SAFETY: `offset + len <= buffer.len()` (checked in `new`), so the
-        // range is inside the live allocation, which `self.buffer` keeps
-        // alive for the call. No `&mut` to these octets exists in uwarp; a
-        // racing write is the consumer's, as for every raw copy (above).
+        // range is inside the buffer's allocation (never foreign memory:
+        // `new` refuses it), which `self.buffer` keeps alive for the call.
+        // No `&mut` to these octets exists in uwarp; a racing write is the
+        // consumer's, as for every raw copy (above).
         let octets =
             unsafe { core::slice::from_raw_parts(self.buffer.as_ptr().add(self.offset), self.len) };
         crc.update(octets);
@@ -154,6 +167,18 @@ mod tests {
         assert!(BufferSlice::new(buffer.clone(), 64, 0).is_some());
         assert!(BufferSlice::new(buffer.clone(), 1, 64).is_none());
         assert!(BufferSlice::new(buffer, usize::MAX, 2).is_none());
+    }
+
+    #[test]
+    fn is_never_made_of_foreign_memory() {
+        let mut owner = [0u8; 8];
+        // SAFETY: `owner` outlives the buffer, which the test only hands
+        // to `BufferSlice::new`.
+        let foreign = unsafe { MemoryBuffer::from_raw_parts(owner.as_mut_ptr(), 8) };
+        let foreign = Arc::new(foreign);
+        assert!(BufferSlice::new(foreign.clone(), 0, 8).is_none());
+        assert!(BufferSlice::new(foreign.clone(), 0, 0).is_none());
+        assert_eq!(Arc::strong_count(&foreign), 1, "nothing kept");
     }
 
     #[test]

@@ -342,26 +342,32 @@ impl StagTable {
     /// memory alive after a deregistration, so frames still referring to
     /// it stay readable. Unlike the copying accesses, a zero length is
     /// checked too.
+    ///
+    /// `Ok(None)` when the checks pass but the region lies in foreign
+    /// memory ([`MemoryBuffer::from_raw_parts`]), which is never held
+    /// past its deregistration ([`BufferSlice`] says why): copy it with
+    /// [`local_read`](Self::local_read) instead.
     pub fn local_slice(
         &self,
         stag: Stag,
         pd: PdId,
         to: u64,
         len: usize,
-    ) -> Result<BufferSlice, TaggedError> {
+    ) -> Result<Option<BufferSlice>, TaggedError> {
         self.slice(stag, pd, Access::NONE, to, len)
     }
 
     /// Like [`local_slice`](Self::local_slice) with the checks of
     /// [`fetch`](Self::fetch) (remote read): an RDMA Read Response's data
-    /// sent from where it lies.
+    /// sent from where it lies; `Ok(None)` for foreign memory, to be
+    /// copied with [`fetch`](Self::fetch).
     pub fn fetch_slice(
         &self,
         stag: Stag,
         pd: PdId,
         to: u64,
         len: usize,
-    ) -> Result<BufferSlice, TaggedError> {
+    ) -> Result<Option<BufferSlice>, TaggedError> {
         self.slice(stag, pd, Access::REMOTE_READ, to, len)
     }
 
@@ -372,11 +378,14 @@ impl StagTable {
         needed: Access,
         to: u64,
         len: usize,
-    ) -> Result<BufferSlice, TaggedError> {
+    ) -> Result<Option<BufferSlice>, TaggedError> {
         let guard = &epoch::pin();
         let (region, at) = self.locate(stag, pd, needed, to, len, guard)?;
-        Ok(BufferSlice::new(region.buffer.clone(), at, len)
-            .expect("registration keeps regions inside their buffers"))
+        let slice = BufferSlice::new(region.buffer.clone(), at, len);
+        // `locate` kept the octets inside the buffer: only foreign memory
+        // makes no slice.
+        debug_assert_eq!(slice.is_none(), region.buffer.is_foreign());
+        Ok(slice)
     }
 
     /// Runs every check of [`place`](Self::place) for `len` octets at `to`

@@ -223,6 +223,19 @@ impl Side {
     /// A region registered in `pd`, remotely invalidatable or not.
     pub fn region_in(&self, pd: PdId, len: usize, access: Access, invalidatable: bool) -> Region {
         let buffer = Arc::new(MemoryBuffer::new(len + 2 * GUARD));
+        self.region_over(pd, buffer, access, invalidatable)
+    }
+
+    /// A region over all of `buffer` but a guard at each end, registered
+    /// in `pd`: for memory made elsewhere (foreign memory).
+    pub fn region_over(
+        &self,
+        pd: PdId,
+        buffer: Arc<MemoryBuffer>,
+        access: Access,
+        invalidatable: bool,
+    ) -> Region {
+        let len = buffer.len() - 2 * GUARD;
         buffer.fill(GUARD_BYTE);
         buffer.write_at(GUARD, &vec![0; len]).unwrap();
         let to = buffer.addr() + GUARD as u64;

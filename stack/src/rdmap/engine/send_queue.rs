@@ -323,9 +323,10 @@ impl SendQueue {
     }
 
     /// The payload of `segment`, the one [`next_segment`] gave last, held
-    /// in place: `None` when it is not one piece of registered memory
-    /// (inline data, or it spans two elements of the gather list), an
-    /// error when its region went away since the request started.
+    /// in place: `None` when it is not one piece of memory uwarp may hold
+    /// (inline data, a span of two elements of the gather list, or
+    /// foreign memory, see [`StagTable::local_slice`]), an error when its
+    /// region went away since the request started.
     ///
     /// [`next_segment`]: Self::next_segment
     pub fn payload_slice(
@@ -342,7 +343,9 @@ impl SendQueue {
         if take < segment.payload_len {
             return None;
         }
-        Some(table.local_slice(sge.lkey, pd, sge.addr + skip as u64, take))
+        table
+            .local_slice(sge.lkey, pd, sge.addr + skip as u64, take)
+            .transpose()
     }
 
     /// Counts `segment`, the one [`next_segment`] gave last, as handed to

@@ -15,7 +15,12 @@
 //! only the headers, pad and CRC framed (zero-copy transmit); a Send or
 //! Write sent so completes once the LLP acknowledged it
 //! ([`QpEngine::on_acknowledged`]), since until then a retransmission
-//! reads that memory again.
+//! reads that memory again. Payloads in foreign memory (registered where
+//! the application allocated it, [`MemoryBuffer::from_raw_parts`]) are
+//! framed by copy even then: the application may free that memory as soon
+//! as it is deregistered, and a reference could outlive that.
+//!
+//! [`MemoryBuffer::from_raw_parts`]: crate::mem::MemoryBuffer::from_raw_parts
 
 use super::send_queue::LocalFault;
 use super::{LlpClose, QpEngine};
@@ -162,13 +167,16 @@ impl QpEngine {
             segment.source_to,
             segment.len as usize,
         );
-        let parts = references(sink, &self.writer, header.len(), len);
-        let referenced = parts.is_some();
-        let framed = match parts {
-            Some(parts) => match table.fetch_slice(stag, pd, to, len) {
-                Ok(payload) => frame_referencing(&mut self.writer, sink, &header, payload, parts),
-                Err(err) => Framed::Failed(err),
-            },
+        // Held in place when the sink takes it and the memory may be held
+        // (it is not foreign).
+        let referencing = references(sink, &self.writer, header.len(), len)
+            .and_then(|parts| Some((parts, table.fetch_slice(stag, pd, to, len).transpose()?)));
+        let referenced = referencing.is_some();
+        let framed = match referencing {
+            Some((parts, Ok(payload))) => {
+                frame_referencing(&mut self.writer, sink, &header, payload, parts)
+            }
+            Some((_, Err(err))) => Framed::Failed(err),
             None => frame(&mut self.writer, sink, header.len() + len, |out| {
                 let (head, payload) = out.split_at_mut(header.len());
                 head.copy_from_slice(&header);

@@ -49,7 +49,10 @@ pub struct DpdkConfig {
     /// completes once TCP has acknowledged it, not as soon as it is
     /// queued: the application must not change the data before its
     /// completion (RDMAC verbs), since a retransmission reads it again.
-    /// `None` copies every payload into the send queue.
+    /// `None` copies every payload into the send queue, and so does every
+    /// setting for memory the application registered as its own
+    /// ([`ProtectionDomain::register_memory`](crate::ProtectionDomain::register_memory)),
+    /// which it may free as soon as its region is dropped.
     ///
     /// [`ZERO_COPY_FROM`] by default, which only jumbo frames' segments
     /// reach: on the perf tool's memory link, `loopback --crc` measured
