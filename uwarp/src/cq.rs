@@ -3,7 +3,7 @@
 //! next completion or the next solicited one (RFC 5040 section 5.1's
 //! Solicited Event) when the application wants to sleep instead of poll.
 
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -62,6 +62,12 @@ impl CqShared {
         self.entries.push(wc).inspect_err(|_| {
             self.overflowed.fetch_add(1, Ordering::Relaxed);
         })?;
+        // Pairs with the fence in `req_notify`: either this load sees the
+        // arm, or the application's poll after arming sees the entry. With
+        // acquire/release alone both could miss (each side's store waiting
+        // in its store buffer while it loads), and the event would be lost
+        // with the completion unseen: the application sleeps for ever.
+        fence(Ordering::SeqCst);
         let arm = self.arm.load(Ordering::Acquire);
         let wanted = match arm {
             ARMED_ANY => true,
@@ -147,6 +153,9 @@ impl CompletionQueue {
             ARMED_ANY
         };
         self.shared.arm.store(arm, Ordering::Release);
+        // See `CqShared::push`: orders the arm before the application's
+        // next poll.
+        fence(Ordering::SeqCst);
     }
 
     /// Waits up to `timeout` for an event raised since the last call and

@@ -20,6 +20,7 @@ uwarp_testing::on_every_transport!(
     solicited_only_ignores_unsolicited_sends,
     a_non_blocking_descriptor_says_would_block,
     a_signal_without_restart_interrupts_a_blocking_read,
+    arming_while_completions_arrive_loses_no_event,
 );
 
 /// The server's token on the channel.
@@ -195,4 +196,43 @@ fn a_signal_without_restart_interrupts_a_blocking_read<T: Transport>() {
     }
     let outcome = reader.join().unwrap();
     assert_eq!(outcome.unwrap_err().kind(), ErrorKind::Interrupted);
+}
+
+/// The verbs pattern of a completion thread (rping's): wait for the
+/// event, arm again, poll until empty, while the peer streams Sends. A
+/// completion that lands between the poll and the arm must still raise
+/// the event; when one was lost (the arm and the push ordered only by
+/// acquire/release), the thread slept for ever with a completion queued.
+fn arming_while_completions_arrive_loses_no_event<T: Transport>() {
+    const MESSAGES: usize = 2000;
+    let channel = CompletionChannel::new().unwrap();
+    let (client, server, _inbox) = connect_on::<T>(&channel, MESSAGES);
+    let sender = std::thread::spawn(move || {
+        for i in 0..MESSAGES {
+            let wr = SendWr::new(i as u64, SendOp::Send, Payload::Inline(vec![i as u8; 8]));
+            client.qp.post_send(wr).unwrap();
+        }
+        for _ in 0..MESSAGES {
+            client.expect_ok();
+        }
+        client
+    });
+    let mut received = 0;
+    server.cq.req_notify(false);
+    while received < MESSAGES {
+        while let Some(wc) = server.cq.poll_one() {
+            assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
+            received += 1;
+        }
+        if received == MESSAGES {
+            break;
+        }
+        assert!(
+            readable(&channel, WAIT),
+            "no event after {received} of {MESSAGES} messages"
+        );
+        assert_eq!(channel.get_event().unwrap(), SERVER_TOKEN);
+        server.cq.req_notify(false);
+    }
+    sender.join().unwrap();
 }
