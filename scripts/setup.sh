@@ -24,7 +24,7 @@ set -euo pipefail
 #   qemu-system-x86  boots the siw VM (scripts/siw-vm/)
 #   kmod, xz-utils   modinfo and xz for scripts/siw-vm/build.sh's kernel modules and sources
 #   libibverbs-dev, librdmacm-dev   rdma-core's headers: the drop-in libraries' layout checks and C tests
-#   ibverbs-utils    Debian's ibv_devices and ibv_devinfo, run unmodified on the drop-in
+#   ibverbs-utils, rdmacm-utils   Debian's ibv_devinfo and rping, run unmodified on the drop-ins
 packages=(
     libdpdk-dev
     libclang-dev
@@ -42,6 +42,7 @@ packages=(
     libibverbs-dev
     librdmacm-dev
     ibverbs-utils
+    rdmacm-utils
 )
 
 if [ $# -gt 0 ]; then

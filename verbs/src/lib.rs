@@ -13,6 +13,7 @@
 //!   them out.
 //! - [`device`]: the device list, contexts and queries.
 //! - [`pd`]: protection domains.
+//! - [`mr`]: memory regions of the application's own memory.
 //! - [`cq`]: completion channels and completion queues.
 //! - [`qp`]: queue pairs and their send and receive queues.
 //! - [`srq`]: shared receive queues.
@@ -28,6 +29,7 @@ pub mod cq;
 pub mod device;
 pub mod export;
 pub mod limits;
+pub mod mr;
 pub mod pd;
 pub mod provider;
 pub mod qp;

@@ -3,6 +3,7 @@
 
 use core::ffi::c_int;
 use core::ptr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::abi::verbs::{IbvContext, IbvPd};
 use crate::export::{errno_of, guard, set_errno, symbol_versions};
@@ -14,6 +15,9 @@ pub struct Pd {
     ibv: IbvPd,
     /// uwarp's domain.
     pub pd: uwarp::ProtectionDomain,
+    /// Memory regions and queue pairs made in it and not yet destroyed:
+    /// while there are any, it cannot be freed (`EBUSY`).
+    pub users: AtomicUsize,
 }
 
 impl Pd {
@@ -50,7 +54,8 @@ pub unsafe extern "C" fn ibv_alloc_pd(context: *mut IbvContext) -> *mut IbvPd {
                     context,
                     handle: pd.id().raw(),
                 };
-                Box::into_raw(Box::new(Pd { ibv, pd })).cast()
+                let users = AtomicUsize::new(0);
+                Box::into_raw(Box::new(Pd { ibv, pd, users })).cast()
             }
             Err(errno) => {
                 set_errno(errno);
@@ -60,7 +65,8 @@ pub unsafe extern "C" fn ibv_alloc_pd(context: *mut IbvContext) -> *mut IbvPd {
     })
 }
 
-/// `ibv_dealloc_pd`: frees a protection domain. 0, or an `errno` value.
+/// `ibv_dealloc_pd`: frees a protection domain. 0, or an `errno` value
+/// (`EBUSY` while memory regions or queue pairs are in it).
 ///
 /// # Safety
 ///
@@ -69,6 +75,10 @@ pub unsafe extern "C" fn ibv_alloc_pd(context: *mut IbvContext) -> *mut IbvPd {
 pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut IbvPd) -> c_int {
     if pd.is_null() {
         return libc::EINVAL;
+    }
+    // SAFETY: the caller promises a live PD.
+    if unsafe { Pd::from_ibv(pd) }.users.load(Ordering::Acquire) > 0 {
+        return libc::EBUSY;
     }
     // SAFETY: the caller promises a live PD from ibv_alloc_pd, which boxed
     // a `Pd` whose first field is the `ibv_pd`.

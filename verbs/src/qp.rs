@@ -9,6 +9,9 @@
 
 use core::ffi::{c_int, c_uint};
 use core::ptr;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use uwarp::{Payload, QpCaps, QpInit, QpState, QueuePair, RecvWr, SendOp, SendWr, Sge, Stag};
 
@@ -33,6 +36,24 @@ pub struct Qp {
     cap: IbvQpCap,
     /// Every send work request completes signaled.
     sq_sig_all: bool,
+}
+
+/// The live queue pairs by number, for the connection manager's
+/// `conn_param.qp_num` (a queue pair the application made itself).
+fn by_number() -> MutexGuard<'static, HashMap<u32, usize>> {
+    static QPS: OnceLock<Mutex<HashMap<u32, usize>>> = OnceLock::new();
+    QPS.get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// The uwarp queue pair numbered `num`, if it is live.
+pub fn queue_pair_numbered(num: u32) -> Option<QueuePair> {
+    let qps = by_number();
+    // SAFETY: a queue pair in the table is live: destruction removes it
+    // under this lock first.
+    qps.get(&num)
+        .map(|&address| unsafe { &*(address as *const Qp) }.qp.clone())
 }
 
 impl Qp {
@@ -125,6 +146,7 @@ unsafe fn create(pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> Result<*mut IbvQp,
         },
     );
     init.cap = cap;
+    domain.users.fetch_add(1, Ordering::AcqRel);
     let boxed = Box::new(Qp {
         ibv: IbvQp {
             // SAFETY: the caller promises a live domain.
@@ -149,7 +171,10 @@ unsafe fn create(pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> Result<*mut IbvQp,
         cap,
         sq_sig_all: init.sq_sig_all != 0,
     });
-    Ok(Box::into_raw(boxed).cast())
+    let num = boxed.qp.num();
+    let address = Box::into_raw(boxed);
+    by_number().insert(num, address as usize);
+    Ok(address.cast())
 }
 
 /// The `enum ibv_qp_state` of a uwarp queue pair: Idle is INIT until the
@@ -263,9 +288,15 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut IbvQp) -> c_int {
         // SAFETY: the caller promises a live queue pair from
         // ibv_create_qp, which boxed a `Qp` starting with it.
         let owner = unsafe { Box::from_raw(qp.cast::<Qp>()) };
+        by_number().remove(&owner.qp.num());
         if !matches!(owner.qp.state(), QpState::Idle | QpState::Error) {
             owner.qp.abort();
         }
+        // SAFETY: a queue pair's domain outlives it (it cannot be freed
+        // while the queue pair counts as a user).
+        unsafe { Pd::from_ibv(owner.ibv.pd) }
+            .users
+            .fetch_sub(1, Ordering::AcqRel);
         0
     })
 }

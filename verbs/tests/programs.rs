@@ -71,3 +71,97 @@ fn a_c_program_connects_accepts_rejects_and_disconnects() {
     assert_success("cm_connect", &output);
     assert_eq!(String::from_utf8_lossy(&output.stdout), "ok\n");
 }
+
+/// A TCP port nothing listens on now (the system's choice for port 0).
+fn free_port() -> u16 {
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    probe.local_addr().expect("its address").port()
+}
+
+/// Debian's rping, server and client in two processes on uwarp over
+/// loopback, `count` pings of validated data, with `extra` options on both
+/// sides; returns both outputs.
+fn rping_pair(count: u32, extra: &[&str]) -> (std::process::Output, std::process::Output) {
+    let rping = debian_tool("rping");
+    let port = free_port().to_string();
+    let count = count.to_string();
+    let mut server_args = vec!["-s", "-a", "127.0.0.1", "-p", &port, "-C", &count, "-v"];
+    server_args.extend_from_slice(extra);
+    let server = std::process::Command::new(env!("CARGO_BIN_EXE_uwarp-run"))
+        .arg(&rping)
+        .args(&server_args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the rping server starts");
+    // Read its output while it runs: a ping of 64 KiB printed with -v
+    // fills the pipe, and a server blocked writing would never answer.
+    let server = std::thread::spawn(move || server.wait_with_output());
+    let mut client_args = vec![
+        "-c",
+        "-a",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-C",
+        &count,
+        "-v",
+        "-V",
+    ];
+    client_args.extend_from_slice(extra);
+    // The server listens once its uwarp device is up: until then the
+    // client's connect is refused and it exits at once; try again.
+    let started = std::time::Instant::now();
+    let client = loop {
+        let client = uwarp_run(&rping, &client_args);
+        let refused = String::from_utf8_lossy(&client.stderr).contains("REJECTED");
+        if client.status.success()
+            || !refused
+            || started.elapsed() > std::time::Duration::from_secs(20)
+        {
+            break client;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let server = server
+        .join()
+        .expect("the output reader")
+        .expect("the rping server ends");
+    (server, client)
+}
+
+/// Checks an rping pair's outputs: both succeeded, and each printed every
+/// ping's data (the client after comparing it, `-V`).
+fn assert_rping_pinged(
+    count: u32,
+    (server, client): &(std::process::Output, std::process::Output),
+) {
+    assert_success("rping -s", server);
+    assert_success("rping -c", client);
+    let pings = |output: &std::process::Output, prefix: &str| {
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter(|line| line.starts_with(prefix) && line.contains("rdma-ping-"))
+            .count()
+    };
+    assert_eq!(pings(server, "server ping data: "), count as usize);
+    assert_eq!(pings(client, "ping data: "), count as usize);
+}
+
+#[test]
+fn debian_rping_pings_between_two_processes() {
+    assert_rping_pinged(20, &rping_pair(20, &[]));
+}
+
+#[test]
+fn debian_rping_pings_with_queue_pairs_it_made_itself() {
+    // -q: ibv_create_qp and ibv_modify_qp by hand, the queue pair named by
+    // conn_param.qp_num in rdma_connect and rdma_accept.
+    assert_rping_pinged(5, &rping_pair(5, &["-q"]));
+}
+
+#[test]
+fn debian_rping_moves_large_pings() {
+    // 64 KiB - 1 octets a ping: RDMA Reads and Writes of many segments.
+    assert_rping_pinged(5, &rping_pair(5, &["-S", "65535"]));
+}

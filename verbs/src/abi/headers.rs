@@ -104,6 +104,10 @@ fn facts() -> Vec<Fact> {
     });
     layout!(facts, "union ibv_gid", IbvGid { raw => "raw" });
     layout!(facts, "struct ibv_pd", IbvPd { context => "context", handle => "handle" });
+    layout!(facts, "struct ibv_mr", IbvMr {
+        context => "context", pd => "pd", addr => "addr", length => "length",
+        handle => "handle", lkey => "lkey", rkey => "rkey",
+    });
     layout!(facts, "struct ibv_comp_channel", IbvCompChannel {
         context => "context", fd => "fd", refcnt => "refcnt",
     });
@@ -297,6 +301,9 @@ fn facts() -> Vec<Fact> {
         IBV_ACCESS_REMOTE_ATOMIC,
         IBV_ACCESS_MW_BIND,
         IBV_ACCESS_OPTIONAL_RANGE,
+        IBV_ACCESS_ZERO_BASED,
+        IBV_ACCESS_ON_DEMAND,
+        IBV_ACCESS_HUGETLB,
     );
     facts.push(Fact {
         name: "IBV_SYSFS_NAME_MAX".into(),

@@ -754,3 +754,29 @@ pub struct IbvQpInitAttrExHead {
 
 /// `IBV_QP_INIT_ATTR_PD`.
 pub const IBV_QP_INIT_ATTR_PD: u32 = 1;
+
+/// `struct ibv_mr`.
+#[repr(C)]
+pub struct IbvMr {
+    /// `context`.
+    pub context: *mut IbvContext,
+    /// `pd`.
+    pub pd: *mut IbvPd,
+    /// `addr`: the first octet registered.
+    pub addr: *mut c_void,
+    /// `length`.
+    pub length: usize,
+    /// `handle`.
+    pub handle: u32,
+    /// `lkey`: the STag local work requests name.
+    pub lkey: u32,
+    /// `rkey`: the STag a peer names.
+    pub rkey: u32,
+}
+
+/// `IBV_ACCESS_ZERO_BASED`: Tagged Offsets count from 0.
+pub const IBV_ACCESS_ZERO_BASED: c_int = 1 << 5;
+/// `IBV_ACCESS_ON_DEMAND`: on-demand paging.
+pub const IBV_ACCESS_ON_DEMAND: c_int = 1 << 6;
+/// `IBV_ACCESS_HUGETLB`: a hint that the memory is huge pages.
+pub const IBV_ACCESS_HUGETLB: c_int = 1 << 7;

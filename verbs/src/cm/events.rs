@@ -266,6 +266,16 @@ pub unsafe extern "C" fn rdma_get_cm_event(
     loop {
         // SAFETY: `address` is valid for its 8 octets of writes.
         let got = unsafe { libc::read(fd, &raw mut address as *mut libc::c_void, 8) };
+        if got == 0 {
+            // End of file: the channel was destroyed while this thread
+            // waited on it. The kernel's descriptor leaves such a reader
+            // blocked (a program may destroy its channel while a thread
+            // still waits, as rping does on its way out): so does this,
+            // until a signal interrupts it.
+            // SAFETY: pause has no preconditions.
+            unsafe { libc::pause() };
+            return fail(libc::EINTR);
+        }
         if got != 8 {
             return if got < 0 { -1 } else { fail(libc::EIO) };
         }

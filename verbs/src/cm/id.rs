@@ -26,7 +26,7 @@ use crate::device::shared_context;
 use crate::export::{errno_of, guard, set_errno, symbol_versions};
 use crate::limits;
 use crate::provider;
-use crate::qp::Qp;
+use crate::qp::{queue_pair_numbered, Qp};
 
 /// How often a listening id's thread looks whether its id was destroyed.
 const LISTEN_POLL: Duration = Duration::from_millis(100);
@@ -78,8 +78,8 @@ enum Role {
     Resolved(SocketAddr),
     /// A connection request waiting for `accept` or `reject`.
     Requested(IncomingRequest),
-    /// Connecting or connected.
-    Connected,
+    /// Connecting or connected, on this queue pair.
+    Connected(QueuePair),
 }
 
 impl Shared {
@@ -217,10 +217,15 @@ impl Id {
         unsafe { from_sockaddr(ptr::from_ref(&self.ibv.route.addr.dst_storage).cast()) }
     }
 
-    /// The uwarp queue pair `rdma_create_qp` made for the id.
-    fn queue_pair(&self) -> Option<QueuePair> {
-        // SAFETY: `qp` is NULL or the live queue pair of this id.
-        (!self.ibv.qp.is_null()).then(|| unsafe { Qp::from_ibv(self.ibv.qp) }.qp.clone())
+    /// The uwarp queue pair `rdma_create_qp` made for the id, or else the
+    /// one the application made itself and names by `qp_num` in its
+    /// connection parameters (0: none).
+    fn queue_pair(&self, qp_num: u32) -> Option<QueuePair> {
+        if self.ibv.qp.is_null() {
+            return (qp_num != 0).then(|| queue_pair_numbered(qp_num)).flatten();
+        }
+        // SAFETY: `qp` is the live queue pair of this id.
+        Some(unsafe { Qp::from_ibv(self.ibv.qp) }.qp.clone())
     }
 }
 
@@ -629,16 +634,16 @@ fn negotiated(connection: &Connection) -> (u8, u8) {
 #[no_mangle]
 pub unsafe extern "C" fn rdma_connect(id: *mut RdmaCmId, param: *mut RdmaConnParam) -> c_int {
     // SAFETY: the caller promises NULL or a readable parameter.
-    let mpa = unsafe { mpa_params(param) };
+    let (mpa, qp_num) = unsafe { (mpa_params(param), param.as_ref().map_or(0, |p| p.qp_num)) };
     // SAFETY: forwarded.
     unsafe {
         with_id(id, |id| {
-            let qp = id.queue_pair().ok_or(libc::EINVAL)?;
+            let qp = id.queue_pair(qp_num).ok_or(libc::EINVAL)?;
             let dst = match *id.shared.role() {
                 Role::Resolved(dst) => dst,
                 _ => return Err(libc::EINVAL),
             };
-            *id.shared.role() = Role::Connected;
+            *id.shared.role() = Role::Connected(qp.clone());
             let shared = id.shared.clone();
             let id_address = ptr::from_mut(id) as usize;
             provider::spawn("uwarp-cm-connect", move || {
@@ -751,18 +756,19 @@ fn watch(shared: &Shared, qp: &QueuePair) {
 #[no_mangle]
 pub unsafe extern "C" fn rdma_accept(id: *mut RdmaCmId, param: *mut RdmaConnParam) -> c_int {
     // SAFETY: the caller promises NULL or a readable parameter.
-    let mpa = unsafe { mpa_params(param) };
+    let (mpa, qp_num) = unsafe { (mpa_params(param), param.as_ref().map_or(0, |p| p.qp_num)) };
     // SAFETY: forwarded.
     unsafe {
         with_id(id, |id| {
-            let qp = id.queue_pair().ok_or(libc::EINVAL)?;
-            let request = match std::mem::replace(&mut *id.shared.role(), Role::Connected) {
-                Role::Requested(request) => request,
-                other => {
-                    *id.shared.role() = other;
-                    return Err(libc::EINVAL);
-                }
-            };
+            let qp = id.queue_pair(qp_num).ok_or(libc::EINVAL)?;
+            let request =
+                match std::mem::replace(&mut *id.shared.role(), Role::Connected(qp.clone())) {
+                    Role::Requested(request) => request,
+                    other => {
+                        *id.shared.role() = other;
+                        return Err(libc::EINVAL);
+                    }
+                };
             let connection = request.accept(&qp, mpa).map_err(|e| errno_of(&e))?;
             let id_address = ptr::from_mut(id) as usize;
             established(&id.shared, &connection, Vec::new(), id_address);
@@ -824,10 +830,10 @@ pub unsafe extern "C" fn rdma_disconnect(id: *mut RdmaCmId) -> c_int {
     // SAFETY: forwarded.
     unsafe {
         with_id(id, |id| {
-            if !matches!(*id.shared.role(), Role::Connected) {
-                return Err(libc::EINVAL);
+            match &*id.shared.role() {
+                Role::Connected(qp) => qp.disconnect(),
+                _ => return Err(libc::EINVAL),
             }
-            id.queue_pair().ok_or(libc::EINVAL)?.disconnect();
             Ok(0)
         })
     }
