@@ -84,7 +84,8 @@ pub use transport::dpdk::{
 };
 pub use transport::TransportConfig;
 pub use uwarp_control::{HostConfig, HostReport};
-pub use uwarp_dataplane::runtime::{ImpairConfig, ImpairSwitch, Impairment};
+pub use uwarp_dataplane::runtime::{ImpairConfig, ImpairSwitch, Impairment, Placement};
+pub use uwarp_dataplane::MempoolConfig;
 
 pub use uwarp_stack::mem::{Access, MemoryBuffer, Stag};
 pub use uwarp_stack::mpa::{ConnectRequest, LocalParams, Negotiated, Rtr, RtrSet};
