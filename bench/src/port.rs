@@ -1,27 +1,16 @@
-//! A DPDK port from `uwarp-perf`'s command line: the EAL started from the
-//! user's `--eal` arguments (virtual devices without hugepages, or PCI
-//! devices when the arguments name some), and the port found by name.
+//! A DPDK port from `uwarp-perf`'s command line: the `--eal` arguments
+//! and the port's name, as a [`DpdkConfig`] for a uwarp device.
 //!
-//! When `rte_eal_init` fails, its return value says little ("Invalid
-//! argument"); the reason is in what the EAL printed while it ran
-//! ("unrecognized option '--bogus'", "failed to parse device
-//! \"net_bogus0\""), and its usage text lands on standard output, where
-//! it would corrupt a JSON report. So the EAL runs with both streams
-//! captured: on success they are replayed unchanged, on failure the
-//! reason becomes the error.
-
-use std::fs::File;
-use std::io::{Read, Seek, Write};
-use std::os::fd::AsRawFd;
+//! The library starts the EAL from those arguments (virtual devices
+//! without hugepages, or PCI devices when the arguments name some), with
+//! a file prefix of this process's own, and captures what the EAL prints
+//! while it starts: when it refuses the arguments, the error is the
+//! EAL's own reason (`uwarp::DpdkConfig::eal`).
 
 use smoltcp::wire::{EthernetAddress, Ipv4Address};
-use uwarp::HostConfig;
+use uwarp::{CoreThreads, DpdkConfig, DpdkPort, HostConfig};
 use uwarp_dataplane::runtime::Placement;
-use uwarp_dataplane::{Device, Eal, EalConfig};
-
-/// The EAL arguments that name PCI devices (then the EAL scans the bus
-/// and wants hugepages, unless the arguments say `--no-huge`).
-const PCI_OPTIONS: [&str; 4] = ["-a", "--allow", "-b", "--block"];
+use uwarp_dataplane::{Device, Eal};
 
 /// A DPDK port and this host's addresses on it, as the command line
 /// gives them (`--eal`, `--device`, `--ip`, `--mac`, `--gateway`), and
@@ -70,165 +59,40 @@ impl PortHost {
         })
     }
 
-    /// Starts the EAL and finds the port ([`open`]); with the host's
+    /// The configuration of a uwarp device on this port, its cores on
+    /// `threads`: the port `device`, by default the first `--vdev` or
+    /// `-a` device of `eal`; the EAL started from `eal`; the host's
     /// settings on it (the rest at their defaults).
-    pub fn open(&self) -> Result<(&'static Eal, Device, HostConfig), String> {
-        let (eal, port) = open(&self.eal, self.device.as_deref())?;
+    pub fn dpdk_config(&self, threads: CoreThreads) -> Result<DpdkConfig, String> {
+        let port = match &self.device {
+            Some(name) => DpdkPort::Named(name.clone()),
+            None => DpdkPort::first_in_eal(&self.eal)
+                .ok_or("name the DPDK port with --device, or give a --vdev or -a in --eal")?,
+        };
         let mut host = HostConfig::new(self.ip, self.prefix_len);
         host.mac = self.mac;
         host.gateway = self.gateway;
         host.dataplane_cores = self.cores;
         host.placement = self.placement.clone();
-        Ok((eal, port, host))
+        let mut dpdk = DpdkConfig::new(port, host, threads);
+        dpdk.eal = Some(self.eal.clone());
+        Ok(dpdk)
     }
-}
 
-/// Starts this process's EAL with `eal` (split at white space) and a file
-/// prefix of its own, and finds the port `device`, by default the first
-/// `--vdev` or `-a` device of `eal`.
-pub fn open(eal: &[String], device: Option<&str>) -> Result<(&'static Eal, Device), String> {
-    let name = device
-        .map(str::to_owned)
-        .or_else(|| first_device(eal))
-        .ok_or("name the DPDK port with --device, or give a --vdev or -a in --eal")?;
-    let pci = eal.iter().any(|arg| {
-        PCI_OPTIONS
-            .iter()
-            .any(|o| arg == o || arg.starts_with(&format!("{o}=")))
-    });
-    let base = if pci {
-        EalConfig::pci_devices(Vec::<String>::new())
-    } else {
-        EalConfig::virtual_devices(Vec::<String>::new())
-    };
-    // Each process its own runtime directory: two uwarp-perf processes on
-    // one machine (net_memif) must not share one.
-    let mut config = base.file_prefix(&format!("uwarp-perf-{}", std::process::id()));
-    for arg in eal {
-        config = config.arg(arg.clone());
+    /// For a host below the uwarp API (`uwarp-perf tcp`'s `TcpHost`):
+    /// the EAL started as a device's would be ([`PortHost::dpdk_config`],
+    /// `DpdkConfig::start_eal`), the port claimed, and the host's
+    /// settings.
+    pub fn open(&self) -> Result<(&'static Eal, Device, HostConfig), String> {
+        let dpdk = self.dpdk_config(CoreThreads::Spawned)?;
+        dpdk.start_eal().map_err(|e| e.to_string())?;
+        let eal = Eal::get().ok_or("the EAL is not running")?;
+        let DpdkPort::Named(name) = &dpdk.port else {
+            unreachable!("the command line names its port");
+        };
+        let port = Device::by_name(eal, name).map_err(|e| format!("no DPDK port {name}: {e}"))?;
+        Ok((eal, port, dpdk.host))
     }
-    let eal = init_eal(&config)?;
-    let port = Device::by_name(eal, &name).map_err(|e| format!("no DPDK port {name}: {e}"))?;
-    Ok((eal, port))
-}
-
-/// The name of the port of the first `--vdev` (its driver instance, e.g.
-/// `net_tap0`) or `-a`/`--allow` (its PCI address) among `eal`.
-fn first_device(eal: &[String]) -> Option<String> {
-    let mut args = eal.iter();
-    while let Some(arg) = args.next() {
-        let value = ["--vdev", "-a", "--allow"].iter().find_map(|option| {
-            match arg.strip_prefix(option)? {
-                "" => args.clone().next().map(String::as_str),
-                rest => rest.strip_prefix('='),
-            }
-        });
-        if let Some(value) = value {
-            return value.split(',').next().map(str::to_owned);
-        }
-    }
-    None
-}
-
-/// `rte_eal_init` with standard output and error captured (see the
-/// module's documentation).
-fn init_eal(config: &EalConfig) -> Result<&'static Eal, String> {
-    let (outcome, printed) = capture_output(|| Eal::init(config))
-        .map_err(|e| format!("cannot capture the EAL's messages: {e}"))?;
-    match outcome {
-        Ok(eal) => {
-            let _ = std::io::stdout().write_all(&printed.stdout);
-            let _ = std::io::stderr().write_all(&printed.stderr);
-            Ok(eal)
-        }
-        Err(err) => Err(
-            match eal_reason(&String::from_utf8_lossy(&printed.stderr)) {
-                Some(reason) => format!("the EAL did not start: {reason} ({err})"),
-                None => format!("the EAL did not start: {err}"),
-            },
-        ),
-    }
-}
-
-/// What a call printed on each stream.
-struct Printed {
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
-}
-
-/// Runs `f` with file descriptors 1 and 2 sent to temporary files, and
-/// returns what it printed. The process must not be writing to either
-/// from another thread meanwhile (the EAL starts before any thread).
-fn capture_output<T>(f: impl FnOnce() -> T) -> std::io::Result<(T, Printed)> {
-    let redirect = |fd: i32| -> std::io::Result<(File, i32)> {
-        let path =
-            std::env::temp_dir().join(format!("uwarp-perf-{}-fd{fd}.txt", std::process::id()));
-        let file = File::options()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)?;
-        let _ = std::fs::remove_file(&path);
-        // SAFETY: dup and dup2 on descriptors this process owns.
-        let saved = unsafe { libc::dup(fd) };
-        if saved < 0 || unsafe { libc::dup2(file.as_raw_fd(), fd) } < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok((file, saved))
-    };
-    let restore = |fd: i32, saved: i32| {
-        // SAFETY: `saved` is the duplicate `redirect` made of `fd`.
-        unsafe {
-            libc::dup2(saved, fd);
-            libc::close(saved);
-        }
-    };
-    let _ = std::io::stdout().flush();
-    let (mut out, saved_out) = redirect(1)?;
-    let (mut err, saved_err) = match redirect(2) {
-        Ok(pair) => pair,
-        Err(e) => {
-            restore(1, saved_out);
-            return Err(e);
-        }
-    };
-    let value = f();
-    // The EAL prints its usage with C's buffered stdio.
-    // SAFETY: fflush(NULL) flushes every C output stream.
-    unsafe { libc::fflush(std::ptr::null_mut()) };
-    restore(1, saved_out);
-    restore(2, saved_err);
-    let read = |file: &mut File| -> std::io::Result<Vec<u8>> {
-        let mut text = Vec::new();
-        file.rewind()?;
-        file.read_to_end(&mut text)?;
-        Ok(text)
-    };
-    let printed = Printed {
-        stdout: read(&mut out)?,
-        stderr: read(&mut err)?,
-    };
-    Ok((value, printed))
-}
-
-/// The first line of the EAL's messages that says what went wrong: not
-/// one of its "Detected ..." notes, nor its closing generic complaint.
-fn eal_reason(stderr: &str) -> Option<String> {
-    stderr
-        .lines()
-        .map(|line| {
-            let line = line.trim();
-            line.strip_prefix("EAL: ")
-                .or_else(|| line.strip_prefix("uwarp: "))
-                .unwrap_or(line)
-        })
-        .find(|line| {
-            !line.is_empty()
-                && !line.starts_with("Detected")
-                && !line.contains("Invalid 'command line' arguments")
-        })
-        .map(str::to_owned)
 }
 
 /// `ADDRESS/PREFIX`, e.g. `10.0.0.2/24`.
@@ -254,45 +118,6 @@ fn parse_mac(text: &str) -> Result<EthernetAddress, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn args(a: &[&str]) -> Vec<String> {
-        a.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn the_port_name_comes_from_the_first_device() {
-        assert_eq!(
-            first_device(&args(&["--vdev", "net_tap0,iface=x", "--vdev=net_ring1"])),
-            Some("net_tap0".into())
-        );
-        assert_eq!(
-            first_device(&args(&["-l", "0", "--vdev=net_memif0,role=server"])),
-            Some("net_memif0".into())
-        );
-        assert_eq!(
-            first_device(&args(&["-a", "0000:00:07.0", "--vdev", "net_ring0"])),
-            Some("0000:00:07.0".into())
-        );
-        assert_eq!(first_device(&args(&["--no-pci"])), None);
-    }
-
-    #[test]
-    fn the_eal_reason_is_its_first_complaint() {
-        let printed = "uwarp: unrecognized option '--bogus'\nEAL: Detected CPU lcores: 2\n\
-                       EAL: FATAL: Invalid 'command line' arguments.\n";
-        assert_eq!(
-            eal_reason(printed).as_deref(),
-            Some("unrecognized option '--bogus'")
-        );
-        let printed = "EAL: Detected CPU lcores: 2\nEAL: Detected NUMA nodes: 1\n\
-                       EAL: failed to parse device \"net_bogus0\"\n\
-                       EAL: Unable to parse device 'net_bogus0'\n";
-        assert_eq!(
-            eal_reason(printed).as_deref(),
-            Some("failed to parse device \"net_bogus0\"")
-        );
-        assert_eq!(eal_reason("EAL: Detected NUMA nodes: 1\n"), None);
-    }
 
     #[test]
     fn addresses_parse_or_say_what_is_expected() {

@@ -45,7 +45,6 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use smoltcp::wire::Ipv4Address;
-use uwarp_dataplane::{Eal, EalConfig};
 use uwarp_stack::mem::Access;
 use uwarp_stack::mpa::{LocalParams, RtrSet};
 use uwarp_stack::rdmap::QpEvent;
@@ -57,7 +56,7 @@ use uwarp::Error;
 use uwarp::HostConfig;
 use uwarp::MemoryRegion;
 use uwarp::{ConnectParams, Connection, IncomingRequest, Listener};
-use uwarp::{CoreThreads, DpdkConfig};
+use uwarp::{CoreThreads, DpdkConfig, DpdkPort};
 use uwarp::{Device, DeviceConfig};
 use uwarp::{QpCaps, QpInit, QueuePair};
 
@@ -297,11 +296,10 @@ impl Options {
 /// device is created for this device and removed with it, so a process
 /// may open one again later (once the previous one is dropped).
 pub fn open_dpdk_vdev(vdev: &str, ip: Ipv4Address, prefix_len: u8) -> Result<Device, Error> {
-    let eal = Eal::init(&EalConfig::virtual_devices(Vec::<String>::new()))?;
-    let (name, args) = vdev.split_once(',').unwrap_or((vdev, ""));
-    let port = uwarp_dataplane::Device::create_vdev(eal, name, args)?;
-    let dpdk = DpdkConfig::new(HostConfig::new(ip, prefix_len), CoreThreads::Inline);
-    Device::open_dpdk(eal, port, DeviceConfig::default(), dpdk)
+    let port = DpdkPort::Vdev(vdev.to_owned());
+    let host = HostConfig::new(ip, prefix_len);
+    let dpdk = DpdkConfig::new(port, host, CoreThreads::Inline);
+    Device::open(DeviceConfig::dpdk(dpdk))
 }
 
 /// What a finished client run did.

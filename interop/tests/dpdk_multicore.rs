@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use dpdk_rig::{eal, listen_logging, lock, Apps, Log, TestApp};
 use smoltcp::wire::{EthernetAddress, Ipv4Address};
 use uwarp::HostReport;
-use uwarp::{CoreThreads, Device, DeviceConfig, DpdkConfig, HostConfig};
+use uwarp::{CoreThreads, Device, DeviceConfig, DpdkConfig, DpdkPort, HostConfig};
 use uwarp_control::TcpHost;
 use uwarp_dataplane::Device as Port;
 use uwarp_interop::rping::{self, Options};
@@ -74,13 +74,19 @@ fn private_veth_pair() {
     }
 }
 
-/// The af_packet ports on `mca` and `mcb`, `CORES` queue pairs each, named
-/// after `test` (vdev names are the process's).
+/// The af_packet device on `end` (`mca` or `mcb`), `CORES` queue pairs,
+/// in the EAL's `--vdev` syntax, named after `test` (vdev names are the
+/// process's).
+fn af_packet_vdev(test: &str, end: &str) -> String {
+    format!("net_af_packet_{test}_{end},iface={end},qpairs={CORES}")
+}
+
+/// The af_packet ports on `mca` and `mcb` ([`af_packet_vdev`]).
 fn af_packet_ports(test: &str) -> (Port, Port) {
     let port = |end: &str| {
-        let args = format!("iface={end},qpairs={CORES}");
-        Port::create_vdev(eal(), &format!("net_af_packet_{test}_{end}"), &args)
-            .expect("an af_packet port")
+        let vdev = af_packet_vdev(test, end);
+        let (name, args) = vdev.split_once(',').expect("a name and arguments");
+        Port::create_vdev(eal(), name, args).expect("an af_packet port")
     };
     (port("mca"), port("mcb"))
 }
@@ -179,13 +185,13 @@ fn rdma_operations_over_two_stepped_cores_each() {
     }
     std::thread::spawn(|| {
         private_veth_pair();
-        let (a_port, b_port) = af_packet_ports("rdma");
-        let open = |port, last| {
-            let dpdk = DpdkConfig::new(host_config(last), CoreThreads::Inline);
-            Device::open_dpdk(eal(), port, DeviceConfig::default(), dpdk).expect("a device")
+        let open = |end, last| {
+            let port = DpdkPort::Vdev(af_packet_vdev("rdma", end));
+            let dpdk = DpdkConfig::new(port, host_config(last), CoreThreads::Inline);
+            Device::open(DeviceConfig::dpdk(dpdk)).expect("a device")
         };
-        let server = open(a_port, 1);
-        let client = open(b_port, 2);
+        let server = open("mca", 1);
+        let client = open("mcb", 2);
         let listener = server.listen("10.91.0.1:0").expect("listen");
         let addr = listener.local_addr();
         let options = Options {

@@ -23,7 +23,10 @@ use smoltcp::wire::{
     ArpOperation, ArpPacket, ArpRepr, EthernetAddress, EthernetFrame, EthernetProtocol, IpProtocol,
     Ipv4Address, Ipv4Packet, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber, TcpTimestampRepr,
 };
-use uwarp::{CoreThreads, Device, DeviceConfig, DpdkConfig, HostConfig};
+use uwarp::{
+    CoreThreads, Device, DeviceConfig, DpdkConfig, DpdkPort, HostConfig, TransportConfig,
+    VirtualLink,
+};
 use uwarp_control::TcpHost;
 use uwarp_control::{SetupCounters, TcpRequests, TcpSetup};
 use uwarp_dataplane::net::test_frames::ipv4_between;
@@ -61,38 +64,47 @@ pub fn eal() -> &'static Eal {
     EAL.get_or_init(|| Eal::init(&EalConfig::virtual_devices(Vec::<String>::new())).expect("EAL"))
 }
 
-/// Two iWARP devices joined by a net_ring pair of `ring_size` descriptors:
-/// 10.`subnet`.0.1 (the first) and 10.`subnet`.0.2, with MACs of the same
-/// numbers, their cores placed as `threads` says, each device's settings
-/// changed by `tune` before it opens.
+/// Two iWARP devices joined by a [`VirtualLink`] (a net_ring pair) of
+/// `ring_size` descriptors: 10.`subnet`.0.1 (the first) and
+/// 10.`subnet`.0.2, with MACs of the same numbers, their cores placed as
+/// `threads` says, each device's settings changed by `tune` before it
+/// opens.
 pub fn device_pair(
     subnet: u8,
     ring_size: u32,
     threads: CoreThreads,
     tune: impl Fn(&mut DpdkConfig),
 ) -> (Device, Device) {
-    let (a, b) = ring_pair(eal(), 1, ring_size).expect("a ring pair");
-    let open = |port, last: u8| {
-        let mut dpdk = DpdkConfig::new(host_config(subnet, last, |_| {}), threads);
+    let (a, b) = VirtualLink::pair(1, ring_size).expect("a virtual link");
+    let open = |end, last: u8| {
+        let host = host_config(subnet, last, |_| {});
+        let mut dpdk = DpdkConfig::new(DpdkPort::Link(end), host, threads);
         tune(&mut dpdk);
-        Device::open_dpdk(eal(), port, DeviceConfig::default(), dpdk).expect("a DPDK device")
+        Device::open(DeviceConfig::dpdk(dpdk)).expect("a DPDK device")
     };
     (open(a, 1), open(b, 2))
 }
 
-/// An iWARP device opened with `config` at 10.`subnet`.0.1, its cores on
-/// threads, and beside it on a net_ring pair a bare TCP host at
-/// 10.`subnet`.0.2 (uwarp's TCP on DPDK, no MPA) whose connections run
-/// [`TestApp`]s: a peer the test plays by hand. Both hosts' settings are
-/// changed by `tune` before they start.
+/// An iWARP device opened with `config` on the DPDK transport at
+/// 10.`subnet`.0.1, its cores on threads, and beside it on a
+/// [`VirtualLink`] a bare TCP host at 10.`subnet`.0.2 (uwarp's TCP on
+/// DPDK, no MPA) whose connections run [`TestApp`]s: a peer the test
+/// plays by hand. Both hosts' settings are changed by `tune` before they
+/// start.
 pub fn device_beside_tcp_host(
     subnet: u8,
     config: DeviceConfig,
     tune: impl Fn(&mut HostConfig),
 ) -> (Device, TcpHost<TestApp>) {
-    let (a, b) = ring_pair(eal(), 1, 1024).expect("a ring pair");
-    let dpdk = DpdkConfig::new(host_config(subnet, 1, &tune), CoreThreads::Spawned);
-    let device = Device::open_dpdk(eal(), a, config, dpdk).expect("a DPDK device");
+    let (a, b) = VirtualLink::pair(1, 1024).expect("a virtual link");
+    let b = b.into_port().expect("the link's second port");
+    let host = host_config(subnet, 1, &tune);
+    let dpdk = DpdkConfig::new(DpdkPort::Link(a), host, CoreThreads::Spawned);
+    let config = DeviceConfig {
+        transport: TransportConfig::Dpdk(dpdk),
+        ..config
+    };
+    let device = Device::open(config).expect("a DPDK device");
     let host = TcpHost::start(eal(), b, host_config(subnet, 2, &tune)).expect("a TCP host");
     (device, host)
 }

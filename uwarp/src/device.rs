@@ -17,13 +17,11 @@ use crate::driver::Driver;
 use crate::error::Error;
 use crate::pd::ProtectionDomain;
 use crate::qp::{QpInit, QueuePair};
-use crate::transport::{Start, Transport};
-use uwarp_control::HostReport;
-// Named by `Device::open_dpdk` and `Device::impairment`, the DPDK
-// transport's entry points.
 use crate::transport::dpdk::DpdkConfig;
+use crate::transport::{Start, Transport, TransportConfig};
+use uwarp_control::HostReport;
+// Named by `Device::impairment`, the DPDK transport's test switch.
 use uwarp_dataplane::runtime::ImpairSwitch;
-use uwarp_dataplane::Eal;
 
 /// How to open a device.
 #[derive(Debug, Clone)]
@@ -33,6 +31,9 @@ pub struct DeviceConfig {
     /// How long a passive side waits for an MPA Request after the TCP
     /// connection is up.
     pub startup_timeout: Duration,
+    /// The transport: the kernel's TCP sockets (the default) or uwarp's
+    /// TCP over DPDK.
+    pub transport: TransportConfig,
 }
 
 impl Default for DeviceConfig {
@@ -40,15 +41,26 @@ impl Default for DeviceConfig {
         Self {
             max_regions: StagTable::DEFAULT_CAPACITY,
             startup_timeout: Duration::from_secs(10),
+            transport: TransportConfig::Socket,
         }
     }
 }
 
-/// An open device, on the kernel-socket transport ([`Device::open`]) or
-/// on uwarp's TCP over DPDK ([`Device::open_dpdk`]). Dropping it stops its
-/// cores; on the socket transport it first resets every connection still
-/// open. [`Device::close`] does the same and returns what a DPDK device's
-/// cores counted.
+impl DeviceConfig {
+    /// The defaults, on the DPDK transport as `dpdk` says.
+    pub fn dpdk(dpdk: DpdkConfig) -> Self {
+        Self {
+            transport: TransportConfig::Dpdk(dpdk),
+            ..Self::default()
+        }
+    }
+}
+
+/// An open device, on the kernel-socket transport or on uwarp's TCP over
+/// DPDK ([`DeviceConfig::transport`]). Dropping it stops its cores; on
+/// the socket transport it first resets every connection still open.
+/// [`Device::close`] does the same and returns what a DPDK device's cores
+/// counted.
 pub struct Device {
     table: Arc<StagTable>,
     pds: ProtectionDomains,
@@ -69,37 +81,24 @@ impl std::fmt::Debug for Device {
 }
 
 impl Device {
-    /// Opens a device and starts its threads.
+    /// Opens a device on the transport `config` names and starts its
+    /// threads or cores. On the socket transport: a control thread and a
+    /// dataplane thread. On the DPDK transport: the process's EAL started
+    /// if this is the first DPDK device ([`DpdkConfig::eal`]), the port
+    /// created or claimed ([`DpdkConfig::port`](crate::DpdkConfig::port)),
+    /// and its cores: the control core runs the connection manager, the
+    /// TCP handshakes and the MPA startup phase; the dataplane cores run
+    /// every connection in Full Operation.
     pub fn open(config: DeviceConfig) -> Result<Self, Error> {
-        Self::start(config, Transport::socket)
-    }
-
-    /// Opens a device on uwarp's TCP over the DPDK port `port`: its
-    /// control core runs the connection manager, the TCP handshakes and
-    /// the MPA startup phase; its dataplane core runs every connection in
-    /// Full Operation.
-    pub fn open_dpdk(
-        eal: &'static Eal,
-        port: uwarp_dataplane::Device,
-        config: DeviceConfig,
-        dpdk: DpdkConfig,
-    ) -> Result<Self, Error> {
-        Self::start(config, |start| Transport::dpdk(eal, port, &dpdk, start))
-    }
-
-    /// Opens a device on the transport `transport` starts.
-    fn start(
-        config: DeviceConfig,
-        transport: impl FnOnce(Start) -> Result<Transport, Error>,
-    ) -> Result<Self, Error> {
         let table = Arc::new(StagTable::new(config.max_regions)?);
         let (control, commands) = crossbeam_channel::unbounded();
-        let transport = transport(Start {
+        let start = Start {
             table: table.clone(),
             commands,
             control: control.clone(),
             startup_timeout: config.startup_timeout,
-        })?;
+        };
+        let transport = Transport::start(&config.transport, start)?;
         Ok(Self {
             table,
             pds: ProtectionDomains::new(),

@@ -31,6 +31,11 @@ pub enum Error {
     DeviceClosed,
     /// DPDK refused (EAL, port, queue or mempool set-up).
     Dpdk(uwarp_dataplane::Error),
+    /// The DPDK transport could not be set up as its `DpdkConfig` says:
+    /// the EAL did not start (with the reason the EAL printed), or the
+    /// port could not be created or found. The text names the port or
+    /// the EAL's complaint.
+    DpdkSetup(String),
 }
 
 impl fmt::Display for Error {
@@ -51,6 +56,7 @@ impl fmt::Display for Error {
             Self::Timeout => write!(f, "timed out"),
             Self::DeviceClosed => write!(f, "the device is closed"),
             Self::Dpdk(err) => write!(f, "DPDK: {err}"),
+            Self::DpdkSetup(what) => f.write_str(what),
         }
     }
 }

@@ -15,6 +15,15 @@
 //! the kernel's TCP sockets, like Linux siw; the STag table is shared and
 //! lock-free for the dataplane.
 //!
+//! [`DeviceConfig::transport`] picks the transport: those sockets by
+//! default, or uwarp's own TCP over a DPDK port
+//! ([`TransportConfig::Dpdk`] with a [`DpdkConfig`]: the port, as a
+//! [`DpdkPort`], the EAL's arguments, the host's addresses), whose
+//! control core and dataplane cores run on threads or inline on the
+//! application's. The library starts the process's DPDK EAL with the
+//! first DPDK device; a [`VirtualLink`] joins two devices in one process
+//! without a NIC. Everything after the open is the same on both.
+//!
 //! ```
 //! use std::time::Duration;
 //! use uwarp::*;
@@ -72,8 +81,13 @@ pub use device::{Device, DeviceConfig};
 pub use error::Error;
 pub use pd::{MemoryRegion, ProtectionDomain};
 pub use qp::{QpCaps, QpInit, QueuePair};
-pub use transport::dpdk::{CoreThreads, DpdkConfig, ZERO_COPY_FROM};
+pub use transport::dpdk::{
+    CoreThreads, DpdkConfig, DpdkPort, LinkEnd, VirtualLink, ZERO_COPY_FROM,
+};
+pub use transport::TransportConfig;
 pub use uwarp_control::{HostConfig, HostReport};
+pub use uwarp_dataplane::runtime::{ImpairConfig, ImpairSwitch, Impairment, Placement};
+pub use uwarp_dataplane::MempoolConfig;
 
 pub use uwarp_stack::mem::{Access, MemoryBuffer, Stag};
 pub use uwarp_stack::mpa::{ConnectRequest, LocalParams, Negotiated, Rtr, RtrSet};

@@ -22,10 +22,10 @@ use std::time::Duration;
 use dpdk_rig::device_pair;
 use uwarp::HostReport;
 use uwarp::{
-    Access, CompletionQueue, ConnectParams, CoreThreads, Device, LocalParams, MemoryRegion,
-    Payload, ProtectionDomain, QpCounters, QpInit, QueuePair, SendOp, SendWr, WcStatus,
+    Access, CompletionQueue, ConnectParams, CoreThreads, Device, ImpairConfig, Impairment,
+    LocalParams, MemoryRegion, Payload, ProtectionDomain, QpCounters, QpInit, QueuePair, SendOp,
+    SendWr, WcStatus,
 };
-use uwarp_dataplane::runtime::{ImpairConfig, Impairment};
 
 const CHUNK: usize = 64 << 10;
 const DEPTH: usize = 64;

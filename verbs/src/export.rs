@@ -53,6 +53,6 @@ pub fn errno_of(error: &uwarp::Error) -> i32 {
         uwarp::Error::Rejected { .. } => libc::ECONNREFUSED,
         uwarp::Error::DeviceClosed => libc::ENODEV,
         uwarp::Error::Startup(_) => libc::ECONNRESET,
-        uwarp::Error::Dpdk(_) => libc::ENODEV,
+        uwarp::Error::Dpdk(_) | uwarp::Error::DpdkSetup(_) => libc::ENODEV,
     }
 }

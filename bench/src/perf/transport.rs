@@ -19,9 +19,12 @@ use smoltcp::wire::{
     EthernetAddress, Ipv4Address, ETHERNET_HEADER_LEN, IPV4_HEADER_LEN, TCP_HEADER_LEN,
 };
 use uwarp::HostReport;
-use uwarp::{CoreThreads, Device, DeviceConfig, DpdkConfig, HostConfig, ZERO_COPY_FROM};
+use uwarp::{
+    CoreThreads, Device, DeviceConfig, DpdkConfig, DpdkPort, HostConfig, LinkEnd, VirtualLink,
+    ZERO_COPY_FROM,
+};
 use uwarp_dataplane::runtime::ImpairConfig;
-use uwarp_dataplane::{ring_pair, Eal, EalConfig, MempoolConfig};
+use uwarp_dataplane::MempoolConfig;
 
 /// Which transport carries a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,11 +173,10 @@ impl Ends {
     pub fn open(transport: Transport, link: &LinkOptions) -> Result<Self, String> {
         match transport {
             Transport::Dpdk => {
-                let eal = eal()?;
-                let (a, b) =
-                    ring_pair(eal, link.cores, 4096).map_err(|e| format!("net_ring pair: {e}"))?;
-                let server = dpdk_device(eal, a, SERVER_IP, 1, link)?;
-                let client = dpdk_device(eal, b, CLIENT_IP, 2, link)?;
+                let (a, b) = VirtualLink::pair(link.cores, 4096)
+                    .map_err(|e| format!("net_ring pair: {e}"))?;
+                let server = dpdk_device(a, SERVER_IP, 1, link)?;
+                let client = dpdk_device(b, CLIENT_IP, 2, link)?;
                 Ok(Ends {
                     transport,
                     server,
@@ -237,8 +239,7 @@ impl Ends {
 }
 
 fn dpdk_device(
-    eal: &'static Eal,
-    port: uwarp_dataplane::Device,
+    end: LinkEnd,
     ip: Ipv4Address,
     last: u8,
     link: &LinkOptions,
@@ -249,20 +250,9 @@ fn dpdk_device(
     // (and the kernel's loopback, the socket transport's link) leave them.
     host.memory_link_offloads = true;
     link.apply(&mut host);
-    let mut dpdk = DpdkConfig::new(host, CoreThreads::Inline);
+    let mut dpdk = DpdkConfig::new(DpdkPort::Link(end), host, CoreThreads::Inline);
     dpdk.zero_copy_from = link.zero_copy_from;
-    Device::open_dpdk(eal, port, DeviceConfig::default(), dpdk)
-        .map_err(|e| format!("the DPDK device: {e}"))
-}
-
-/// The EAL of this process, with no PCI devices and no hugepages.
-fn eal() -> Result<&'static Eal, String> {
-    static EAL: OnceLock<Result<&'static Eal, String>> = OnceLock::new();
-    EAL.get_or_init(|| {
-        Eal::init(&EalConfig::virtual_devices(Vec::<String>::new()))
-            .map_err(|e| format!("EAL initialisation failed: {e}"))
-    })
-    .clone()
+    Device::open(DeviceConfig::dpdk(dpdk)).map_err(|e| format!("the DPDK device: {e}"))
 }
 
 /// The CPUs this process could use when it first asked. A thread

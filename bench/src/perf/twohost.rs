@@ -12,7 +12,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use uwarp::{CoreThreads, Device, DeviceConfig, DpdkConfig, Listener};
+use uwarp::{CoreThreads, Device, DeviceConfig, Listener};
 use uwarp_dataplane::runtime::Placement;
 
 use super::cpus::CpuUse;
@@ -124,17 +124,13 @@ pub fn open_device(carrier: &Carrier) -> Result<(Device, Transport), String> {
             port: setup,
             zero_copy_from,
         } => {
-            let (eal, port, host) = setup.open()?;
             let threads = match setup.placement {
                 Placement::Unpinned => CoreThreads::Inline,
                 Placement::Pinned { .. } => CoreThreads::Spawned,
             };
-            let mut config = DpdkConfig::new(host, threads);
+            let mut config = setup.dpdk_config(threads)?;
             config.zero_copy_from = *zero_copy_from;
-            (
-                Device::open_dpdk(eal, port, DeviceConfig::default(), config),
-                Transport::Dpdk,
-            )
+            (Device::open(DeviceConfig::dpdk(config)), Transport::Dpdk)
         }
         Carrier::Socket { .. } => (Device::open(DeviceConfig::default()), Transport::Socket),
     };

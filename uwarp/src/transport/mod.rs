@@ -10,9 +10,9 @@
 //! - [`wakeup`]: how a queue pair wakes the core that runs its stream.
 //!
 //! The device holds its transport as a [`Transport`], started from a
-//! [`Start`], and knows nothing else of it; both transports serve the
-//! connection manager's commands (`cm::ControlCmd`) on their control
-//! core.
+//! [`Start`] as its [`TransportConfig`] says, and knows nothing else of
+//! it; both transports serve the connection manager's commands
+//! (`cm::ControlCmd`) on their control core.
 
 pub(crate) mod dpdk;
 pub(crate) mod socket;
@@ -25,7 +25,6 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender};
 use uwarp_control::HostReport;
 use uwarp_dataplane::runtime::ImpairSwitch;
-use uwarp_dataplane::{Device as Port, Eal};
 use uwarp_stack::mem::StagTable;
 use uwarp_stack::mpa::Micros;
 
@@ -35,6 +34,23 @@ use crate::error::Error;
 use dpdk::cores::DpdkCores;
 use dpdk::stream::StreamContext;
 use dpdk::DpdkConfig;
+
+/// Which transport a device carries its streams over
+/// ([`DeviceConfig::transport`](crate::DeviceConfig::transport)).
+// Built once per device and read at its open: its size does not matter,
+// and a box would only make the configuration harder to write.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, Default)]
+pub enum TransportConfig {
+    /// The kernel's TCP sockets, the way Linux siw runs: a control thread
+    /// and a dataplane thread.
+    #[default]
+    Socket,
+    /// uwarp's TCP over a DPDK port: its control core runs the connection
+    /// manager, the TCP handshakes and the MPA startup phase; its
+    /// dataplane cores run every connection in Full Operation.
+    Dpdk(DpdkConfig),
+}
 
 /// What a transport starts from.
 pub(crate) struct Start {
@@ -61,8 +77,16 @@ pub(crate) enum Transport {
 }
 
 impl Transport {
+    /// The transport `config` names, started.
+    pub(crate) fn start(config: &TransportConfig, start: Start) -> Result<Self, Error> {
+        match config {
+            TransportConfig::Socket => Self::socket(start),
+            TransportConfig::Dpdk(dpdk) => Self::dpdk(dpdk, start),
+        }
+    }
+
     /// The socket transport, its threads started.
-    pub(crate) fn socket(start: Start) -> Result<Self, Error> {
+    fn socket(start: Start) -> Result<Self, Error> {
         let (adopt, adopted) = crossbeam_channel::unbounded();
         let dataplane = socket::spawn_dataplane(adopted)?;
         let control = socket::spawn_control(
@@ -75,13 +99,12 @@ impl Transport {
         Ok(Transport::Socket { control, dataplane })
     }
 
-    /// The DPDK transport on `port`, brought up as `config` says.
-    pub(crate) fn dpdk(
-        eal: &'static Eal,
-        port: Port,
-        config: &DpdkConfig,
-        start: Start,
-    ) -> Result<Self, Error> {
+    /// The DPDK transport, brought up as `config` says: the EAL started
+    /// (or the running one checked), the port created or claimed, the
+    /// cores started.
+    fn dpdk(config: &DpdkConfig, start: Start) -> Result<Self, Error> {
+        let eal = dpdk::eal::start(config.eal.as_deref())?;
+        let port = config.port.open(eal)?;
         let context = StreamContext {
             table: start.table,
             control: start.control,

@@ -4,8 +4,7 @@
 //! this process, which is where every connection's state lives.
 
 use smoltcp::wire::{EthernetAddress, Ipv4Address};
-use uwarp::{CoreThreads, Device, DeviceConfig, DpdkConfig, HostConfig};
-use uwarp_dataplane::{ring_pair, Eal, EalConfig};
+use uwarp::{CoreThreads, Device, DeviceConfig, DpdkConfig, DpdkPort, HostConfig, VirtualLink};
 
 /// The server end's address.
 pub(super) const SERVER_IP: Ipv4Address = Ipv4Address::new(10, 98, 0, 1);
@@ -27,17 +26,15 @@ impl Pair {
     /// Opens both ends; every connection's TCP send queue and reassembly
     /// buffer hold `buffer` octets each.
     pub(super) fn open(buffer: usize) -> Result<Self, String> {
-        let eal = Eal::init(&EalConfig::virtual_devices(Vec::<String>::new()))
-            .map_err(|e| format!("EAL initialisation failed: {e}"))?;
-        let (a, b) = ring_pair(eal, 1, RING_SIZE).map_err(|e| format!("net_ring pair: {e}"))?;
-        let open = |port, ip: Ipv4Address| {
+        let (a, b) = VirtualLink::pair(1, RING_SIZE).map_err(|e| format!("net_ring pair: {e}"))?;
+        let open = |end, ip: Ipv4Address| {
             let mut host = HostConfig::new(ip, 24);
             let [.., last] = ip.octets();
             host.mac = Some(EthernetAddress([0x02, 0, 0, 0x98, 0, last]));
             host.tcp.send_buffer = buffer;
             host.tcp.recv_buffer = buffer;
-            let dpdk = DpdkConfig::new(host, CoreThreads::Inline);
-            Device::open_dpdk(eal, port, DeviceConfig::default(), dpdk)
+            let dpdk = DpdkConfig::new(DpdkPort::Link(end), host, CoreThreads::Inline);
+            Device::open(DeviceConfig::dpdk(dpdk))
                 .map_err(|e| format!("the DPDK device at {ip}: {e}"))
         };
         Ok(Pair {

@@ -12,6 +12,8 @@ use uwarp_dataplane::runtime::{assemble, ImpairSwitch, Runtime, Stepper};
 use uwarp_dataplane::{Device as Port0, Eal, Mempool, Port};
 
 use super::control::RdmaControl;
+use super::eal;
+use super::port::DpdkPort;
 use super::stream::{RdmaStream, StreamContext};
 use crate::cm::ControlCmd;
 use crate::driver::{Driver, InlineCores};
@@ -32,9 +34,21 @@ pub enum CoreThreads {
     Inline,
 }
 
-/// How a device on the DPDK transport is set up.
+/// How a device on the DPDK transport is set up
+/// ([`TransportConfig::Dpdk`](crate::TransportConfig::Dpdk)).
 #[derive(Clone, Debug)]
 pub struct DpdkConfig {
+    /// The port the device runs on.
+    pub port: DpdkPort,
+    /// The arguments of this process's EAL, which the first DPDK device
+    /// opened starts (see [`DpdkConfig::start_eal`]). `None` (the default)
+    /// runs on the EAL this process runs already, or else starts one for
+    /// virtual devices only: no hugepages, no PCI scan. `Some` starts it
+    /// from these arguments (e.g. `--vdev net_memif0,role=server`, or
+    /// `-a 0000:03:00.0` for a NIC) with a base for virtual devices, or
+    /// for PCI devices when they name some with `-a`/`--allow`/`-b`/
+    /// `--block`, and a file prefix of this process's own.
+    pub eal: Option<Vec<String>>,
     /// The host: addresses, TCP settings, mempool, impairment, placement.
     pub host: HostConfig,
     /// Where the cores run.
@@ -67,13 +81,27 @@ pub struct DpdkConfig {
 pub const ZERO_COPY_FROM: usize = 4096;
 
 impl DpdkConfig {
-    /// `host` with its cores on `threads`, and the other settings' defaults.
-    pub fn new(host: HostConfig, threads: CoreThreads) -> Self {
+    /// `host` on `port` with its cores on `threads`, and the other
+    /// settings' defaults (no EAL arguments).
+    pub fn new(port: DpdkPort, host: HostConfig, threads: CoreThreads) -> Self {
         DpdkConfig {
+            port,
+            eal: None,
             host,
             threads,
             zero_copy_from: Some(ZERO_COPY_FROM),
         }
+    }
+
+    /// Starts this process's EAL from [`DpdkConfig::eal`] as the first
+    /// device opened with this configuration would, or checks that the
+    /// EAL running fits it; opening the device does the same, so this is
+    /// for learning of a bad argument early, or for a program that also
+    /// runs uwarp's dataplane crates beside the API (they find this EAL
+    /// running). An error says why the EAL did not start (the EAL's own
+    /// complaint), or which arguments it runs with instead.
+    pub fn start_eal(&self) -> Result<(), Error> {
+        eal::start(self.eal.as_deref()).map(|_| ())
     }
 }
 

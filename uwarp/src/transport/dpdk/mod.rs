@@ -8,10 +8,17 @@
 //!   dataplane core).
 //! - [`control`]: [`RdmaControl`](control::RdmaControl), the control
 //!   core's connection manager.
-//! - [`cores`]: a device's port and cores, on threads or inline.
+//! - [`cores`]: a device's port and cores, on threads or inline, and
+//!   their [`DpdkConfig`].
+//! - [`port`]: which port a device runs on ([`DpdkPort`]), and
+//!   [`VirtualLink`]s in this process.
+//! - [`eal`]: the process's EAL, started by the first device opened.
 
 pub(crate) mod control;
 pub(crate) mod cores;
+pub(crate) mod eal;
+pub(crate) mod port;
 pub(crate) mod stream;
 
 pub use cores::{CoreThreads, DpdkConfig, ZERO_COPY_FROM};
+pub use port::{DpdkPort, LinkEnd, VirtualLink};
