@@ -8,7 +8,7 @@
 //! EAL's own reason (`uwarp::DpdkConfig::eal`).
 
 use smoltcp::wire::{EthernetAddress, Ipv4Address};
-use uwarp::{CoreThreads, DpdkConfig, DpdkPort, HostConfig};
+use uwarp::{parse_mac, CoreThreads, DpdkConfig, DpdkPort, HostConfig};
 use uwarp_dataplane::runtime::Placement;
 use uwarp_dataplane::{Device, Eal};
 
@@ -46,13 +46,16 @@ impl PortHost {
         mac: Option<&str>,
         gateway: Option<Ipv4Address>,
     ) -> Result<Self, String> {
-        let (ip, prefix_len) = parse_cidr(ip)?;
+        let at = HostConfig::from_cidr(ip).map_err(|e| format!("--ip {e}"))?;
         Ok(PortHost {
             eal: eal.split_whitespace().map(str::to_owned).collect(),
             device: device.map(str::to_owned),
-            ip,
-            prefix_len,
-            mac: mac.map(parse_mac).transpose()?,
+            ip: at.ip,
+            prefix_len: at.prefix_len,
+            mac: mac
+                .map(parse_mac)
+                .transpose()
+                .map_err(|e| format!("--mac {e}"))?,
             gateway,
             cores: 1,
             placement: Placement::Unpinned,
@@ -92,47 +95,5 @@ impl PortHost {
         };
         let port = Device::by_name(eal, name).map_err(|e| format!("no DPDK port {name}: {e}"))?;
         Ok((eal, port, dpdk.host))
-    }
-}
-
-/// `ADDRESS/PREFIX`, e.g. `10.0.0.2/24`.
-fn parse_cidr(text: &str) -> Result<(Ipv4Address, u8), String> {
-    text.split_once('/')
-        .and_then(|(ip, len)| Some((ip.parse().ok()?, len.parse::<u8>().ok()?)))
-        .filter(|&(_, len)| len <= 32)
-        .ok_or_else(|| format!("--ip {text}: expected ADDRESS/PREFIX, e.g. 10.0.0.2/24"))
-}
-
-/// Six colon-separated hex octets.
-fn parse_mac(text: &str) -> Result<EthernetAddress, String> {
-    let bad = || format!("--mac {text}: expected six hex octets like 02:00:00:00:00:01");
-    let octets: Vec<u8> = text
-        .split(':')
-        .map(|part| u8::from_str_radix(part, 16))
-        .collect::<Result<_, _>>()
-        .map_err(|_| bad())?;
-    let octets: [u8; 6] = octets.try_into().map_err(|_| bad())?;
-    Ok(EthernetAddress(octets))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn addresses_parse_or_say_what_is_expected() {
-        assert_eq!(
-            parse_cidr("10.1.2.3/24"),
-            Ok((Ipv4Address::new(10, 1, 2, 3), 24))
-        );
-        assert!(parse_cidr("10.1.2.3")
-            .unwrap_err()
-            .contains("ADDRESS/PREFIX"));
-        assert!(parse_cidr("10.1.2.3/33").is_err());
-        assert_eq!(
-            parse_mac("02:00:00:00:00:0a"),
-            Ok(EthernetAddress([2, 0, 0, 0, 0, 10]))
-        );
-        assert!(parse_mac("02:00").unwrap_err().contains("six hex octets"));
     }
 }

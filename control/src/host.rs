@@ -89,6 +89,29 @@ impl HostConfig {
             payloads_by_reference: false,
         }
     }
+
+    /// A host at `ADDRESS/PREFIX` (e.g. `10.0.0.2/24`) with the defaults
+    /// of [`HostConfig::new`]; the error says what was expected.
+    pub fn from_cidr(text: &str) -> Result<Self, String> {
+        text.split_once('/')
+            .and_then(|(ip, len)| Some((ip.parse().ok()?, len.parse::<u8>().ok()?)))
+            .filter(|&(_, len)| len <= 32)
+            .map(|(ip, len)| HostConfig::new(ip, len))
+            .ok_or_else(|| format!("{text}: expected ADDRESS/PREFIX, e.g. 10.0.0.2/24"))
+    }
+}
+
+/// A MAC address written as six colon-separated hex octets
+/// (`02:00:00:00:00:01`); the error says what was expected.
+pub fn parse_mac(text: &str) -> Result<EthernetAddress, String> {
+    let bad = || format!("{text}: expected six hex octets like 02:00:00:00:00:01");
+    let octets: Vec<u8> = text
+        .split(':')
+        .map(|part| u8::from_str_radix(part, 16))
+        .collect::<Result<_, _>>()
+        .map_err(|_| bad())?;
+    let octets: [u8; 6] = octets.try_into().map_err(|_| bad())?;
+    Ok(EthernetAddress(octets))
 }
 
 /// What a host's cores counted, at shutdown.
@@ -279,4 +302,27 @@ pub fn isn_secret() -> Result<[u8; 16], Error> {
     getrandom::fill(&mut secret)
         .map_err(|_| Error::WrongState("no randomness for the ISN secret"))?;
     Ok(secret)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_parse_or_say_what_is_expected() {
+        let host = HostConfig::from_cidr("10.1.2.3/24").unwrap();
+        assert_eq!(
+            (host.ip, host.prefix_len),
+            (Ipv4Address::new(10, 1, 2, 3), 24)
+        );
+        assert!(HostConfig::from_cidr("10.1.2.3")
+            .unwrap_err()
+            .contains("ADDRESS/PREFIX"));
+        assert!(HostConfig::from_cidr("10.1.2.3/33").is_err());
+        assert_eq!(
+            parse_mac("02:00:00:00:00:0a"),
+            Ok(EthernetAddress([2, 0, 0, 0, 0, 10]))
+        );
+        assert!(parse_mac("02:00").unwrap_err().contains("six hex octets"));
+    }
 }

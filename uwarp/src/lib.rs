@@ -85,7 +85,7 @@ pub use transport::dpdk::{
     CoreThreads, DpdkConfig, DpdkPort, LinkEnd, VirtualLink, ZERO_COPY_FROM,
 };
 pub use transport::TransportConfig;
-pub use uwarp_control::{HostConfig, HostReport};
+pub use uwarp_control::{parse_mac, HostConfig, HostReport};
 pub use uwarp_dataplane::runtime::{ImpairConfig, ImpairSwitch, Impairment, Placement};
 pub use uwarp_dataplane::MempoolConfig;
 

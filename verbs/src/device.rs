@@ -440,6 +440,43 @@ pub unsafe extern "C" fn ibv_query_gid_type(
     0
 }
 
+/// `_ibv_query_gid_ex` (what the header's `ibv_query_gid_ex` calls): the
+/// port's GID entry at `gid_index` (only 0), type `IBV_GID_TYPE_IB` (the
+/// value an iWARP device's GID has), no network device. 0, or an `errno`
+/// value.
+///
+/// # Safety
+///
+/// `entry` is NULL or valid for writing `entry_size` octets.
+#[no_mangle]
+pub unsafe extern "C" fn _ibv_query_gid_ex(
+    _context: *mut IbvContext,
+    port_num: u32,
+    gid_index: u32,
+    entry: *mut IbvGidEntry,
+    flags: u32,
+    entry_size: usize,
+) -> c_int {
+    if port_num != u32::from(PORT_NUM) || entry.is_null() || flags != 0 {
+        return libc::EINVAL;
+    }
+    if gid_index != 0 {
+        return libc::ENODATA;
+    }
+    let answer = IbvGidEntry {
+        gid: IbvGid { raw: limits::gid() },
+        gid_index,
+        port_num,
+        gid_type: 0,
+        ndev_ifindex: 0,
+    };
+    let len = entry_size.min(size_of::<IbvGidEntry>());
+    // SAFETY: the caller promises `entry_size` writable octets; `answer`
+    // has at least `len`.
+    unsafe { ptr::copy_nonoverlapping(ptr::from_ref(&answer).cast::<u8>(), entry.cast(), len) };
+    0
+}
+
 /// `ibv_query_pkey`: the port's one P_Key (the default, 0xffff). 0, or
 /// -1 with `errno` set.
 ///
@@ -499,6 +536,7 @@ symbol_versions! {
     ibv_query_gid => "IBVERBS_1.1",
     ibv_query_gid_type => "IBVERBS_PRIVATE_34",
     ibv_query_pkey => "IBVERBS_1.1",
+    _ibv_query_gid_ex => "IBVERBS_1.11",
     ibv_read_sysfs_file => "IBVERBS_1.0",
     ibv_fork_init => "IBVERBS_1.1",
     ibv_is_fork_initialized => "IBVERBS_1.13",

@@ -17,21 +17,30 @@
 //! - [`cq`]: completion channels and completion queues.
 //! - [`qp`]: queue pairs and their send and receive queues.
 //! - [`srq`]: shared receive queues.
+//! - [`datagram`]: address handles and multicast, which iWARP does not
+//!   have.
 //! - [`cm`]: the connection manager (librdmacm).
 //! - [`text`]: the names of the verbs' enumerations.
 //! - [`limits`]: what the device reports about itself.
+//! - [`async_events`]: asynchronous events and the other device-level
+//!   verbs programs import.
 //! - [`provider`]: the process's uwarp device behind it all.
+//! - [`provider_abi`]: rdma-core's provider interface, there so that
+//!   provider libraries programs load (libmlx5, DPDK's mlx5 drivers) load.
 //! - [`export`]: symbol versions and the entry-point guard.
 
 pub mod abi;
+pub mod async_events;
 pub mod cm;
 pub mod cq;
+pub mod datagram;
 pub mod device;
 pub mod export;
 pub mod limits;
 pub mod mr;
 pub mod pd;
 pub mod provider;
+pub mod provider_abi;
 pub mod qp;
 pub mod srq;
 pub mod text;

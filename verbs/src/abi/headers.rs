@@ -103,6 +103,10 @@ fn facts() -> Vec<Fact> {
         port_cap_flags2 => "port_cap_flags2",
     });
     layout!(facts, "union ibv_gid", IbvGid { raw => "raw" });
+    layout!(facts, "struct ibv_gid_entry", IbvGidEntry {
+        gid => "gid", gid_index => "gid_index", port_num => "port_num", gid_type => "gid_type",
+        ndev_ifindex => "ndev_ifindex",
+    });
     layout!(facts, "struct ibv_pd", IbvPd { context => "context", handle => "handle" });
     layout!(facts, "struct ibv_mr", IbvMr {
         context => "context", pd => "pd", addr => "addr", length => "length",

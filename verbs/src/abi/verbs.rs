@@ -780,3 +780,19 @@ pub const IBV_ACCESS_ZERO_BASED: c_int = 1 << 5;
 pub const IBV_ACCESS_ON_DEMAND: c_int = 1 << 6;
 /// `IBV_ACCESS_HUGETLB`: a hint that the memory is huge pages.
 pub const IBV_ACCESS_HUGETLB: c_int = 1 << 7;
+
+/// `struct ibv_gid_entry`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct IbvGidEntry {
+    /// `gid`.
+    pub gid: IbvGid,
+    /// `gid_index`.
+    pub gid_index: u32,
+    /// `port_num`.
+    pub port_num: u32,
+    /// `gid_type` (`enum ibv_gid_type`).
+    pub gid_type: u32,
+    /// `ndev_ifindex`: the network device's index (none: 0).
+    pub ndev_ifindex: u32,
+}

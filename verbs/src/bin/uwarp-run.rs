@@ -26,9 +26,28 @@ const LIBRARY: &str = "libuwarp_verbs.so";
 #[derive(Parser)]
 #[command(version, about)]
 struct Cli {
-    /// The transport: `socket` (iWARP over the kernel's TCP).
+    /// The transport: `socket` (iWARP over the kernel's TCP) or `dpdk`
+    /// (uwarp's TCP on a DPDK port: give --eal and --ip).
     #[arg(long, default_value = "socket")]
     transport: String,
+    /// DPDK: the EAL's arguments, e.g. "--vdev net_tap0,iface=uw0".
+    #[arg(long, allow_hyphen_values = true)]
+    eal: Option<String>,
+    /// DPDK: the port's name (by default the first --vdev or -a of --eal).
+    #[arg(long)]
+    port: Option<String>,
+    /// DPDK: this host's ADDRESS/PREFIX on the port, e.g. 10.0.0.2/24.
+    #[arg(long)]
+    ip: Option<String>,
+    /// DPDK: this host's MAC address (by default the port's).
+    #[arg(long)]
+    mac: Option<String>,
+    /// DPDK: the default gateway.
+    #[arg(long)]
+    gateway: Option<String>,
+    /// DPDK: dataplane cores, each on a queue of the port.
+    #[arg(long)]
+    cores: Option<u16>,
     /// Print the directory of library links (for setting
     /// `LD_LIBRARY_PATH` by hand) and exit.
     #[arg(long)]
@@ -66,11 +85,25 @@ fn run(cli: Cli) -> Result<(), String> {
         search.push(":");
         search.push(previous);
     }
-    let error = Command::new(program)
+    let mut command = Command::new(program);
+    command
         .args(args)
         .env("LD_LIBRARY_PATH", search)
-        .env("UWARP_TRANSPORT", &cli.transport)
-        .exec();
+        .env("UWARP_TRANSPORT", &cli.transport);
+    let cores = cli.cores.map(|n| n.to_string());
+    for (name, value) in [
+        ("UWARP_DPDK_EAL", &cli.eal),
+        ("UWARP_DPDK_PORT", &cli.port),
+        ("UWARP_IP", &cli.ip),
+        ("UWARP_MAC", &cli.mac),
+        ("UWARP_GATEWAY", &cli.gateway),
+        ("UWARP_CORES", &cores),
+    ] {
+        if let Some(value) = value {
+            command.env(name, value);
+        }
+    }
+    let error = command.exec();
     Err(format!(
         "cannot run {}: {error}",
         Path::new(program).display()

@@ -460,6 +460,9 @@ fn listener_source(listener: &Listener, request: &IncomingRequest) -> Option<Soc
     if !local.ip().is_unspecified() {
         return Some(local);
     }
+    if let Some(own) = provider::own_address() {
+        return Some(SocketAddr::new(own, local.port()));
+    }
     let probe = UdpSocket::bind(SocketAddr::new(local.ip(), 0)).ok()?;
     probe.connect(request.peer_addr).ok()?;
     Some(SocketAddr::new(probe.local_addr().ok()?.ip(), local.port()))
@@ -518,9 +521,12 @@ pub unsafe extern "C" fn rdma_resolve_addr(
     unsafe {
         with_id(id, |id| {
             let dst = dst.ok_or(libc::EINVAL)?;
-            let source = match src {
-                Some(src) => src,
-                None => {
+            // Opened first: on the DPDK transport, the source is its own.
+            provider::device()?;
+            let source = match (src, provider::own_address()) {
+                (Some(src), _) => src,
+                (None, Some(own)) => SocketAddr::new(own, 0),
+                (None, None) => {
                     let any = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
                     let probe =
                         UdpSocket::bind(any).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
