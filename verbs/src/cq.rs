@@ -21,7 +21,7 @@ use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 use uwarp::{CompletionChannel, CompletionQueue, WcOpcode, WcStatus, WorkCompletion};
 
 use crate::abi::verbs::*;
-use crate::export::{guard, set_errno, symbol_versions};
+use crate::export::{guard, pointer_or_errno, set_errno, symbol_versions};
 use crate::limits;
 use crate::provider;
 
@@ -164,18 +164,11 @@ pub unsafe extern "C" fn ibv_create_cq(
     channel: *mut IbvCompChannel,
     comp_vector: c_int,
 ) -> *mut IbvCq {
-    guard(ptr::null_mut(), || {
+    pointer_or_errno(|| {
         if context.is_null() || !(1..=limits::MAX_CQE).contains(&cqe) || comp_vector != 0 {
-            set_errno(libc::EINVAL);
-            return ptr::null_mut();
+            return Err(libc::EINVAL);
         }
-        let device = match provider::device() {
-            Ok(device) => device,
-            Err(errno) => {
-                set_errno(errno);
-                return ptr::null_mut();
-            }
-        };
+        let device = provider::device()?;
         static TOKENS: AtomicU64 = AtomicU64::new(1);
         let token = TOKENS.fetch_add(1, Ordering::Relaxed);
         let depth = cqe as usize;
@@ -211,7 +204,7 @@ pub unsafe extern "C" fn ibv_create_cq(
         });
         let address = Box::into_raw(boxed);
         queues().insert(token, address as usize);
-        address.cast()
+        Ok(address.cast())
     })
 }
 

@@ -43,6 +43,50 @@ pub fn guard<T>(failed: T, body: impl FnOnce() -> T) -> T {
     })
 }
 
+/// Runs the body of a C entry point that answers a pointer: `Ok` is the
+/// answer; `Err(errno)` answers NULL with `errno` set (a panic: NULL with
+/// `EIO`, as [`guard`]).
+pub fn pointer_or_errno<T>(body: impl FnOnce() -> Result<*mut T, i32>) -> *mut T {
+    guard(core::ptr::null_mut(), || {
+        body().unwrap_or_else(|errno| {
+            set_errno(errno);
+            core::ptr::null_mut()
+        })
+    })
+}
+
+/// Posts a chain of work requests (`next` links them) one by one with
+/// `post`: 0, or the first refusal's `errno` value with `*bad` (when not
+/// NULL) the request refused, as `ibv_post_send` and its kin answer.
+///
+/// # Safety
+///
+/// `first` is NULL or a valid chain whose requests `next` reads; `bad`
+/// is NULL or writable.
+pub unsafe fn post_chain<W>(
+    first: *mut W,
+    bad: *mut *mut W,
+    next: impl Fn(&W) -> *mut W,
+    mut post: impl FnMut(&W) -> Result<(), i32>,
+) -> i32 {
+    guard(libc::EIO, || {
+        let mut request = first;
+        while !request.is_null() {
+            // SAFETY: the caller promises a valid chain.
+            let this = unsafe { &*request };
+            if let Err(errno) = post(this) {
+                if !bad.is_null() {
+                    // SAFETY: the caller promises it is writable.
+                    unsafe { bad.write(request) };
+                }
+                return errno;
+            }
+            request = next(this);
+        }
+        0
+    })
+}
+
 /// The `errno` value that says what `error` is.
 pub fn errno_of(error: &uwarp::Error) -> i32 {
     match error {

@@ -8,7 +8,6 @@
 //! moves a queue pair to the error state (flushing its work) when asked.
 
 use core::ffi::{c_int, c_uint};
-use core::ptr;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -17,7 +16,7 @@ use uwarp::{Payload, QpCaps, QpInit, QpState, QueuePair, RecvWr, SendOp, SendWr,
 
 use crate::abi::verbs::*;
 use crate::cq::Cq;
-use crate::export::{errno_of, guard, set_errno, symbol_versions};
+use crate::export::{errno_of, guard, pointer_or_errno, post_chain, symbol_versions};
 use crate::limits;
 use crate::pd::Pd;
 use crate::provider;
@@ -79,16 +78,8 @@ impl Qp {
 /// naming live queues.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_create_qp(pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> *mut IbvQp {
-    guard(ptr::null_mut(), || {
-        // SAFETY: forwarded.
-        match unsafe { create(pd, attr) } {
-            Ok(qp) => qp,
-            Err(errno) => {
-                set_errno(errno);
-                ptr::null_mut()
-            }
-        }
-    })
+    // SAFETY: forwarded.
+    pointer_or_errno(|| unsafe { create(pd, attr) })
 }
 
 /// [`ibv_create_qp`]'s work.
@@ -416,27 +407,20 @@ pub unsafe extern "C" fn post_send(
     wr: *mut IbvSendWr,
     bad: *mut *mut IbvSendWr,
 ) -> c_int {
-    guard(libc::EIO, || {
-        // SAFETY: the caller (the header's inline) passes a live queue pair.
-        let owner = unsafe { Qp::from_ibv(qp) };
-        let mut next = wr;
-        while !next.is_null() {
-            // SAFETY: the caller promises a valid chain.
-            let this = unsafe { &*next };
-            // SAFETY: as above.
-            let posted = unsafe { send_wr(this, owner) }
-                .and_then(|send| owner.qp.post_send(send).map_err(|e| errno_of(&e)));
-            if let Err(errno) = posted {
-                if !bad.is_null() {
-                    // SAFETY: the caller promises it is writable.
-                    unsafe { bad.write(next) };
-                }
-                return errno;
-            }
-            next = this.next;
-        }
-        0
-    })
+    // SAFETY: the caller (the header's inline) passes a live queue pair
+    // and a valid chain.
+    unsafe {
+        let owner = Qp::from_ibv(qp);
+        post_chain(
+            wr,
+            bad,
+            |this| this.next,
+            |this| {
+                let send = send_wr(this, owner)?;
+                owner.qp.post_send(send).map_err(|e| errno_of(&e))
+            },
+        )
+    }
 }
 
 /// The context's `post_recv`: posts a chain of receive work requests. 0,
@@ -450,27 +434,19 @@ pub unsafe extern "C" fn post_recv(
     wr: *mut IbvRecvWr,
     bad: *mut *mut IbvRecvWr,
 ) -> c_int {
-    guard(libc::EIO, || {
-        // SAFETY: the caller passes a live queue pair.
-        let owner = unsafe { Qp::from_ibv(qp) };
-        let mut next = wr;
-        while !next.is_null() {
-            // SAFETY: the caller promises a valid chain.
-            let this = unsafe { &*next };
-            // SAFETY: as above.
-            let posted = unsafe { recv_wr(this, owner.cap.max_recv_sge) }
-                .and_then(|recv| owner.qp.post_recv(recv).map_err(|e| errno_of(&e)));
-            if let Err(errno) = posted {
-                if !bad.is_null() {
-                    // SAFETY: the caller promises it is writable.
-                    unsafe { bad.write(next) };
-                }
-                return errno;
-            }
-            next = this.next;
-        }
-        0
-    })
+    // SAFETY: the caller passes a live queue pair and a valid chain.
+    unsafe {
+        let owner = Qp::from_ibv(qp);
+        post_chain(
+            wr,
+            bad,
+            |this| this.next,
+            |this| {
+                let recv = recv_wr(this, owner.cap.max_recv_sge)?;
+                owner.qp.post_recv(recv).map_err(|e| errno_of(&e))
+            },
+        )
+    }
 }
 
 symbol_versions! {

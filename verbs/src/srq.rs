@@ -3,13 +3,12 @@
 //! (RFC 5040 section 5's receive queue, shared by several queue pairs).
 
 use core::ffi::c_int;
-use core::ptr;
 use std::sync::Arc;
 
 use uwarp::SharedReceiveQueue;
 
 use crate::abi::verbs::*;
-use crate::export::{guard, set_errno, symbol_versions};
+use crate::export::{pointer_or_errno, post_chain, symbol_versions};
 use crate::limits;
 use crate::provider;
 use crate::qp::recv_wr;
@@ -45,25 +44,17 @@ impl Srq {
 /// `pd` is NULL or live; `attr` is NULL or valid for reads and writes.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_create_srq(pd: *mut IbvPd, attr: *mut IbvSrqInitAttr) -> *mut IbvSrq {
-    guard(ptr::null_mut(), || {
+    pointer_or_errno(|| {
         if pd.is_null() || attr.is_null() {
-            set_errno(libc::EINVAL);
-            return ptr::null_mut();
+            return Err(libc::EINVAL);
         }
         // SAFETY: the caller promises a readable and writable structure.
         let init = unsafe { &mut *attr };
         let wanted = init.attr;
         if wanted.max_wr > limits::MAX_QP_WR as u32 || wanted.max_sge > limits::MAX_SGE as u32 {
-            set_errno(libc::EINVAL);
-            return ptr::null_mut();
+            return Err(libc::EINVAL);
         }
-        let device = match provider::device() {
-            Ok(device) => device,
-            Err(errno) => {
-                set_errno(errno);
-                return ptr::null_mut();
-            }
-        };
+        let device = provider::device()?;
         init.attr.max_wr = wanted.max_wr.max(1);
         init.attr.max_sge = wanted.max_sge.max(1);
         let srq = Box::new(Srq {
@@ -83,7 +74,7 @@ pub unsafe extern "C" fn ibv_create_srq(pd: *mut IbvPd, attr: *mut IbvSrqInitAtt
             srq: device.create_srq(),
             attr: init.attr,
         });
-        Box::into_raw(srq).cast()
+        Ok(Box::into_raw(srq).cast())
     })
 }
 
@@ -149,29 +140,20 @@ pub unsafe extern "C" fn post_srq_recv(
     wr: *mut IbvRecvWr,
     bad: *mut *mut IbvRecvWr,
 ) -> c_int {
-    guard(libc::EIO, || {
-        // SAFETY: the caller (the header's inline) passes a live queue.
-        let owner = unsafe { Srq::from_ibv(srq) };
-        let max_sge = owner.attr.max_sge;
-        let mut next = wr;
-        while !next.is_null() {
-            // SAFETY: the caller promises a valid chain.
-            let this = unsafe { &*next };
-            // SAFETY: as above: its SGE list is valid for `num_sge`.
-            match unsafe { recv_wr(this, max_sge) } {
-                Ok(recv) => owner.srq.post(recv),
-                Err(errno) => {
-                    if !bad.is_null() {
-                        // SAFETY: the caller promises it is writable.
-                        unsafe { bad.write(next) };
-                    }
-                    return errno;
-                }
-            }
-            next = this.next;
-        }
-        0
-    })
+    // SAFETY: the caller (the header's inline) passes a live queue and a
+    // valid chain.
+    unsafe {
+        let owner = Srq::from_ibv(srq);
+        post_chain(
+            wr,
+            bad,
+            |this| this.next,
+            |this| {
+                owner.srq.post(recv_wr(this, owner.attr.max_sge)?);
+                Ok(())
+            },
+        )
+    }
 }
 
 symbol_versions! {

@@ -97,15 +97,17 @@ impl Side<'_> {
     }
 }
 
-/// Runs `server`, then `client` (again while the server is not yet
+/// Runs `server`, then, once `server_ready` says so (or after 20 s),
+/// `client` (again while the server is not yet
 /// listening: the client's connect is refused and it exits at once, with
-/// `refused` in its output), and returns both outputs. A server still
+/// one of `refused` in its output), and returns both outputs. A server still
 /// running 30 s after the client ended is killed (its output then shows
 /// how far it got).
 fn run_pair(
     server: &Side,
     client: &Side,
-    refused: &str,
+    refused: &[&str],
+    server_ready: &dyn Fn() -> bool,
 ) -> (std::process::Output, std::process::Output) {
     use std::io::Read;
     let mut child = server
@@ -138,10 +140,14 @@ fn run_pair(
             .map(|s| Box::new(s) as Box<dyn Read + Send>),
     );
     let started = std::time::Instant::now();
+    while !server_ready() && started.elapsed() < std::time::Duration::from_secs(20) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let client = loop {
         let client = client.command().output().expect("the client runs");
         let output = [client.stdout.as_slice(), client.stderr.as_slice()].concat();
-        let was_refused = String::from_utf8_lossy(&output).contains(refused);
+        let text = String::from_utf8_lossy(&output);
+        let was_refused = refused.iter().any(|marker| text.contains(marker));
         if client.status.success()
             || !was_refused
             || started.elapsed() > std::time::Duration::from_secs(20)
@@ -181,6 +187,8 @@ fn rping_pair(
     extra: &[&str],
     address: &str,
     options: [Vec<String>; 2],
+    refused: &[&str],
+    server_ready: &dyn Fn() -> bool,
 ) -> (std::process::Output, std::process::Output) {
     let port = free_port().to_string();
     let count = count.to_string();
@@ -200,7 +208,8 @@ fn rping_pair(
             args: client,
             options: client_options,
         },
-        "REJECTED",
+        refused,
+        server_ready,
     )
 }
 
@@ -210,8 +219,8 @@ fn assert_rping_pinged(
     count: u32,
     (server, client): &(std::process::Output, std::process::Output),
 ) {
-    assert_success("rping -s", server);
     assert_success("rping -c", client);
+    assert_success("rping -s", server);
     let pings = |output: &std::process::Output, prefix: &str| {
         String::from_utf8_lossy(&output.stdout)
             .lines()
@@ -224,7 +233,14 @@ fn assert_rping_pinged(
 
 #[test]
 fn debian_rping_pings_between_two_processes() {
-    let pair = rping_pair(20, &[], "127.0.0.1", Default::default());
+    let pair = rping_pair(
+        20,
+        &[],
+        "127.0.0.1",
+        Default::default(),
+        &["REJECTED"],
+        &|| true,
+    );
     assert_rping_pinged(20, &pair);
 }
 
@@ -232,14 +248,28 @@ fn debian_rping_pings_between_two_processes() {
 fn debian_rping_pings_with_queue_pairs_it_made_itself() {
     // -q: ibv_create_qp and ibv_modify_qp by hand, the queue pair named by
     // conn_param.qp_num in rdma_connect and rdma_accept.
-    let pair = rping_pair(5, &["-q"], "127.0.0.1", Default::default());
+    let pair = rping_pair(
+        5,
+        &["-q"],
+        "127.0.0.1",
+        Default::default(),
+        &["REJECTED"],
+        &|| true,
+    );
     assert_rping_pinged(5, &pair);
 }
 
 #[test]
 fn debian_rping_moves_large_pings() {
     // 64 KiB - 1 octets a ping: RDMA Reads and Writes of many segments.
-    let pair = rping_pair(5, &["-S", "65535"], "127.0.0.1", Default::default());
+    let pair = rping_pair(
+        5,
+        &["-S", "65535"],
+        "127.0.0.1",
+        Default::default(),
+        &["REJECTED"],
+        &|| true,
+    );
     assert_rping_pinged(5, &pair);
 }
 
@@ -268,7 +298,19 @@ fn debian_rping_pings_over_uwarps_tcp_on_dpdk() {
             &format!("10.78.0.{last}/24"),
         ])
     };
-    let pair = rping_pair(10, &[], "10.78.0.1", [side("server", 1), side("client", 2)]);
+    // The client starts once the server's EAL made its memif socket (two
+    // EALs starting at once sometimes never joined the link), and tries
+    // again while the server does not listen yet.
+    let refused = ["REJECTED"];
+    let ready = || socket.exists();
+    let pair = rping_pair(
+        10,
+        &[],
+        "10.78.0.1",
+        [side("server", 1), side("client", 2)],
+        &refused,
+        &ready,
+    );
     let _ = std::fs::remove_file(&socket);
     assert_rping_pinged(10, &pair);
 }
@@ -293,7 +335,8 @@ fn perftest(tool: &str, extra: &[&str]) -> String {
             args: client,
             options: Vec::new(),
         },
-        "Unexpected CM event",
+        &["Unexpected CM event"],
+        &|| true,
     );
     assert_success(&format!("{tool} server"), &server);
     assert_success(&format!("{tool} client"), &client);
