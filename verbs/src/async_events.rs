@@ -7,7 +7,7 @@ use core::ffi::{c_int, c_void};
 use core::ptr;
 
 use crate::abi::verbs::{IbvContext, IbvPd, IbvQp};
-use crate::export::{set_errno, symbol_versions};
+use crate::export::{fail, set_errno, symbol_versions, wait_record};
 
 /// `ibv_get_async_event`: waits for the next asynchronous event of the
 /// context on its `async_fd`. uwarp raises none yet (a queue pair's
@@ -29,16 +29,15 @@ pub unsafe extern "C" fn ibv_get_async_event(
     }
     // SAFETY: the caller promises an open context.
     let fd = unsafe { async_fd(context) };
-    let mut record = [0u8; 8];
+    let mut record: u64 = 0;
     // SAFETY: `record` is valid for its 8 octets. Nothing ever writes the
     // pipe while the context is open, so this returns only with an error.
-    unsafe { libc::read(fd, &raw mut record as *mut c_void, 8) };
+    unsafe { wait_record(fd, &raw mut record) };
     -1
 }
 
 /// The context's `async_fd`, read in a frame of its own (see
-/// `ibv_get_cq_event`: the waiting frame calls only `extern "C"`
-/// functions, so a cancelled thread unwinds through it).
+/// [`wait_record`]).
 ///
 /// # Safety
 ///
@@ -46,13 +45,6 @@ pub unsafe extern "C" fn ibv_get_async_event(
 unsafe extern "C" fn async_fd(context: *mut IbvContext) -> c_int {
     // SAFETY: the caller promises an open context.
     unsafe { (*context).async_fd }
-}
-
-/// Sets `errno` and returns -1, from a function that cannot unwind.
-extern "C" fn fail(errno: c_int) -> c_int {
-    // SAFETY: the calling thread's errno slot.
-    unsafe { *libc::__errno_location() = errno };
-    -1
 }
 
 /// `ibv_ack_async_event`: acknowledges an event [`ibv_get_async_event`]

@@ -21,7 +21,7 @@ use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 use uwarp::{CompletionChannel, CompletionQueue, WcOpcode, WcStatus, WorkCompletion};
 
 use crate::abi::verbs::*;
-use crate::export::{guard, pointer_or_errno, set_errno, symbol_versions};
+use crate::export::{fail, guard, pointer_or_errno, set_errno, symbol_versions, wait_record};
 use crate::limits;
 use crate::provider;
 
@@ -244,24 +244,13 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut IbvCq) -> c_int {
     })
 }
 
-/// Sets `errno` and returns -1: the failure of a verb answering -1. An
-/// `extern "C"` function, so that calling it cannot unwind.
-extern "C" fn fail(errno: c_int) -> c_int {
-    // SAFETY: the calling thread's errno slot.
-    unsafe { *libc::__errno_location() = errno };
-    -1
-}
-
 /// `ibv_get_cq_event`: waits for the next event on `channel` (or, if its
 /// descriptor is non-blocking, answers `EAGAIN`) and returns its queue
 /// and that queue's `cq_context`. 0, or -1 with `errno` set (`EINTR` when
 /// a signal without `SA_RESTART` interrupts the wait).
 ///
-/// The wait is one `read()` in this very frame, which holds nothing to
-/// drop and calls nothing that could unwind (only `extern "C"`
-/// functions), so it has no unwinding table: a thread cancelled while it
-/// waits (rping cancels its completion thread so) unwinds through it as
-/// through C.
+/// It waits through [`wait_record`], calling only `extern "C"`
+/// functions, so a thread cancelled while it waits unwinds through it.
 ///
 /// # Safety
 ///
@@ -272,11 +261,7 @@ pub unsafe extern "C" fn ibv_get_cq_event(
     cq: *mut *mut IbvCq,
     cq_context: *mut *mut c_void,
 ) -> c_int {
-    // Only `extern "C"` calls in this frame: not even `is_null`, a
-    // pointer `cast` or a dereference of a raw pointer (which unoptimised
-    // builds check with a call). A Rust call could unwind, and rustc
-    // would guard it with an abort-on-unwind landing pad, whose table
-    // would stop the cancellation's unwinding here.
+    // Only `extern "C"` calls in this frame (see `wait_record`).
     if channel as usize == 0 || cq as usize == 0 || cq_context as usize == 0 {
         return fail(libc::EINVAL);
     }
@@ -285,19 +270,8 @@ pub unsafe extern "C" fn ibv_get_cq_event(
     let mut token: u64 = 0;
     loop {
         // SAFETY: `token` is valid for its 8 octets of writes.
-        let got = unsafe { libc::read(fd, &raw mut token as *mut c_void, 8) };
-        if got == 0 {
-            // End of file: the channel was destroyed while this thread
-            // waited on it. The kernel's descriptor leaves such a reader
-            // blocked (a program may destroy its channel while a thread
-            // still waits, as rping does on its way out): so does this,
-            // until a signal interrupts it.
-            // SAFETY: pause has no preconditions.
-            unsafe { libc::pause() };
-            return fail(libc::EINTR);
-        }
-        if got != 8 {
-            return if got < 0 { -1 } else { fail(libc::EIO) };
+        if unsafe { wait_record(fd, &raw mut token) } != 0 {
+            return -1;
         }
         // SAFETY: the caller promises `cq` and `cq_context` are writable.
         if unsafe { take_event(token, cq, cq_context) } == 0 {

@@ -87,6 +87,55 @@ pub unsafe fn post_chain<W>(
     })
 }
 
+/// Sets the calling thread's `errno` and returns -1: the failure of a verb
+/// answering -1. An `extern "C"` function, so that a waiting frame (see
+/// [`wait_record`]) may call it without gaining an unwinding table.
+pub extern "C" fn fail(errno: i32) -> i32 {
+    // SAFETY: the calling thread's errno slot.
+    unsafe { *libc::__errno_location() = errno };
+    -1
+}
+
+/// Waits for one 8-octet record on `fd`, a channel's pipe (a queue's
+/// token, an event's address), with the kernel's `read()` semantics: 0,
+/// or -1 with `errno` set (`EAGAIN` on a non-blocking descriptor, `EINTR`
+/// when a signal without `SA_RESTART` interrupts it).
+///
+/// It calls only `extern "C"` functions, and so do the verbs that wait
+/// through it (`ibv_get_cq_event`, `rdma_get_cm_event`,
+/// `ibv_get_async_event`): their frames have no unwinding table, so a
+/// thread cancelled while it waits (rping cancels its completion thread
+/// so) unwinds through them as through C. A Rust call there could unwind,
+/// and rustc would guard it with an abort-on-unwind landing pad whose
+/// table stops the cancellation's unwinding; even a raw-pointer
+/// dereference is such a call in unoptimised builds, so callers read
+/// their descriptor in a frame of its own.
+///
+/// # Safety
+///
+/// `record` is valid for a write of 8 octets.
+pub unsafe extern "C" fn wait_record(fd: i32, record: *mut u64) -> i32 {
+    // SAFETY: the caller promises `record` is writable.
+    let got = unsafe { libc::read(fd, record as *mut libc::c_void, 8) };
+    if got == 0 {
+        // End of file: the channel was destroyed while this thread waited
+        // on it. The kernel's descriptor leaves such a reader blocked (a
+        // program may destroy its channel while a thread still waits, as
+        // rping does on its way out): so does this, until a signal
+        // interrupts it.
+        // SAFETY: pause has no preconditions.
+        unsafe { libc::pause() };
+        return fail(libc::EINTR);
+    }
+    if got == 8 {
+        0
+    } else if got < 0 {
+        -1
+    } else {
+        fail(libc::EIO)
+    }
+}
+
 /// The `errno` value that says what `error` is.
 pub fn errno_of(error: &uwarp::Error) -> i32 {
     match error {

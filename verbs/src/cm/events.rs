@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use crate::abi::cm::*;
-use crate::export::{guard, set_errno, symbol_versions};
+use crate::export::{fail, guard, set_errno, symbol_versions, wait_record};
 
 /// An event channel: the `rdma_event_channel` applications hold, and
 /// its pipe's write end.
@@ -83,9 +83,8 @@ impl EventChannel {
     pub fn take(&self) -> Result<Box<Event>, c_int> {
         loop {
             let mut address = 0u64;
-            // SAFETY: reads 8 octets into `address`.
-            let got = unsafe { libc::read(self.read.as_raw_fd(), (&raw mut address).cast(), 8) };
-            if got != 8 {
+            // SAFETY: `address` is valid for its 8 octets of writes.
+            if unsafe { wait_record(self.read.as_raw_fd(), &raw mut address) } != 0 {
                 let errno = std::io::Error::last_os_error()
                     .raw_os_error()
                     .unwrap_or(libc::EIO);
@@ -235,13 +234,6 @@ pub unsafe extern "C" fn rdma_destroy_event_channel(channel: *mut RdmaEventChann
     });
 }
 
-/// Sets `errno` and returns -1, from a function that cannot unwind.
-extern "C" fn fail(errno: c_int) -> c_int {
-    // SAFETY: the calling thread's errno slot.
-    unsafe { *libc::__errno_location() = errno };
-    -1
-}
-
 /// `rdma_get_cm_event`: waits for the next event on `channel` (or, if its
 /// descriptor is non-blocking, answers `EAGAIN`). 0, or -1 with `errno`
 /// set (`EINTR` when a signal without `SA_RESTART` interrupts the wait).
@@ -265,19 +257,8 @@ pub unsafe extern "C" fn rdma_get_cm_event(
     let mut address: u64 = 0;
     loop {
         // SAFETY: `address` is valid for its 8 octets of writes.
-        let got = unsafe { libc::read(fd, &raw mut address as *mut libc::c_void, 8) };
-        if got == 0 {
-            // End of file: the channel was destroyed while this thread
-            // waited on it. The kernel's descriptor leaves such a reader
-            // blocked (a program may destroy its channel while a thread
-            // still waits, as rping does on its way out): so does this,
-            // until a signal interrupts it.
-            // SAFETY: pause has no preconditions.
-            unsafe { libc::pause() };
-            return fail(libc::EINTR);
-        }
-        if got != 8 {
-            return if got < 0 { -1 } else { fail(libc::EIO) };
+        if unsafe { wait_record(fd, &raw mut address) } != 0 {
+            return -1;
         }
         // SAFETY: the caller promises `event` is writable.
         if unsafe { take_event(address, event) } == 0 {
