@@ -14,16 +14,7 @@
 #include <arpa/inet.h>
 #include <rdma/rdma_cma.h>
 
-static int failures;
-
-#define CHECK(cond)                                                        \
-	do {                                                               \
-		if (!(cond)) {                                             \
-			fprintf(stderr, "%s:%d: failed: %s (errno %d)\n",  \
-				__FILE__, __LINE__, #cond, errno);         \
-			failures++;                                        \
-		}                                                          \
-	} while (0)
+#include "check.h"
 
 /* The next event on the channel: must be of type `type` for `id` (NULL:
  * any id); returns it unacknowledged. */
@@ -231,8 +222,5 @@ int main(void)
 	CHECK(ibv_destroy_cq(cq) == 0);
 	CHECK(ibv_dealloc_pd(pd) == 0);
 	rdma_destroy_event_channel(ch);
-	if (failures)
-		return 1;
-	printf("ok\n");
-	return 0;
+	return finish();
 }

@@ -13,16 +13,7 @@
 #include <unistd.h>
 #include <infiniband/verbs.h>
 
-static int failures;
-
-#define CHECK(cond)                                                        \
-	do {                                                               \
-		if (!(cond)) {                                             \
-			fprintf(stderr, "%s:%d: failed: %s (errno %d)\n",  \
-				__FILE__, __LINE__, #cond, errno);         \
-			failures++;                                        \
-		}                                                          \
-	} while (0)
+#include "check.h"
 
 static void *wait_for_event(void *arg)
 {
@@ -97,8 +88,5 @@ int main(void)
 	CHECK(ibv_destroy_cq(cq) == 0);
 	CHECK(ibv_destroy_comp_channel(channel) == 0);
 	CHECK(ibv_close_device(ctx) == 0);
-	if (failures)
-		return 1;
-	printf("ok\n");
-	return 0;
+	return finish();
 }

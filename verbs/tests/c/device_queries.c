@@ -9,16 +9,7 @@
 #include <unistd.h>
 #include <infiniband/verbs.h>
 
-static int failures;
-
-#define CHECK(cond)                                                        \
-	do {                                                               \
-		if (!(cond)) {                                             \
-			fprintf(stderr, "%s:%d: failed: %s (errno %d)\n",  \
-				__FILE__, __LINE__, #cond, errno);         \
-			failures++;                                        \
-		}                                                          \
-	} while (0)
+#include "check.h"
 
 int main(void)
 {
@@ -110,8 +101,5 @@ int main(void)
 	CHECK(strcmp(ibv_event_type_str(IBV_EVENT_COMM_EST), "communication established") == 0);
 
 	CHECK(ibv_close_device(ctx) == 0);
-	if (failures)
-		return 1;
-	printf("ok\n");
-	return 0;
+	return finish();
 }
