@@ -232,6 +232,18 @@ fn rping_pair(
     )
 }
 
+/// [`rping_pair`] on the socket transport over loopback.
+fn rping_over_loopback(count: u32, extra: &[&str]) -> (std::process::Output, std::process::Output) {
+    rping_pair(
+        count,
+        extra,
+        "127.0.0.1",
+        Default::default(),
+        &["REJECTED"],
+        &|| true,
+    )
+}
+
 /// Checks an rping pair's outputs: both succeeded, and each printed every
 /// ping's data (the client after comparing it, `-V`).
 fn assert_rping_pinged(
@@ -252,14 +264,7 @@ fn assert_rping_pinged(
 
 #[test]
 fn debian_rping_pings_between_two_processes() {
-    let pair = rping_pair(
-        20,
-        &[],
-        "127.0.0.1",
-        Default::default(),
-        &["REJECTED"],
-        &|| true,
-    );
+    let pair = rping_over_loopback(20, &[]);
     assert_rping_pinged(20, &pair);
 }
 
@@ -267,28 +272,14 @@ fn debian_rping_pings_between_two_processes() {
 fn debian_rping_pings_with_queue_pairs_it_made_itself() {
     // -q: ibv_create_qp and ibv_modify_qp by hand, the queue pair named by
     // conn_param.qp_num in rdma_connect and rdma_accept.
-    let pair = rping_pair(
-        5,
-        &["-q"],
-        "127.0.0.1",
-        Default::default(),
-        &["REJECTED"],
-        &|| true,
-    );
+    let pair = rping_over_loopback(5, &["-q"]);
     assert_rping_pinged(5, &pair);
 }
 
 #[test]
 fn debian_rping_moves_large_pings() {
     // 64 KiB - 1 octets a ping: RDMA Reads and Writes of many segments.
-    let pair = rping_pair(
-        5,
-        &["-S", "65535"],
-        "127.0.0.1",
-        Default::default(),
-        &["REJECTED"],
-        &|| true,
-    );
+    let pair = rping_over_loopback(5, &["-S", "65535"]);
     assert_rping_pinged(5, &pair);
 }
 

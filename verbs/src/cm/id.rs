@@ -435,9 +435,7 @@ fn serve(
         }
         child.set_destination(request.peer_addr);
         let private_data = request.private_data().to_vec();
-        let (ird, ord) = request
-            .ird_ord()
-            .unwrap_or((limits::MAX_RD_ATOM as u16, limits::MAX_RD_ATOM as u16));
+        let (ird, ord) = request.ird_ord().unwrap_or(DEFAULT_IRD_ORD);
         *child.shared.role() = Role::Requested(request);
         let mut event = Event::new(
             ptr::from_mut(&mut child.ibv),
@@ -592,31 +590,36 @@ unsafe fn private_data(param: Option<&RdmaConnParam>) -> Vec<u8> {
     }
 }
 
-/// The MPA parameters of a connection parameter: IRD from
-/// `responder_resources`, ORD from `initiator_depth`.
+/// The IRD and ORD a connection takes, or a request reports, when neither
+/// the application nor (in a revision-1 request) the peer says:
+/// the most the device offers.
+const DEFAULT_IRD_ORD: (u16, u16) = (limits::MAX_RD_ATOM as u16, limits::MAX_RD_ATOM as u16);
+
+/// What `rdma_connect` and `rdma_accept` take from a connection
+/// parameter: the MPA parameters (IRD from `responder_resources`, ORD from
+/// `initiator_depth`, the private data), and the number of the queue pair
+/// the application made itself (`qp_num`; 0: none).
 ///
 /// # Safety
 ///
 /// As [`private_data`].
-unsafe fn mpa_params(param: *const RdmaConnParam) -> LocalParams {
+unsafe fn connection_params(param: *const RdmaConnParam) -> (LocalParams, u32) {
     // SAFETY: the caller promises NULL or readable.
     let param = unsafe { param.as_ref() };
-    let (ird, ord) = param.map_or(
-        (limits::MAX_RD_ATOM as u16, limits::MAX_RD_ATOM as u16),
-        |p| {
-            (
-                u16::from(p.responder_resources),
-                u16::from(p.initiator_depth),
-            )
-        },
-    );
-    LocalParams {
+    let (ird, ord) = param.map_or(DEFAULT_IRD_ORD, |p| {
+        (
+            u16::from(p.responder_resources),
+            u16::from(p.initiator_depth),
+        )
+    });
+    let mpa = LocalParams {
         ird,
         ord,
         // SAFETY: forwarded.
         private_data: unsafe { private_data(param) },
         ..LocalParams::default()
-    }
+    };
+    (mpa, param.map_or(0, |p| p.qp_num))
 }
 
 /// The IRD/ORD an established connection reports.
@@ -640,7 +643,7 @@ fn negotiated(connection: &Connection) -> (u8, u8) {
 #[no_mangle]
 pub unsafe extern "C" fn rdma_connect(id: *mut RdmaCmId, param: *mut RdmaConnParam) -> c_int {
     // SAFETY: the caller promises NULL or a readable parameter.
-    let (mpa, qp_num) = unsafe { (mpa_params(param), param.as_ref().map_or(0, |p| p.qp_num)) };
+    let (mpa, qp_num) = unsafe { connection_params(param) };
     // SAFETY: forwarded.
     unsafe {
         with_id(id, |id| {
@@ -762,7 +765,7 @@ fn watch(shared: &Shared, qp: &QueuePair) {
 #[no_mangle]
 pub unsafe extern "C" fn rdma_accept(id: *mut RdmaCmId, param: *mut RdmaConnParam) -> c_int {
     // SAFETY: the caller promises NULL or a readable parameter.
-    let (mpa, qp_num) = unsafe { (mpa_params(param), param.as_ref().map_or(0, |p| p.qp_num)) };
+    let (mpa, qp_num) = unsafe { connection_params(param) };
     // SAFETY: forwarded.
     unsafe {
         with_id(id, |id| {
