@@ -34,6 +34,19 @@ impl End {
         wc
     }
 
+    /// Checks that this end sent a Terminate with `error` and `peer`
+    /// received it (each end's next queue-pair event).
+    pub fn expect_terminate_to(&self, peer: &End, error: TermError) {
+        assert_eq!(
+            self.qp.next_event(WAIT),
+            Some(QpEvent::TerminateSent(error))
+        );
+        assert_eq!(
+            peer.qp.next_event(WAIT),
+            Some(QpEvent::TerminateReceived(error))
+        );
+    }
+
     /// Waits for the next completion, whatever its status.
     pub fn next(&self) -> WorkCompletion {
         self.cq.poll_blocking(WAIT).expect("a completion in time")

@@ -241,14 +241,7 @@ fn overlapping_registrations_have_stags_of_their_own<T: Transport>() {
 
     let wr = SendWr::new(3, write_to(to, stale), Payload::Inline(vec![0xEE; 16]));
     client.qp.post_send(wr).unwrap();
-    assert_eq!(
-        server.qp.next_event(WAIT),
-        Some(QpEvent::TerminateSent(TermError::DdpTaggedInvalidStag))
-    );
-    assert_eq!(
-        client.qp.next_event(WAIT),
-        Some(QpEvent::TerminateReceived(TermError::DdpTaggedInvalidStag))
-    );
+    server.expect_terminate_to(&client, TermError::DdpTaggedInvalidStag);
     assert!(server.qp.wait_closed(WAIT));
     assert_eq!(contents(&second), data, "the refused Write placed nothing");
     assert!(target.guards_intact());

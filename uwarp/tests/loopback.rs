@@ -144,14 +144,7 @@ fn send_with_invalidate_and_solicited_events_reach_the_peer<T: Transport>() {
     // The STag is gone: a Write to it now is answered with a Terminate.
     let wr = SendWr::new(12, write, Payload::Inline(b"late".to_vec()));
     client.qp.post_send(wr).unwrap();
-    assert_eq!(
-        server.qp.next_event(WAIT),
-        Some(QpEvent::TerminateSent(TermError::DdpTaggedInvalidStag))
-    );
-    assert_eq!(
-        client.qp.next_event(WAIT),
-        Some(QpEvent::TerminateReceived(TermError::DdpTaggedInvalidStag))
-    );
+    server.expect_terminate_to(&client, TermError::DdpTaggedInvalidStag);
     assert!(client.qp.wait_closed(WAIT));
     assert!(server.qp.wait_closed(WAIT));
     assert_eq!(&contents(&exposed)[..7], b"payload");
