@@ -1,16 +1,14 @@
 //! The options several commands share, and how each becomes the
 //! library's value: the transport and the operation of a perf run, the
 //! size sweep and its chart (`-a`, `--plot`, of `loopback`, `compare`
-//! and the two-host modes), the CPUs the cores are pinned to (`--cpus`,
-//! of `tcp` and the two-host modes), and the zero-copy threshold
-//! (`--zero-copy-from`).
+//! and the two-host modes), and the zero-copy threshold
+//! (`--zero-copy-from`). (`--cpus` is `Placement::parse_cpus`.)
 
 use std::path::PathBuf;
 
 use clap::ValueEnum;
 use uwarp::ZERO_COPY_FROM;
 use uwarp_bench::perf::{self, Op, Transport};
-use uwarp_dataplane::runtime::Placement;
 
 /// `--transport`: uwarp's TCP on DPDK, or the kernel's sockets.
 #[derive(Clone, Copy, ValueEnum)]
@@ -79,21 +77,6 @@ impl SweepArgs {
             }
             None => Ok(()),
         }
-    }
-}
-
-/// `--cpus CONTROL,DATAPLANE[,DATAPLANE...]`: the control core and each
-/// dataplane core pinned.
-pub(super) fn parse_cpus(text: &str) -> Result<Placement, String> {
-    let cpus: Option<Vec<usize>> = text.split(',').map(|n| n.trim().parse().ok()).collect();
-    match cpus.as_deref() {
-        Some([control, dataplanes @ ..]) if !dataplanes.is_empty() => Ok(Placement::Pinned {
-            control: *control,
-            dataplanes: dataplanes.to_vec(),
-        }),
-        _ => Err(format!(
-            "expected CPU numbers CONTROL,DATAPLANE[,DATAPLANE...] (e.g. 0,1), not {text:?}"
-        )),
     }
 }
 

@@ -10,8 +10,6 @@ use uwarp_dataplane::runtime::{Impairment, Placement};
 use uwarp_dataplane::tcp::End;
 use uwarp_stack::tcp::CongestionControl;
 
-use super::common::parse_cpus;
-
 /// The options of `tcp-compare`.
 #[derive(clap::Args)]
 pub(super) struct TcpCompareArgs {
@@ -92,7 +90,7 @@ pub(super) struct TcpArgs {
     /// Pin the control core's thread to CPU CONTROL and each dataplane
     /// core's to its CPU, given as "CONTROL,DATAPLANE[,DATAPLANE...]", one
     /// per --cores (default: unpinned, wherever the OS schedules them).
-    #[arg(long, value_name = "CONTROL,DATAPLANE", value_parser = parse_cpus)]
+    #[arg(long, value_name = "CONTROL,DATAPLANE", value_parser = Placement::parse_cpus)]
     cpus: Option<Placement>,
     /// Dataplane cores, each polling a receive queue of the port (the
     /// device must have that many queue pairs, e.g. net_af_packet's

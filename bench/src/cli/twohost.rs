@@ -15,7 +15,7 @@ use uwarp_bench::port::PortHost;
 use uwarp_dataplane::runtime::Placement;
 use uwarp_interop::perftest::{Options as PerftestOptions, Test};
 
-use super::common::{parse_cpus, zero_copy, SweepArgs, TransportArg};
+use super::common::{zero_copy, SweepArgs, TransportArg};
 
 /// The options of the two-host modes. The server takes the sizes, counts,
 /// queue pairs and depth from its client; both must give the same MPA
@@ -64,7 +64,7 @@ pub(super) struct TwoHostArgs {
     /// one per --cores, as `tcp --cpus` does (dpdk; default: the cores
     /// run inline on the measuring thread, one busy thread). The report
     /// says whether two busy threads shared a CPU.
-    #[arg(long, value_name = "CONTROL,DATAPLANE", value_parser = parse_cpus)]
+    #[arg(long, value_name = "CONTROL,DATAPLANE", value_parser = Placement::parse_cpus)]
     cpus: Option<Placement>,
     /// Zero-copy transmit (dpdk): send the payload of each FPDU of at
     /// least BYTES octets from registered memory, not from a copy in the

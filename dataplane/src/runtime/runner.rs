@@ -37,6 +37,24 @@ pub enum Placement {
     },
 }
 
+impl Placement {
+    /// Parses `CONTROL,DATAPLANE[,DATAPLANE...]` (e.g. `0,1`): the control
+    /// core pinned to the first CPU and one dataplane core pinned to each
+    /// of the others; the error says what was expected.
+    pub fn parse_cpus(text: &str) -> std::result::Result<Placement, String> {
+        let cpus: Option<Vec<usize>> = text.split(',').map(|n| n.trim().parse().ok()).collect();
+        match cpus.as_deref() {
+            Some([control, dataplanes @ ..]) if !dataplanes.is_empty() => Ok(Placement::Pinned {
+                control: *control,
+                dataplanes: dataplanes.to_vec(),
+            }),
+            _ => Err(format!(
+                "expected CPU numbers CONTROL,DATAPLANE[,DATAPLANE...] (e.g. 0,1), not {text:?}"
+            )),
+        }
+    }
+}
+
 /// The cores after they stopped, for their counters and state.
 pub struct Stopped<C: ControlHandler, D: FlowHandler> {
     /// The control core.
