@@ -25,6 +25,7 @@
 //! - [`async_events`]: asynchronous events and the other device-level
 //!   verbs programs import.
 //! - [`provider`]: the process's uwarp device behind it all.
+//! - [`log`]: what the libraries print, on standard error only.
 //! - [`provider_abi`]: rdma-core's provider interface, there so that
 //!   provider libraries programs load (libmlx5, DPDK's mlx5 drivers) load.
 //! - [`export`]: symbol versions and the entry-point guard.
@@ -37,6 +38,7 @@ pub mod datagram;
 pub mod device;
 pub mod export;
 pub mod limits;
+pub mod log;
 pub mod mr;
 pub mod pd;
 pub mod provider;

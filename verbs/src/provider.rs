@@ -8,20 +8,28 @@
 //! meant for the process (`SIGALRM` from `alarm()`, `SIGINT`) reach the
 //! application's own threads, as they do when the RNIC is hardware.
 //!
-//! Environment (`uwarp-run`'s options set it):
+//! Environment (`uwarp-run`'s options of the same names set it):
 //! - `UWARP_TRANSPORT`: `socket` (the default: iWARP over the kernel's
 //!   TCP, no set-up, any number of processes per host) or `dpdk`
 //!   (uwarp's TCP on a DPDK port, its cores on threads of their own).
-//! - For `dpdk`: `UWARP_DPDK_EAL`, the EAL's arguments (e.g.
+//! - For `dpdk`: `UWARP_EAL`, the EAL's arguments (e.g.
 //!   `--vdev net_tap0,iface=uw0`); `UWARP_IP`, this host's
-//!   `ADDRESS/PREFIX` on the port; optionally `UWARP_DPDK_PORT` (the
-//!   port's name; by default the first `--vdev` or `-a`), `UWARP_MAC`,
-//!   `UWARP_GATEWAY` and `UWARP_CORES` (dataplane cores, 1 by default).
+//!   `ADDRESS/PREFIX` on the port; optionally `UWARP_PORT` (the port's
+//!   name; by default the first `--vdev` or `-a`), `UWARP_MAC`,
+//!   `UWARP_GATEWAY`, and either `UWARP_CORES` (the number of dataplane
+//!   cores, 1 by default, wherever the kernel runs them) or `UWARP_CPUS`
+//!   (`CONTROL,DATAPLANE[,DATAPLANE...]`: the control core and one
+//!   dataplane core per further CPU, each pinned).
+//! - `UWARP_LOG`: what the library prints ([`crate::log`]).
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::OnceLock;
 
-use uwarp::{parse_mac, CoreThreads, Device, DeviceConfig, DpdkConfig, DpdkPort, HostConfig};
+use uwarp::{
+    parse_mac, CoreThreads, Device, DeviceConfig, DpdkConfig, DpdkPort, HostConfig, Placement,
+};
+
+use crate::log::{self, Level};
 
 /// The process's device and its own address on a DPDK port (the socket
 /// transport has none: the kernel's addresses are its), or why it could
@@ -36,8 +44,12 @@ type Opened = (Device, Option<Ipv4Addr>);
 pub fn device() -> Result<&'static Device, i32> {
     let opened = DEVICE.get_or_init(|| {
         let opened = with_signals_blocked(open);
-        if let Err((_, reason)) = &opened {
-            eprintln!("uwarp: cannot open the device: {reason}");
+        match &opened {
+            Ok((_, address)) => log::print(Level::Info, format_args!("{}", describe(address))),
+            Err((_, reason)) => log::print(
+                Level::Error,
+                format_args!("cannot open the device: {reason}"),
+            ),
         }
         opened
     });
@@ -73,14 +85,25 @@ fn open() -> Result<Opened, (i32, String)> {
     Ok((device, address))
 }
 
+/// What `UWARP_LOG=info` says of the device opened.
+fn describe(address: &Option<Ipv4Addr>) -> String {
+    match address {
+        Some(ip) => format!("device uwarp0 on DPDK at {ip}"),
+        None => "device uwarp0 on the kernel's TCP sockets".to_string(),
+    }
+}
+
 /// The DPDK transport's settings from the environment.
 fn dpdk_config() -> Result<DpdkConfig, String> {
     let var = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
-    let eal: Vec<String> = var("UWARP_DPDK_EAL")
-        .ok_or("UWARP_TRANSPORT=dpdk needs UWARP_DPDK_EAL, e.g. \"--vdev net_tap0,iface=uw0\"")?
+    let mut eal: Vec<String> = var("UWARP_EAL")
+        .ok_or("UWARP_TRANSPORT=dpdk needs UWARP_EAL, e.g. \"--vdev net_tap0,iface=uw0\"")?
         .split_whitespace()
         .map(str::to_owned)
         .collect();
+    if !eal.iter().any(|arg| arg.starts_with("--log-level")) {
+        eal.push(log::level().eal_argument().to_owned());
+    }
     let ip = var("UWARP_IP").ok_or("UWARP_TRANSPORT=dpdk needs UWARP_IP, e.g. 10.0.0.2/24")?;
     let mut host = HostConfig::from_cidr(&ip).map_err(|e| format!("UWARP_IP={e}"))?;
     if let Some(mac) = var("UWARP_MAC") {
@@ -92,17 +115,32 @@ fn dpdk_config() -> Result<DpdkConfig, String> {
             .map_err(|_| format!("UWARP_GATEWAY={gateway}: expected an IPv4 address"))?;
         host.gateway = Some(parsed);
     }
-    if let Some(cores) = var("UWARP_CORES") {
-        host.dataplane_cores =
-            cores.parse().ok().filter(|&n| n >= 1).ok_or_else(|| {
+    match (var("UWARP_CORES"), var("UWARP_CPUS")) {
+        (Some(_), Some(_)) => {
+            return Err(
+                "give UWARP_CORES (how many cores) or UWARP_CPUS (which CPUs), not both"
+                    .to_string(),
+            )
+        }
+        (Some(cores), None) => {
+            host.dataplane_cores = cores.parse().ok().filter(|&n| n >= 1).ok_or_else(|| {
                 format!("UWARP_CORES={cores}: expected a number of cores, 1 or more")
             })?;
+        }
+        (None, Some(cpus)) => {
+            let placement = Placement::parse_cpus(&cpus).map_err(|e| format!("UWARP_CPUS: {e}"))?;
+            if let Placement::Pinned { dataplanes, .. } = &placement {
+                host.dataplane_cores = u16::try_from(dataplanes.len())
+                    .map_err(|_| format!("UWARP_CPUS={cpus}: too many CPUs"))?;
+            }
+            host.placement = placement;
+        }
+        (None, None) => {}
     }
-    let port = match var("UWARP_DPDK_PORT") {
+    let port = match var("UWARP_PORT") {
         Some(name) => DpdkPort::Named(name),
-        None => DpdkPort::first_in_eal(&eal).ok_or(
-            "name the DPDK port with UWARP_DPDK_PORT, or give a --vdev or -a in UWARP_DPDK_EAL",
-        )?,
+        None => DpdkPort::first_in_eal(&eal)
+            .ok_or("name the DPDK port with UWARP_PORT, or give a --vdev or -a in UWARP_EAL")?,
     };
     // Cores on threads of their own: programs spin on memory (perftest's
     // latency tests) and never call into the library while they do.

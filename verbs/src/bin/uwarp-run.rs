@@ -45,9 +45,18 @@ struct Cli {
     /// DPDK: the default gateway.
     #[arg(long)]
     gateway: Option<String>,
-    /// DPDK: dataplane cores, each on a queue of the port.
-    #[arg(long)]
+    /// DPDK: dataplane cores, each on a queue of the port, wherever the
+    /// kernel runs them (1 by default).
+    #[arg(long, conflicts_with = "cpus")]
     cores: Option<u16>,
+    /// DPDK: CONTROL,DATAPLANE[,DATAPLANE...]: the control core and one
+    /// dataplane core per further CPU, each pinned to its CPU.
+    #[arg(long)]
+    cpus: Option<String>,
+    /// What the library prints on standard error: off, error (the
+    /// default) or info.
+    #[arg(long)]
+    log: Option<String>,
     /// Print the directory of library links (for setting
     /// `LD_LIBRARY_PATH` by hand) and exit.
     #[arg(long)]
@@ -92,12 +101,14 @@ fn run(cli: Cli) -> Result<(), String> {
         .env("UWARP_TRANSPORT", &cli.transport);
     let cores = cli.cores.map(|n| n.to_string());
     for (name, value) in [
-        ("UWARP_DPDK_EAL", &cli.eal),
-        ("UWARP_DPDK_PORT", &cli.port),
+        ("UWARP_EAL", &cli.eal),
+        ("UWARP_PORT", &cli.port),
         ("UWARP_IP", &cli.ip),
         ("UWARP_MAC", &cli.mac),
         ("UWARP_GATEWAY", &cli.gateway),
         ("UWARP_CORES", &cores),
+        ("UWARP_CPUS", &cli.cpus),
+        ("UWARP_LOG", &cli.log),
     ] {
         if let Some(value) = value {
             command.env(name, value);
@@ -112,14 +123,16 @@ fn run(cli: Cli) -> Result<(), String> {
 
 /// The newest `libuwarp_verbs.so` among the places cargo puts it beside
 /// this binary (`cargo build` uplifts it; `cargo test` leaves it in
-/// `deps/`), or the one `UWARP_VERBS_LIBRARY` names.
+/// `deps/`) and where `scripts/install.sh` puts it (`PREFIX/lib/uwarp/`
+/// for `PREFIX/bin/uwarp-run`), or the one `UWARP_VERBS_LIBRARY` names.
 fn find_library() -> Result<PathBuf, String> {
     if let Some(path) = std::env::var_os("UWARP_VERBS_LIBRARY") {
         return Ok(PathBuf::from(path));
     }
     let exe = std::env::current_exe().map_err(|e| format!("cannot find myself: {e}"))?;
     let dir = exe.parent().ok_or("my path has no directory")?;
-    [dir.join(LIBRARY), dir.join("deps").join(LIBRARY)]
+    let installed = dir.join("../lib/uwarp").join(LIBRARY);
+    [dir.join(LIBRARY), dir.join("deps").join(LIBRARY), installed]
         .into_iter()
         .filter_map(|path| {
             let modified = path.metadata().and_then(|m| m.modified()).ok()?;
@@ -146,6 +159,9 @@ fn link_directory(library: &Path) -> Result<PathBuf, String> {
     let dir = library.with_file_name("uwarp-libs");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     for name in NAMES {
+        if std::fs::read_link(dir.join(name)).is_ok_and(|target| target == library) {
+            continue; // already right: an installed, read-only directory stays as it is
+        }
         let staged = dir.join(format!(".{name}.{}", std::process::id()));
         let _ = std::fs::remove_file(&staged);
         std::os::unix::fs::symlink(&library, &staged)
