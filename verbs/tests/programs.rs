@@ -49,19 +49,131 @@ fn a_c_program_makes_channels_and_queues_and_waits_on_them() {
     assert_eq!(String::from_utf8_lossy(&output.stdout), "ok\n");
 }
 
-#[test]
-fn a_transport_uwarp_does_not_have_fails_the_open_with_a_reason() {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_uwarp-run"))
-        .args(["--transport", "carrier-pigeon"])
+/// `ibv_devinfo` run by `uwarp-run` with `options`.
+fn devinfo_with(options: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_uwarp-run"))
+        .args(options)
         .arg(debian_tool("ibv_devinfo"))
         .output()
-        .expect("uwarp-run runs");
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+        .expect("uwarp-run runs")
+}
+
+#[test]
+fn a_wrong_or_missing_setting_fails_the_open_with_one_line_naming_it() {
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["--transport", "carrier-pigeon"],
+            "UWARP_TRANSPORT=carrier-pigeon: the transports are: socket, dpdk",
+        ),
+        (
+            &["--transport", "dpdk", "--ip", "10.0.0.1/24"],
+            "needs UWARP_EAL",
+        ),
+        (
+            &["--transport", "dpdk", "--eal", "--vdev net_null0"],
+            "needs UWARP_IP",
+        ),
+        (
+            &[
+                "--transport",
+                "dpdk",
+                "--eal",
+                "--vdev net_null0",
+                "--ip",
+                "10.0.0.1/33",
+            ],
+            "UWARP_IP=10.0.0.1/33",
+        ),
+        (
+            &[
+                "--transport",
+                "dpdk",
+                "--eal",
+                "--vdev net_null0",
+                "--ip",
+                "10.0.0.1/24",
+                "--cpus",
+                "0",
+            ],
+            "UWARP_CPUS: expected CPU numbers CONTROL,DATAPLANE",
+        ),
+    ];
+    for (options, reason) in cases {
+        let output = devinfo_with(options);
+        assert!(!output.status.success(), "{options:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let ours: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.starts_with("uwarp: "))
+            .collect();
+        assert_eq!(ours.len(), 1, "{options:?}: {stderr}");
+        assert!(ours[0].contains(reason), "{options:?}: {stderr}");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(!stdout.contains("uwarp:"), "{options:?}: stdout {stdout}");
+    }
+}
+
+#[test]
+fn the_log_setting_silences_the_library_or_names_the_device() {
+    let silent = devinfo_with(&["--transport", "carrier-pigeon", "--log", "off"]);
+    assert!(!silent.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&silent.stderr)
+            .lines()
+            .filter(|l| l.starts_with("uwarp: "))
+            .count(),
+        0
+    );
+
+    let told = devinfo_with(&["--log", "info"]);
+    assert_success("ibv_devinfo", &told);
+    let stderr = String::from_utf8_lossy(&told.stderr);
     assert!(
-        stderr.contains("UWARP_TRANSPORT=carrier-pigeon: the transports are: socket"),
+        stderr.contains("uwarp: device uwarp0 on the kernel's TCP sockets"),
         "{stderr}"
     );
+    assert!(!String::from_utf8_lossy(&told.stdout).contains("uwarp: "));
+}
+
+#[test]
+fn install_sh_installs_a_uwarp_run_that_finds_its_installed_library() {
+    let prefix = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("install-prefix");
+    let _ = std::fs::remove_dir_all(&prefix);
+    let built = std::path::Path::new(env!("CARGO_BIN_EXE_uwarp-run"))
+        .parent()
+        .expect("a directory");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/install.sh");
+    let installed = std::process::Command::new("bash")
+        .arg(&script)
+        .arg("--from")
+        .args([built, &prefix])
+        .output()
+        .expect("bash runs");
+    assert_success("install.sh", &installed);
+
+    let run = prefix.join("bin/uwarp-run");
+    let lib_dir = std::process::Command::new(&run)
+        .arg("--print-lib-dir")
+        .env_remove("UWARP_VERBS_LIBRARY")
+        .output()
+        .expect("the installed uwarp-run runs");
+    assert_success("uwarp-run --print-lib-dir", &lib_dir);
+    let expected = prefix
+        .join("lib/uwarp/uwarp-libs")
+        .canonicalize()
+        .expect("installed");
+    assert_eq!(
+        String::from_utf8_lossy(&lib_dir.stdout).trim(),
+        expected.to_string_lossy()
+    );
+
+    let devices = std::process::Command::new(&run)
+        .arg(debian_tool("ibv_devices"))
+        .env_remove("UWARP_VERBS_LIBRARY")
+        .output()
+        .expect("the installed uwarp-run runs");
+    assert_success("installed uwarp-run ibv_devices", &devices);
+    assert!(String::from_utf8_lossy(&devices.stdout).contains("uwarp0"));
 }
 
 #[test]
