@@ -39,7 +39,9 @@ mod siw_vm;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
-use siw_vm::{console_log, free_port, listening_device, Vm, DPDK_IP, HOST_IP, VM_IP};
+use siw_vm::{
+    announced_server, console_log, free_port, listening_device, Vm, DPDK_IP, HOST_IP, VM_IP,
+};
 
 use uwarp::{
     Device, Error, Listener, QpEvent, Revision, Rtr, RtrSet, TermError, WcOpcode, WcStatus,
@@ -127,15 +129,23 @@ fn uwarp_ip(dpdk: bool) -> Ipv4Addr {
     }
 }
 
+/// siw's `rping -s` serving pings of `size` (a number or a shell
+/// variable), announced once it listens.
+fn siw_server(size: &str) -> String {
+    announced_server(
+        &format!("rping -s -a {VM_IP} -V -S {size}"),
+        rping::DEFAULT_PORT,
+        size,
+    )
+}
+
 /// The VM's command: siw's servers, each announced, then siw's clients
 /// against uwarp's server on `port`.
 fn vm_command(case: &Case, port: u16) -> String {
     let sizes = SIZES.map(|size| size.to_string()).join(" ");
     let mut parts = Vec::new();
     if case.siw_servers.is_some() {
-        parts.push(format!(
-            "for s in {sizes}; do echo \"uwsiw-test: serving $s\"; rping -s -a {VM_IP} -V -S $s; done"
-        ));
+        parts.push(format!("for s in {sizes}; do {}; done", siw_server("$s")));
     }
     if case.siw_clients.is_some() {
         let uwarp = uwarp_ip(case.dpdk);
@@ -266,8 +276,8 @@ fn mpa_revision_1(dpdk: bool) {
     let size = 3000;
     let uwarp = uwarp_ip(dpdk);
     let command = format!(
-        "echo \"uwsiw-test: serving {size}\"; rping -s -a {VM_IP} -V -S {size}; \
-         rping -c -a {uwarp} -p {port} -V -C {PINGS} -S {size}; true"
+        "{}; rping -c -a {uwarp} -p {port} -V -C {PINGS} -S {size}; true",
+        siw_server(&size.to_string())
     );
     let mut vm = Vm::start("mpa_version=1", &command);
     let (device, listener) = listen_beside(&mut vm, dpdk, port);
@@ -304,8 +314,8 @@ fn terminates(dpdk: bool) {
     let uwarp = uwarp_ip(dpdk);
     let size = 64;
     let command = format!(
-        "echo \"uwsiw-test: serving {size}\"; rping -s -a {VM_IP} -V -S {size}; \
-         rping -c -a {uwarp} -p {port} -V -C 1 -S {size}; true"
+        "{}; rping -c -a {uwarp} -p {port} -V -C 1 -S {size}; true",
+        siw_server(&size.to_string())
     );
     let mut vm = Vm::start("", &command);
     let (device, listener) = listen_beside(&mut vm, dpdk, port);

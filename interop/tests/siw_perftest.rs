@@ -29,7 +29,7 @@ mod siw_vm;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
-use siw_vm::{free_port, listening_device, Vm, DPDK_IP, HOST_IP, VM_IP};
+use siw_vm::{announced_server, free_port, listening_device, Vm, DPDK_IP, HOST_IP, VM_IP};
 use uwarp_testing::{root_or_skip, serial};
 
 use uwarp::{Device, Error};
@@ -205,9 +205,14 @@ fn vm_command(uwarp: Ipv4Addr, port: u16) -> String {
     let names = TESTS.map(|(_, name)| name).join(" ");
     let sizes = SIZES.map(|size| size.to_string()).join(" ");
     let done = "echo \"uwsiw-test: done $t $s rc=$?\"";
+    let server = announced_server(
+        &format!("ib_${{t}}_bw -R -F -p {SIW_PORT} -s $s -n {ITERS}"),
+        SIW_PORT,
+        "$t $s",
+    );
     format!(
         "for t in {names}; do for s in {sizes}; do \
-           echo \"uwsiw-test: serving $t $s\"; ib_${{t}}_bw -R -F -p {SIW_PORT} -s $s -n {ITERS}; {done}; \
+           {server}; {done}; \
          done; done; \
          for t in {names}; do for s in {sizes}; do \
            ib_${{t}}_bw -R -F -p {port} -s $s -n {ITERS} {uwarp}; {done}; \

@@ -198,3 +198,23 @@ pub fn free_port() -> u16 {
     let probe = TcpListener::bind((Ipv4Addr::UNSPECIFIED, 0)).expect("bind a probe");
     probe.local_addr().expect("the probe's address").port()
 }
+
+/// A VM shell line that starts `server` (listening on `port` of the VM),
+/// announces "uwsiw-test: serving LABEL" once the kernel lists the port
+/// as listening, and waits for the server to exit.
+///
+/// Announcing only then matters: siw's `siw_create_listen` calls
+/// `listen()` before it marks its endpoint as listening, and a connection
+/// that completes in between is never accepted (the client's MPA Request
+/// waits for a Reply that never comes). A client that starts at the
+/// announcement and retries refused connections meets a listener that is
+/// ready. A server that exits before it listens is announced too, so the
+/// client's error is the server's, not a hang.
+pub fn announced_server(server: &str, port: u16, label: &str) -> String {
+    format!(
+        "{server} & p=$!; \
+         while kill -0 $p 2>/dev/null && ! grep -q ':{port:04X} 00000000:0000 0A' /proc/net/tcp; \
+         do sleep 0.1; done; \
+         echo \"uwsiw-test: serving {label}\"; wait $p"
+    )
+}
