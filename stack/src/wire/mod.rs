@@ -11,6 +11,7 @@
 //! | [`crc`] | CRC32c and its on-wire byte order | RFC 5044 4.1 |
 //! | [`ddp`] | DDP tagged/untagged headers, segmentation | RFC 5041 4, 5.2 |
 //! | [`rdmap`] | RDMAP control field, opcodes, Read Request | RFC 5040 4, RFC 7306 |
+//! | [`lenient`] | every field of a segment read unchecked, for diagnostics | RFC 5041 4, RFC 5040 4.1 |
 //! | [`terminate`] | Terminate message and error codes | RFC 5040 4.8, 7 |
 //! | [`terminate_ulpdu`] | the whole Terminate ULPDU, its echoed headers | RFC 5040 4.8, 7, RFC 5041 7.1 |
 //! | [`rpcrdma`] | RPC-over-RDMA CM private data | RFC 8797 |
@@ -33,6 +34,7 @@ pub mod ddp;
 mod error;
 pub(crate) mod field;
 pub mod fpdu;
+pub mod lenient;
 pub mod marker;
 pub mod mpa;
 pub mod rdmap;
