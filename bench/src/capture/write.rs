@@ -19,6 +19,11 @@ const SNAPLEN: u32 = 65_535;
 /// Largest payload [`PcapTcpWriter::send`] accepts: Ethernet, IPv4 and TCP
 /// headers plus the payload must fit the pcap's snap length.
 pub const MAX_SEGMENT_PAYLOAD: usize = SNAPLEN as usize - 14 - 20 - 20;
+/// The client's initial sequence number unless [`PcapTcpWriter::with_isns`]
+/// says otherwise.
+const CLIENT_ISN: u32 = 0x1000_0000;
+/// The server's initial sequence number.
+const SERVER_ISN: u32 = 0x2000_0000;
 /// Timestamp of the first frame (seconds since the epoch); frames are 1 ms apart.
 const FIRST_SECOND: u64 = 1_700_000_000;
 
@@ -31,7 +36,8 @@ struct End {
     next: u32,
 }
 
-/// Writes one synthetic TCP connection between a client and a server to a pcap.
+/// Writes synthetic TCP connections between a client and a server, one
+/// after another, to a pcap.
 #[derive(Debug)]
 pub struct PcapTcpWriter<W: Write> {
     out: PcapWriter<W>,
@@ -60,12 +66,12 @@ impl<W: Write> PcapTcpWriter<W> {
         let client = End {
             addr: client,
             mac: mac(1),
-            next: 0x1000_0000,
+            next: CLIENT_ISN,
         };
         let server = End {
             addr: server,
             mac: mac(2),
-            next: 0x2000_0000,
+            next: SERVER_ISN,
         };
         Ok(PcapTcpWriter {
             out,
@@ -99,10 +105,31 @@ impl<W: Write> PcapTcpWriter<W> {
 
     /// Client FIN|ACK, server FIN|ACK, client ACK; returns the underlying writer.
     pub fn finish(mut self) -> Result<W, CaptureError> {
+        self.close()?;
+        Ok(self.out.into_writer())
+    }
+
+    /// Closes this connection as [`Self::finish`] does and goes on in the
+    /// same file with a new one between `client` and `server`, with the
+    /// default ISNs; call [`Self::handshake`] next.
+    pub fn next_connection(
+        &mut self,
+        client: SocketAddrV4,
+        server: SocketAddrV4,
+    ) -> Result<(), CaptureError> {
+        self.close()?;
+        self.ends[0].addr = client;
+        self.ends[0].next = CLIENT_ISN;
+        self.ends[1].addr = server;
+        self.ends[1].next = SERVER_ISN;
+        Ok(())
+    }
+
+    /// Client FIN|ACK, server FIN|ACK, client ACK.
+    fn close(&mut self) -> Result<(), CaptureError> {
         self.segment(true, TcpControl::Fin, true, &[])?;
         self.segment(false, TcpControl::Fin, true, &[])?;
-        self.segment(true, TcpControl::None, true, &[])?;
-        Ok(self.out.into_writer())
+        self.segment(true, TcpControl::None, true, &[])
     }
 
     /// Emits one segment with the current sequence numbers and advances them.

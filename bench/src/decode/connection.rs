@@ -16,7 +16,10 @@ use uwarp_stack::wire::mpa::{
 use uwarp_stack::wire::WireError;
 
 use super::fields;
-use super::{CrcMode, DecodeOptions};
+use super::segment;
+use super::sequence::Queues;
+use super::terminate::Kept;
+use super::CrcMode;
 
 /// What a record describes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +57,8 @@ pub struct Unit {
     pub len: usize,
     /// The decoded fields.
     pub fields: Map<String, Value>,
+    /// What the Terminate pass needs of an FPDU.
+    pub kept: Option<Kept>,
 }
 
 /// The startup frame at the head of a stream, if the stream opens with one.
@@ -127,12 +132,7 @@ fn parsed<'a>(start: Option<&Startup<'a>>) -> Option<StartupRepr<'a>> {
 }
 
 /// Decodes `bytes`, one direction of a connection, into units.
-pub fn decode_direction(
-    bytes: &[u8],
-    own: Option<&Startup<'_>>,
-    framing: Framing,
-    options: &DecodeOptions,
-) -> Vec<Unit> {
+pub fn decode_direction(bytes: &[u8], own: Option<&Startup<'_>>, framing: Framing) -> Vec<Unit> {
     let mut units = Vec::new();
     let mut offset = 0;
     if let Some(start) = own {
@@ -151,9 +151,10 @@ pub fn decode_direction(
         }
     }
     let full_operation_start = offset;
+    let mut queues = Queues::new(own.is_some());
     while offset < bytes.len() {
         let stream_offset = (offset - full_operation_start) as u64;
-        match fpdu_unit(&bytes[offset..], stream_offset, framing, options) {
+        match fpdu_unit(&bytes[offset..], stream_offset, framing, &mut queues) {
             Ok((mut unit, in_sync)) => {
                 unit.offset = offset;
                 offset += unit.len;
@@ -167,6 +168,9 @@ pub fn decode_direction(
                 let key = String::from_utf8_lossy(&bytes[..bytes.len().min(KEY_LEN)]);
                 let reason = format!("MPA startup frame with an invalid key {key:?}");
                 undecoded(&mut units, bytes, offset, &reason);
+                if let Some(unit) = units.last_mut() {
+                    unit.fields.extend(fields::startup(bytes));
+                }
                 break;
             }
             Err(err) if offset == 0 => {
@@ -190,22 +194,16 @@ fn startup_unit(bytes: &[u8], start: &Startup<'_>) -> Unit {
         FrameKind::Request => RecordKind::MpaRequest,
         FrameKind::Reply => RecordKind::MpaReply,
     };
-    let fields = match &start.parsed {
-        Ok(repr) => {
-            let frame = StartupFrame::new_unchecked(bytes);
-            fields::startup(repr, frame.flags(), frame.private_data())
-        }
-        Err(err) => {
-            let mut fields = Map::new();
-            fields.insert("error".into(), json!(err.to_string()));
-            fields
-        }
-    };
+    let mut fields = fields::startup(bytes);
+    if let Err(err) = &start.parsed {
+        fields.insert("error".into(), json!(err.to_string()));
+    }
     Unit {
         kind,
         offset: 0,
         len: start.len.min(bytes.len()),
         fields,
+        kept: None,
     }
 }
 
@@ -220,17 +218,18 @@ fn undecoded(units: &mut Vec<Unit>, bytes: &[u8], offset: usize, reason: &str) {
         offset,
         len: bytes.len() - offset,
         fields,
+        kept: None,
     });
 }
 
 /// Decodes the FPDU at the head of `bytes`; the flag says whether the
-/// stream still looks in step (a ULPDU that is not DDP and whose CRC did
-/// not check means the length field was probably not a length field).
+/// stream still looks in step (headers that do not parse and a CRC that
+/// did not check mean the length field was probably not a length field).
 fn fpdu_unit(
     bytes: &[u8],
     stream_offset: u64,
     framing: Framing,
-    options: &DecodeOptions,
+    queues: &mut Queues,
 ) -> Result<(Unit, bool), WireError> {
     let (unmarked, wire_len, computed_crc) = if framing.markers {
         let marked = MarkedFpdu::parse(stream_offset, bytes)?;
@@ -255,19 +254,19 @@ fn fpdu_unit(
     fields.insert("ulpdu_len".into(), json!(fpdu.ulpdu_len()));
     fields.insert("mpa_len".into(), json!(fpdu.ulpdu_len()));
     fields.insert("markers".into(), json!(framing.markers));
-    if fpdu.pad().iter().any(|&b| b != 0) {
-        // RFC 5044 4.1 asks for zeros; siw sometimes sends other octets.
-        fields.insert("pad".into(), json!(fields::hex(fpdu.pad())));
-    }
+    // RFC 5044 4.1 asks for zeros; siw sometimes sends other octets.
+    fields.insert("pad".into(), json!(fields::hex(fpdu.pad())));
     fields::crc(verdict, &mut fields);
-    fields::ulpdu(fpdu.ulpdu(), options.terminate_layout, &mut fields);
-    let in_sync = !fields.contains_key("error") || verdict == CrcVerdict::Good;
+    let headers_parse = segment::fields(fpdu.ulpdu(), queues, &mut fields);
+    let in_sync = headers_parse || verdict == CrcVerdict::Good;
+    let crc_failed = matches!(verdict, CrcVerdict::Bad { .. });
     Ok((
         Unit {
             kind: RecordKind::Fpdu,
             offset: 0,
             len: wire_len,
             fields,
+            kept: Some(Kept::new(fpdu.ulpdu(), crc_failed)),
         },
         in_sync,
     ))

@@ -3,11 +3,17 @@
 //! RFC 6581, RFC 5041, RFC 5040, RFC 8797), as text or as JSON lines.
 //!
 //! Unlike Wireshark it decodes MPA revision 2, the RFC 6581 enhanced block
-//! and RFC 8797 private data, and it reads Linux siw's Terminate layout.
-//! Corrupt or non-MPA data is reported as such, never a crash.
+//! and RFC 8797 private data, and it reads Linux siw's Terminate layout,
+//! choosing it from the Terminate's context when the control word reads
+//! both ways (RFC 5040 section 4.8). An invalid header is shown with every
+//! field that can be read and what is wrong with it. Corrupt or non-MPA
+//! data is reported as such, never a crash.
 
 mod connection;
 mod fields;
+mod segment;
+mod sequence;
+mod terminate;
 mod text;
 
 use std::collections::HashMap;
@@ -57,12 +63,15 @@ pub struct Record {
     pub kind: RecordKind,
     /// Decoded fields (see [`Record::to_json`]).
     pub fields: Map<String, Value>,
+    /// What the Terminate pass needs of an FPDU.
+    pub(crate) kept: Option<terminate::Kept>,
 }
 
 impl Record {
     /// The record as one JSON object: `kind`, `src`, `dst`, `tcp_seq`,
     /// `frame`, `stream_offset`, `wire_len`, then the decoded fields
-    /// (`ulpdu_len`, `crc` and `opcode` for FPDUs).
+    /// (`ulpdu_len`, `crc`, the DDP and RDMAP header fields and `error`
+    /// for FPDUs; see `docs/decode.md`).
     pub fn to_json(&self) -> Value {
         let mut out = Map::new();
         out.insert("kind".into(), json!(self.kind.name()));
@@ -83,29 +92,27 @@ impl Record {
 }
 
 /// Decodes every connection in `streams`. Records come in the order the
-/// capture completed them.
+/// capture completed them; Terminates are read in that order, each with
+/// the frames before it as context.
 pub fn decode_streams(streams: &[TcpStream], options: &DecodeOptions) -> Vec<Record> {
     let by_key: HashMap<FlowKey, &TcpStream> = streams.iter().map(|s| (s.key, s)).collect();
     let mut records = Vec::new();
     for stream in streams {
         let peer = by_key.get(&stream.key.reversed()).copied();
-        records.extend(decode_one(stream, peer, options));
+        records.extend(decode_one(stream, peer, options.crc));
     }
     records.sort_by_key(|r| (r.frame, r.key, r.offset));
+    terminate::decode_all(&mut records, options.terminate_layout);
     records
 }
 
 /// Decodes one direction, using its peer's startup frame for negotiation.
-fn decode_one(
-    stream: &TcpStream,
-    peer: Option<&TcpStream>,
-    options: &DecodeOptions,
-) -> Vec<Record> {
+fn decode_one(stream: &TcpStream, peer: Option<&TcpStream>, crc: CrcMode) -> Vec<Record> {
     let own = connection::startup(&stream.bytes);
     let peer_start = peer.and_then(|p| connection::startup(&p.bytes));
-    let framing = connection::framing(own.as_ref(), peer_start.as_ref(), options.crc);
+    let framing = connection::framing(own.as_ref(), peer_start.as_ref(), crc);
     let frames = FrameIndex::new(stream);
-    let mut units = connection::decode_direction(&stream.bytes, own.as_ref(), framing, options);
+    let mut units = connection::decode_direction(&stream.bytes, own.as_ref(), framing);
     if let Some(&(seq, len)) = stream.gaps.first() {
         let mut fields = Map::new();
         fields.insert(
@@ -119,6 +126,7 @@ fn decode_one(
             offset: stream.bytes.len(),
             len: 0,
             fields,
+            kept: None,
         });
     }
     units
@@ -131,6 +139,7 @@ fn decode_one(
             len: unit.len,
             kind: unit.kind,
             fields: unit.fields,
+            kept: unit.kept,
         })
         .collect()
 }

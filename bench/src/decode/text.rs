@@ -45,9 +45,6 @@ fn startup(kind: RecordKind, f: &Map<String, Value>) -> String {
     } else {
         "MPA Reply"
     };
-    if f.contains_key("error") {
-        return format!("{name} INVALID: {}", value(f, "error"));
-    }
     let flags = set_flags(
         f,
         &[("M", "M"), ("C", "C"), ("R", "R"), ("S_enhanced", "S")],
@@ -57,6 +54,9 @@ fn startup(kind: RecordKind, f: &Map<String, Value>) -> String {
         value(f, "rev"),
         value(f, "pd_len")
     );
+    if f.contains_key("pd_present") {
+        text += &format!(" ({} present)", value(f, "pd_present"));
+    }
     if f.contains_key("ird") {
         let rtr = set_flags(
             f,
@@ -77,7 +77,7 @@ fn startup(kind: RecordKind, f: &Map<String, Value>) -> String {
             value(rpc, "remote_invalidation")
         );
     }
-    text
+    text + &error(f)
 }
 
 fn fpdu(f: &Map<String, Value>) -> String {
@@ -89,27 +89,8 @@ fn fpdu(f: &Map<String, Value>) -> String {
     if f.get("markers") == Some(&Value::Bool(true)) {
         text += " markers";
     }
-    if f.contains_key("op") {
-        text += &format!(" | {}", value(f, "op"));
-        text += if f.get("L") == Some(&Value::Bool(true)) {
-            " L"
-        } else {
-            ""
-        };
-        if f.contains_key("stag") {
-            text += &format!(" stag {} to {}", value(f, "stag"), value(f, "to"));
-        } else {
-            text += &format!(
-                " qn {} msn {} mo {}",
-                value(f, "qn"),
-                value(f, "msn"),
-                value(f, "mo")
-            );
-        }
-        if f.contains_key("invalidate_stag") {
-            text += &format!(" inv {}", value(f, "invalidate_stag"));
-        }
-        text += &format!(" | {} octets", value(f, "payload_len"));
+    if f.contains_key("ddp_ver") {
+        text += &format!(" |{}", headers(f));
     }
     if let Some(Value::Object(r)) = f.get("rreq") {
         text += &format!(
@@ -129,15 +110,76 @@ fn fpdu(f: &Map<String, Value>) -> String {
             value(t, "etype"),
             t.get("ecode").and_then(Value::as_u64).unwrap_or(0),
             value(t, "layout"),
-            if t.get("ambiguous") == Some(&Value::Bool(true)) {
-                ", ambiguous"
-            } else {
-                ""
-            }
+            layout_reason(t)
         );
     }
-    if f.contains_key("error") {
-        text += &format!(" | ERROR {}", value(f, "error"));
+    if let Some(Value::Object(by)) = f.get("terminated_by") {
+        text += &format!(
+            " | TERMINATED by #{}: {}",
+            value(by, "frame"),
+            value(by, "error")
+        );
+    }
+    text + &error(f)
+}
+
+/// The DDP and RDMAP header fields: versions only when not 1, the opcode
+/// by name when it has one, then the buffer-model fields the ULPDU holds.
+fn headers(f: &Map<String, Value>) -> String {
+    let mut text = String::new();
+    for (field, shown) in [("ddp_ver", "ddp"), ("rdmap_ver", "rdmap")] {
+        if f.get(field).is_some_and(|v| v != 1) {
+            text += &format!(" {shown} v{}", value(f, field));
+        }
+    }
+    match (f.get("op"), f.get("opcode").and_then(Value::as_u64)) {
+        (Some(_), _) => text += &format!(" {}", value(f, "op")),
+        (None, Some(opcode)) => text += &format!(" opcode {opcode:#x}"),
+        (None, None) => {}
+    }
+    if f.get("L") == Some(&Value::Bool(true)) {
+        text += " L";
+    }
+    if f.contains_key("stag") {
+        text += &format!(" stag {} to {}", value(f, "stag"), value(f, "to"));
+    } else if f.contains_key("qn") {
+        text += &format!(
+            " qn {} msn {} mo {}",
+            value(f, "qn"),
+            value(f, "msn"),
+            value(f, "mo")
+        );
+    }
+    if f.contains_key("invalidate_stag") {
+        text += &format!(" inv {}", value(f, "invalidate_stag"));
+    }
+    if f.contains_key("payload_len") {
+        text += &format!(" | {} octets", value(f, "payload_len"));
     }
     text
+}
+
+/// How a Terminate's layout was chosen, and the frame it answers.
+fn layout_reason(t: &Map<String, Value>) -> String {
+    let mut text = if t.get("ambiguous") == Some(&Value::Bool(true)) {
+        ", ambiguous".to_string()
+    } else {
+        match t.get("evidence").and_then(Value::as_str) {
+            Some("given") | None => String::new(),
+            Some(evidence) => format!(" by {evidence}"),
+        }
+    };
+    if t.contains_key("answers") {
+        text += &format!(", answers #{}", value(t, "answers"));
+    }
+    text
+}
+
+/// ` | ERROR` and the error, when the record has one.
+fn error(f: &Map<String, Value>) -> String {
+    if f.contains_key("error") {
+        format!(" | ERROR {}", value(f, "error"))
+    } else {
+        String::new()
+    }
 }

@@ -11,8 +11,11 @@
 //! | [`crc`] | CRC32c and its on-wire byte order | RFC 5044 4.1 |
 //! | [`ddp`] | DDP tagged/untagged headers, segmentation | RFC 5041 4, 5.2 |
 //! | [`rdmap`] | RDMAP control field, opcodes, Read Request | RFC 5040 4, RFC 7306 |
+//! | [`lenient`] | every field of a segment read unchecked, for diagnostics | RFC 5041 4, RFC 5040 4.1 |
 //! | [`terminate`] | Terminate message and error codes | RFC 5040 4.8, 7 |
 //! | [`terminate_ulpdu`] | the whole Terminate ULPDU, its echoed headers | RFC 5040 4.8, 7, RFC 5041 7.1 |
+//! | [`terminate_cause`] | which Terminate errors a received frame can cause | RFC 5040 7, RFC 5041 7.2, RFC 6581 9 |
+//! | [`terminate_layout`] | choosing a received Terminate's layout, and why | RFC 5040 4.8 |
 //! | [`rpcrdma`] | RPC-over-RDMA CM private data | RFC 8797 |
 //! | [`tcp`] | TCP header and options, parsed and emitted with the checksum | RFC 9293 3.1, RFC 7323 2-3, RFC 2018 2-3 |
 //!
@@ -33,12 +36,15 @@ pub mod ddp;
 mod error;
 pub(crate) mod field;
 pub mod fpdu;
+pub mod lenient;
 pub mod marker;
 pub mod mpa;
 pub mod rdmap;
 pub mod rpcrdma;
 pub mod tcp;
 pub mod terminate;
+pub mod terminate_cause;
+pub mod terminate_layout;
 pub mod terminate_ulpdu;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

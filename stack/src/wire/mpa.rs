@@ -171,6 +171,15 @@ impl<T: AsRef<[u8]>> StartupFrame<T> {
         Ok(frame)
     }
 
+    /// Wraps `buffer` after checking only that it holds the 20-octet fixed
+    /// header, so that every field of a frame whose private data is cut
+    /// short or over the limit can still be read;
+    /// [`Self::present_private_data`] gives what private data there is.
+    pub fn new_header_checked(buffer: T) -> Result<Self> {
+        check_len(buffer.as_ref(), HEADER_LEN)?;
+        Ok(Self::new_unchecked(buffer))
+    }
+
     /// Checks the buffer against the header and PD_Length.
     pub fn check_len(&self) -> Result<()> {
         let buf = self.buffer.as_ref();
@@ -247,6 +256,14 @@ impl<T: AsRef<[u8]>> StartupFrame<T> {
     /// All PD_Length octets of private data, enhanced block included.
     pub fn private_data(&self) -> &[u8] {
         &self.buffer.as_ref()[field::PRIVATE_DATA..self.frame_len()]
+    }
+
+    /// The private data octets the buffer holds, at most PD_Length of
+    /// them: all of them for a frame that passed [`Self::new_checked`].
+    pub fn present_private_data(&self) -> &[u8] {
+        let buf = self.buffer.as_ref();
+        let end = buf.len().min(self.frame_len());
+        buf.get(field::PRIVATE_DATA..end).unwrap_or_default()
     }
 }
 
@@ -487,6 +504,21 @@ mod tests {
             StartupRepr::parse_bytes(&bytes).unwrap_err(),
             WireError::PrivateDataTooLong(513)
         );
+    }
+
+    #[test]
+    fn header_fields_of_a_frame_cut_short() {
+        let bytes = hex("4d504120494420526571204672616d6550030008aabbcc");
+        assert!(StartupFrame::new_checked(&bytes[..]).is_err());
+        assert!(StartupFrame::new_header_checked(&bytes[..19]).is_err());
+        let frame = StartupFrame::new_header_checked(&bytes[..]).unwrap();
+        assert_eq!(
+            (frame.kind(), frame.revision()),
+            (Ok(FrameKind::Request), 3)
+        );
+        assert!(frame.crc() && frame.enhanced() && !frame.markers());
+        assert_eq!(frame.pd_length(), 8);
+        assert_eq!(frame.present_private_data(), &[0xaa, 0xbb, 0xcc]);
     }
 
     #[test]

@@ -159,19 +159,43 @@ impl RdmapControl {
     /// Parses the control octet; refuses an RV other than 1 and unknown
     /// opcodes.
     pub fn parse(octet: u8) -> Result<Self> {
-        let version = octet >> 6;
-        if version != RDMAP_VERSION {
-            return Err(WireError::BadRdmapVersion(version));
+        let raw = RawControl::from_u8(octet);
+        if raw.version != RDMAP_VERSION {
+            return Err(WireError::BadRdmapVersion(raw.version));
         }
         Ok(Self {
-            reserved: (octet >> 4) & 0x3,
-            opcode: Opcode::from_u8(octet & 0x0F)?,
+            reserved: raw.reserved,
+            opcode: Opcode::from_u8(raw.opcode)?,
         })
     }
 
     /// The control octet.
     pub fn to_u8(self) -> u8 {
         RDMAP_VERSION << 6 | (self.reserved & 0x3) << 4 | self.opcode as u8
+    }
+}
+
+/// The three fields of an RDMAP control octet as sent, none of them
+/// checked (RFC 5040 section 4.1): what a decoder shows of a control field
+/// that [`RdmapControl::parse`] refuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RawControl {
+    /// RV, the RDMAP version (2 bits).
+    pub version: u8,
+    /// The two reserved bits.
+    pub reserved: u8,
+    /// The opcode number (4 bits), defined or not.
+    pub opcode: u8,
+}
+
+impl RawControl {
+    /// Splits the control octet into its fields.
+    pub fn from_u8(octet: u8) -> Self {
+        Self {
+            version: octet >> 6,
+            reserved: (octet >> 4) & 0x3,
+            opcode: octet & 0x0F,
+        }
     }
 }
 

@@ -22,6 +22,7 @@ use super::ddp::{DdpSegment, TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN};
 use super::error::{check_len, check_room, emitted, Result, WireError};
 use super::field::{get_u16, set_u16};
 use super::rdmap::READ_REQUEST_LEN;
+use super::terminate_layout::{resolve, Context};
 
 /// Length of the Terminate control word.
 pub const CONTROL_LEN: usize = 4;
@@ -180,7 +181,8 @@ pub enum TerminateLayout {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum LayoutHint {
     /// Pick the layout under which the message is valid; when both are,
-    /// prefer RFC 5040 and say the result is ambiguous.
+    /// weigh the evidence ([`super::terminate_layout`]), and when nothing
+    /// decides prefer RFC 5040 and say the result is ambiguous.
     #[default]
     Auto,
     /// Only the RFC 5040 layout.
@@ -285,8 +287,8 @@ pub struct TerminateRepr<'a> {
     pub trailing: &'a [u8],
     /// The layout the control word was in, and is emitted in.
     pub layout: TerminateLayout,
-    /// Both layouts gave a valid message and [`LayoutHint::Auto`] chose
-    /// RFC 5040.
+    /// Both layouts gave a valid message, no evidence told them apart, and
+    /// [`LayoutHint::Auto`] chose RFC 5040.
     pub ambiguous: bool,
 }
 
@@ -307,29 +309,17 @@ impl<'a> TerminateRepr<'a> {
     }
 
     /// Parses a Terminate message's payload (what follows its DDP header).
+    /// [`LayoutHint::Auto`] weighs the evidence the payload itself holds
+    /// ([`super::terminate_layout`]); a caller that knows more about the
+    /// message's context calls [`super::terminate_layout::resolve`].
     pub fn parse(payload: &'a [u8], hint: LayoutHint) -> Result<Self> {
         check_len(payload, CONTROL_LEN)?;
         match hint {
             LayoutHint::Rfc5040 => Self::parse_as(payload, TerminateLayout::Rfc5040),
             LayoutHint::Siw => Self::parse_as(payload, TerminateLayout::Siw),
-            LayoutHint::Auto => Self::parse_auto(payload),
-        }
-    }
-
-    fn parse_auto(payload: &'a [u8]) -> Result<Self> {
-        let rfc = Self::parse_as(payload, TerminateLayout::Rfc5040);
-        let siw = Self::parse_as(payload, TerminateLayout::Siw);
-        let clean =
-            |r: &Result<Self>| matches!(r, Ok(t) if t.trailing.is_empty() && t.reserved == 0);
-        match (rfc, siw) {
-            (Ok(rfc), Ok(siw)) if clean(&Ok(rfc)) && clean(&Ok(siw)) => Ok(Self {
-                ambiguous: true,
-                ..rfc
-            }),
-            (rfc, Ok(siw)) if !clean(&rfc) && clean(&Ok(siw)) => Ok(siw),
-            (Ok(rfc), _) => Ok(rfc),
-            (Err(_), Ok(siw)) => Ok(siw),
-            (Err(err), Err(_)) => Err(err),
+            LayoutHint::Auto => {
+                resolve(payload, hint, &Context::default()).map(|resolved| resolved.repr)
+            }
         }
     }
 

@@ -18,8 +18,8 @@ use crate::wire::rdmap::{
     Opcode, RdmapSegment, ReadRequest, QN_READ_REQUEST, QN_SEND, QN_TERMINATE,
 };
 use crate::wire::terminate::{LayoutHint, TermError, TerminateRepr};
+use crate::wire::terminate_cause::for_parse_error;
 use crate::wire::terminate_ulpdu::Fault;
-use crate::wire::WireError;
 
 impl QpEngine {
     /// Takes stream octets from the LLP, in order. Whole FPDUs at the
@@ -98,7 +98,7 @@ impl QpEngine {
         // segment through a `Result` on the stack, which is read back in
         // pieces the store buffer cannot forward (a stall per FPDU).
         let result = match RdmapSegment::parse(ulpdu) {
-            Err(err) => Err(Fault::new(parse_error(err, ulpdu))),
+            Err(err) => Err(Fault::new(for_parse_error(err, ulpdu))),
             Ok(segment) if first && self.is_expected_rtr(&segment) => self.consume_rtr(&segment),
             Ok(segment) => self.dispatch(&segment, Payload::Octets(segment.payload)),
         };
@@ -387,20 +387,4 @@ pub(super) fn carries_send_payload(opcode: Opcode) -> bool {
             opcode,
             Opcode::ImmediateData | Opcode::ImmediateDataSolicited
         )
-}
-
-/// The Terminate error answering a ULPDU that does not parse (RFC 5041
-/// section 7.2, RFC 5040 section 7).
-fn parse_error(err: WireError, ulpdu: &[u8]) -> TermError {
-    let tagged = ulpdu.first().is_some_and(|c| c & 0x80 != 0);
-    match err {
-        WireError::BadDdpVersion(_) if tagged => TermError::DdpTaggedInvalidVersion,
-        WireError::BadDdpVersion(_) => TermError::DdpUntaggedInvalidVersion,
-        WireError::BadRdmapVersion(_) => TermError::RdmapInvalidVersion,
-        WireError::UnknownOpcode(_) | WireError::OpcodeModelMismatch { .. } => {
-            TermError::RdmapUnexpectedOpcode
-        }
-        // Shorter than its DDP header: nothing of it can be trusted.
-        _ => TermError::DdpLocalCatastrophic,
-    }
 }
