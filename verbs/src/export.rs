@@ -1,5 +1,6 @@
-//! How a function becomes part of the C ABI: its symbol version, and the
-//! guard every entry point runs its body in.
+//! How a function becomes part of the C ABI: its symbol version, the
+//! guard every entry point runs its body in, and the set of handles
+//! alive ([`LiveHandles`]).
 //!
 //! rustc links a `cdylib` with a version script of its own, which leaves
 //! exports unversioned; applications linked against rdma-core ask for
@@ -9,7 +10,9 @@
 //! `readelf --dyn-syms` shows `ibv_reg_mr@@IBVERBS_1.1` and nothing
 //! unversioned.
 
+use std::collections::BTreeSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Mutex;
 
 /// Gives each exported function its symbol version:
 /// `symbol_versions! { ibv_open_device => "IBVERBS_1.1", ... }`.
@@ -147,5 +150,45 @@ pub fn errno_of(error: &uwarp::Error) -> i32 {
         uwarp::Error::DeviceClosed => libc::ENODEV,
         uwarp::Error::Startup(_) => libc::ECONNRESET,
         uwarp::Error::Dpdk(_) | uwarp::Error::DpdkSetup(_) => libc::ENODEV,
+    }
+}
+
+/// The handles of one kind (addresses of objects the library made for the
+/// application) alive now. An entry point handed one that is not, such
+/// as a handle the application already destroyed (perftest 4.5 connects
+/// again with a destroyed id, then destroys it a second time, after a
+/// rejection), fails with `EINVAL` instead of touching freed memory.
+#[derive(Debug)]
+pub struct LiveHandles(Mutex<BTreeSet<usize>>);
+
+impl LiveHandles {
+    /// An empty set.
+    pub const fn new() -> Self {
+        Self(Mutex::new(BTreeSet::new()))
+    }
+
+    fn set(&self) -> std::sync::MutexGuard<'_, BTreeSet<usize>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records `handle` as alive.
+    pub fn insert<T>(&self, handle: *mut T) {
+        self.set().insert(handle as usize);
+    }
+
+    /// Records `handle` as destroyed; `false` if it was not alive.
+    pub fn remove<T>(&self, handle: *mut T) -> bool {
+        self.set().remove(&(handle as usize))
+    }
+
+    /// Whether `handle` is alive (NULL never is).
+    pub fn contains<T>(&self, handle: *mut T) -> bool {
+        self.set().contains(&(handle as usize))
+    }
+}
+
+impl Default for LiveHandles {
+    fn default() -> Self {
+        Self::new()
     }
 }

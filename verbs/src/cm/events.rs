@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use crate::abi::cm::*;
-use crate::export::{fail, guard, set_errno, symbol_versions, wait_record};
+use crate::export::{fail, guard, set_errno, symbol_versions, wait_record, LiveHandles};
 
 /// An event channel: the `rdma_event_channel` applications hold, and
 /// its pipe's write end.
@@ -199,12 +199,26 @@ impl Event {
     }
 }
 
+/// The channels `rdma_create_event_channel` made and
+/// `rdma_destroy_event_channel` has not destroyed.
+static LIVE_CHANNELS: LiveHandles = LiveHandles::new();
+
+/// Whether `channel` is a channel the application made and has not
+/// destroyed.
+pub(crate) fn is_live(channel: *mut RdmaEventChannel) -> bool {
+    LIVE_CHANNELS.contains(channel)
+}
+
 /// `rdma_create_event_channel`: a new channel; NULL with `errno` set if
 /// its descriptors cannot be made.
 #[no_mangle]
 pub extern "C" fn rdma_create_event_channel() -> *mut RdmaEventChannel {
     guard(ptr::null_mut(), || match EventChannel::new() {
-        Ok(channel) => Box::into_raw(channel).cast(),
+        Ok(channel) => {
+            let channel: *mut RdmaEventChannel = Box::into_raw(channel).cast();
+            LIVE_CHANNELS.insert(channel);
+            channel
+        }
         Err(errno) => {
             set_errno(errno);
             ptr::null_mut()
@@ -213,14 +227,14 @@ pub extern "C" fn rdma_create_event_channel() -> *mut RdmaEventChannel {
 }
 
 /// `rdma_destroy_event_channel`: closes the channel (events still queued
-/// are dropped with it).
+/// are dropped with it); a channel not alive ([`is_live`]) is left alone.
 ///
 /// # Safety
 ///
-/// `channel` is NULL or a live channel no id uses any more.
+/// `channel` is not used by any id any more.
 #[no_mangle]
 pub unsafe extern "C" fn rdma_destroy_event_channel(channel: *mut RdmaEventChannel) {
-    if channel.is_null() {
+    if !LIVE_CHANNELS.remove(channel) {
         return;
     }
     guard((), || {
@@ -243,17 +257,17 @@ pub unsafe extern "C" fn rdma_destroy_event_channel(channel: *mut RdmaEventChann
 ///
 /// # Safety
 ///
-/// `channel` is NULL or live; `event` is valid for a write.
+/// `event` is NULL or valid for a write.
 #[no_mangle]
 pub unsafe extern "C" fn rdma_get_cm_event(
     channel: *mut RdmaEventChannel,
     event: *mut *mut RdmaCmEvent,
 ) -> c_int {
-    if channel as usize == 0 || event as usize == 0 {
+    // SAFETY: `channel_fd` reads only a live channel.
+    let fd = unsafe { channel_fd(channel) };
+    if fd < 0 || event as usize == 0 {
         return fail(libc::EINVAL);
     }
-    // SAFETY: the caller promises a live channel.
-    let fd = unsafe { channel_fd(channel) };
     let mut address: u64 = 0;
     loop {
         // SAFETY: `address` is valid for its 8 octets of writes.
@@ -267,13 +281,17 @@ pub unsafe extern "C" fn rdma_get_cm_event(
     }
 }
 
-/// The channel's descriptor, read in a frame of its own.
+/// The channel's descriptor, or -1 for a channel not alive, read in a
+/// frame of its own.
 ///
 /// # Safety
 ///
-/// `channel` is live.
+/// No other thread destroys `channel` meanwhile.
 unsafe extern "C" fn channel_fd(channel: *mut RdmaEventChannel) -> c_int {
-    // SAFETY: the caller promises a live channel.
+    if !is_live(channel) {
+        return -1;
+    }
+    // SAFETY: a live channel.
     unsafe { (*channel).fd }
 }
 

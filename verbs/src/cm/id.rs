@@ -16,14 +16,16 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use uwarp::{ConnectParams, Connection, Error, IncomingRequest, Listener, LocalParams, QueuePair};
+use uwarp::{
+    ConnectParams, Connection, Error, IncomingRequest, Listener, LocalParams, QueuePair, RtrSet,
+};
 
 use super::addrinfo::{from_sockaddr, to_sockaddr};
-use super::events::{Event, EventChannel, Liveness};
+use super::events::{self, Event, EventChannel, Liveness};
 use crate::abi::cm::*;
 use crate::abi::verbs::*;
 use crate::device::shared_context;
-use crate::export::{errno_of, guard, set_errno, symbol_versions};
+use crate::export::{errno_of, fail, guard, set_errno, symbol_versions, LiveHandles};
 use crate::limits;
 use crate::provider;
 use crate::qp::{queue_pair_numbered, Qp};
@@ -129,6 +131,15 @@ impl Shared {
     }
 }
 
+/// The ids alive now.
+static LIVE_IDS: LiveHandles = LiveHandles::new();
+
+/// Whether `id` is an id `rdma_create_id` (or a connection request) made
+/// and `rdma_destroy_id` has not destroyed.
+pub(crate) fn is_live(id: *mut RdmaCmId) -> bool {
+    LIVE_IDS.contains(id)
+}
+
 impl Id {
     /// The id behind `id`.
     ///
@@ -186,7 +197,9 @@ impl Id {
         let shared = Arc::get_mut(&mut id.shared).expect("a new id's state is not shared yet");
         shared.c_id = c_id;
         *shared.channel.get_mut().unwrap_or_else(|e| e.into_inner()) = target;
-        Ok(Box::into_raw(id))
+        let id = Box::into_raw(id);
+        LIVE_IDS.insert(id);
+        Ok(id)
     }
 
     /// Attaches the id to the device: its `verbs` and port.
@@ -230,13 +243,14 @@ impl Id {
 }
 
 /// Runs `body` on the live id `id`, answering -1 with `errno` `EINVAL` for
-/// NULL and -1 with `EIO` for a panic; `body` answers 0 or an `errno`.
+/// NULL or an id not alive ([`is_live`]) and -1 with `EIO` for a panic;
+/// `body` answers 0 or an `errno`.
 ///
 /// # Safety
 ///
-/// `id` is NULL or live.
+/// `id` is not used by another thread while `body` runs.
 unsafe fn with_id(id: *mut RdmaCmId, body: impl FnOnce(&mut Id) -> Result<c_int, c_int>) -> c_int {
-    if id.is_null() {
+    if !is_live(id) {
         set_errno(libc::EINVAL);
         return -1;
     }
@@ -265,13 +279,11 @@ pub unsafe extern "C" fn rdma_create_id(
     context: *mut c_void,
     ps: c_int,
 ) -> c_int {
-    if id.is_null() || ps != RDMA_PS_TCP {
-        set_errno(if id.is_null() {
-            libc::EINVAL
-        } else {
-            libc::EPROTONOSUPPORT
-        });
-        return -1;
+    if id.is_null() || !(channel.is_null() || events::is_live(channel)) {
+        return fail(libc::EINVAL);
+    }
+    if ps != RDMA_PS_TCP {
+        return fail(libc::EPROTONOSUPPORT);
     }
     guard(-1, || match Id::boxed(channel, context) {
         Ok(made) => {
@@ -295,7 +307,7 @@ pub unsafe extern "C" fn rdma_create_id(
 /// `id` is NULL or live, its queue pair already destroyed.
 #[no_mangle]
 pub unsafe extern "C" fn rdma_destroy_id(id: *mut RdmaCmId) -> c_int {
-    if id.is_null() {
+    if !LIVE_IDS.remove(id) {
         set_errno(libc::EINVAL);
         return -1;
     }
@@ -600,6 +612,15 @@ const DEFAULT_IRD_ORD: (u16, u16) = (limits::MAX_RD_ATOM as u16, limits::MAX_RD_
 /// `initiator_depth`, the private data), and the number of the queue pair
 /// the application made itself (`qp_num`; 0: none).
 ///
+/// Both sides speak the peer-to-peer model (RFC 6581 section 9) whenever
+/// the peer does: the initiator offers every RTR type and the responder
+/// takes any. In the client-server model of RFC 5044 the responder sends
+/// nothing before the initiator's first FPDU (section 7.1.2), which the
+/// verbs do not know of: an application whose passive side writes first
+/// (perftest's `ib_write_lat`, where the server posts the first RDMA
+/// Write) would wait for ever, as it would not on an iWARP RNIC, whose
+/// connection managers send an RTR too.
+///
 /// # Safety
 ///
 /// As [`private_data`].
@@ -617,6 +638,7 @@ unsafe fn connection_params(param: *const RdmaConnParam) -> (LocalParams, u32) {
         ord,
         // SAFETY: forwarded.
         private_data: unsafe { private_data(param) },
+        peer_to_peer: Some(RtrSet::ALL),
         ..LocalParams::default()
     };
     (mpa, param.map_or(0, |p| p.qp_num))
@@ -875,7 +897,7 @@ pub unsafe extern "C" fn rdma_migrate_id(
     // SAFETY: forwarded.
     unsafe {
         with_id(id, |id| {
-            if channel.is_null() {
+            if !events::is_live(channel) {
                 // Becoming synchronous needs a private channel the id was
                 // not made with.
                 return Err(libc::EINVAL);

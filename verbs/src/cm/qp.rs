@@ -10,6 +10,7 @@ use std::sync::OnceLock;
 
 use crate::abi::cm::RdmaCmId;
 use crate::abi::verbs::*;
+use crate::cm::id::is_live;
 use crate::cq::{ibv_create_comp_channel, ibv_create_cq, ibv_destroy_comp_channel, ibv_destroy_cq};
 use crate::device::shared_context;
 use crate::export::{guard, set_errno, symbol_versions};
@@ -57,14 +58,19 @@ fn own_cq(depth: u32) -> Result<(*mut IbvCompChannel, *mut IbvCq), c_int> {
     Ok((channel, cq))
 }
 
-/// Makes the id's queue pair. 0, or -1 with `errno` set.
+/// Makes the id's queue pair. 0, or -1 with `errno` set (`EINVAL` for an
+/// id not alive or NULL attributes).
 ///
 /// # Safety
 ///
-/// `id` is live; `pd` is NULL or live; `attr` is readable and writable.
+/// `pd` is NULL or live; `attr` is NULL or readable and writable.
 unsafe fn create(id: *mut RdmaCmId, pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> c_int {
+    if !is_live(id) || attr.is_null() {
+        set_errno(libc::EINVAL);
+        return -1;
+    }
     guard(-1, || {
-        // SAFETY: the caller promises a live id and attributes.
+        // SAFETY: a live id; the caller promises readable attributes.
         let (id, attr) = unsafe { (&mut *id, &mut *attr) };
         if !id.qp.is_null() {
             set_errno(libc::EINVAL);
@@ -125,10 +131,6 @@ pub unsafe extern "C" fn rdma_create_qp(
     pd: *mut IbvPd,
     attr: *mut IbvQpInitAttr,
 ) -> c_int {
-    if id.is_null() || attr.is_null() {
-        set_errno(libc::EINVAL);
-        return -1;
-    }
     // SAFETY: forwarded.
     unsafe { create(id, pd, attr) }
 }
@@ -145,7 +147,7 @@ pub unsafe extern "C" fn rdma_create_qp_ex(
     id: *mut RdmaCmId,
     attr: *mut IbvQpInitAttrExHead,
 ) -> c_int {
-    if id.is_null() || attr.is_null() {
+    if !is_live(id) || attr.is_null() {
         set_errno(libc::EINVAL);
         return -1;
     }
@@ -185,7 +187,7 @@ pub unsafe extern "C" fn rdma_create_qp_ex(
 /// `id` is NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn rdma_destroy_qp(id: *mut RdmaCmId) {
-    if id.is_null() {
+    if !is_live(id) {
         return;
     }
     // SAFETY: the caller promises a live id; its queue pair and own queues

@@ -194,6 +194,26 @@ int main(void)
 	rdma_destroy_qp(client);
 	CHECK(rdma_destroy_id(client) == 0);
 
+	/* The destroyed id again (perftest 4.5 connects again with it after a
+	 * rejection): EINVAL, not a crash. */
+	errno = 0;
+	CHECK(rdma_resolve_addr(client, NULL, (struct sockaddr *)&sin, 2000) == -1 && errno == EINVAL);
+	errno = 0;
+	CHECK(rdma_destroy_id(client) == -1 && errno == EINVAL);
+
+	/* A destroyed event channel: destroyed again, waited on, given to a
+	 * new id. */
+	struct rdma_event_channel *gone = rdma_create_event_channel();
+	CHECK(gone != NULL);
+	rdma_destroy_event_channel(gone);
+	rdma_destroy_event_channel(gone);
+	struct rdma_cm_event *no_event;
+	errno = 0;
+	CHECK(rdma_get_cm_event(gone, &no_event) == -1 && errno == EINVAL);
+	struct rdma_cm_id *orphan;
+	errno = 0;
+	CHECK(rdma_create_id(gone, &orphan, NULL, RDMA_PS_TCP) == -1 && errno == EINVAL);
+
 	/* Synchronous ids: each call returns when its step is done. */
 	struct sync_server server = { NULL, pd, cq, 0 };
 	CHECK(rdma_create_id(NULL, &server.listener, NULL, RDMA_PS_TCP) == 0);
