@@ -1,6 +1,11 @@
 //! What the tests of the drop-in library share: running a program under
-//! `uwarp-run`, and compiling the C programs of `tests/c/` against the
-//! installed rdma-core headers.
+//! `uwarp-run`, compiling the C programs of `tests/c/` against the
+//! installed rdma-core headers, and running a server and a client
+//! ([`pair`]).
+
+#![allow(dead_code)] // each test binary uses its own part
+
+pub mod pair;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,0 +1,386 @@
+//! Debian's unmodified `rping` on uwarp's drop-in libraries: server and
+//! client in two processes (loopback on the socket transport, or a
+//! net_memif link on uwarp's TCP over DPDK); against uwarp's own rping
+//! (`uwarp_interop::rping`, the rping example's code) in both roles; and
+//! a persistent server (`-P`) against a hostile peer.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use support::assert_success;
+use support::pair::{free_port, listening, run_pair, strings, Side};
+use uwarp::{Device, DeviceConfig, LocalParams};
+use uwarp_interop::rping::{self, Options};
+use uwarp_stack::mpa::{negotiation, FpduReader, FpduWriter};
+use uwarp_stack::wire::ddp::{BufferModel, DdpRepr};
+use uwarp_stack::wire::mpa::StartupRepr;
+use uwarp_stack::wire::rdmap::{Opcode, RdmapControl, RdmapSegment};
+use uwarp_stack::wire::terminate::{LayoutHint, TermError, TerminateRepr};
+
+/// Debian's rping, server and client in two processes on uwarp, `count`
+/// pings of validated data at `address`, with `extra` rping options on
+/// both sides and each side's `uwarp-run` options.
+fn rping_pair(
+    count: u32,
+    extra: &[&str],
+    address: &str,
+    options: [Vec<String>; 2],
+    refused: &[&str],
+    server_ready: &dyn Fn() -> bool,
+) -> (std::process::Output, std::process::Output) {
+    let port = free_port().to_string();
+    let count = count.to_string();
+    let [server_options, client_options] = options;
+    // On the socket transport (no uwarp-run options) the server listens
+    // on a kernel port the client can wait for.
+    let socket_transport = server_options.is_empty();
+    let mut server = strings(&["-s", "-a", address, "-p", &port, "-C", &count, "-v"]);
+    server.extend(strings(extra));
+    let mut client = strings(&["-c", "-a", address, "-p", &port, "-C", &count, "-v", "-V"]);
+    client.extend(strings(extra));
+    run_pair(
+        &Side {
+            tool: "rping",
+            args: server,
+            options: server_options,
+        },
+        &Side {
+            tool: "rping",
+            args: client,
+            options: client_options,
+        },
+        refused,
+        &|| server_ready() && (!socket_transport || listening(&port)),
+    )
+}
+
+/// [`rping_pair`] on the socket transport over loopback.
+fn rping_over_loopback(count: u32, extra: &[&str]) -> (std::process::Output, std::process::Output) {
+    rping_pair(
+        count,
+        extra,
+        "127.0.0.1",
+        Default::default(),
+        &["REJECTED"],
+        &|| true,
+    )
+}
+
+/// Checks an rping pair's outputs: both succeeded, and each printed every
+/// ping's data (the client after comparing it, `-V`).
+fn assert_rping_pinged(
+    count: u32,
+    (server, client): &(std::process::Output, std::process::Output),
+) {
+    assert_success("rping -c", client);
+    assert_success("rping -s", server);
+    let pings = |output: &std::process::Output, prefix: &str| {
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter(|line| line.starts_with(prefix) && line.contains("rdma-ping-"))
+            .count()
+    };
+    assert_eq!(pings(server, "server ping data: "), count as usize);
+    assert_eq!(pings(client, "ping data: "), count as usize);
+}
+
+/// rping's sizes: small, more than one TCP segment, its largest (64 KiB
+/// less one octet).
+const SIZES: [usize; 3] = [64, 3000, 65535];
+/// Pings of each run.
+const PINGS: u32 = 100;
+
+#[test]
+fn debian_rping_pings_between_two_processes_at_every_size() {
+    for size in SIZES {
+        let pair = rping_over_loopback(PINGS, &["-S", &size.to_string()]);
+        assert_rping_pinged(PINGS, &pair);
+    }
+}
+
+#[test]
+fn debian_rping_pings_with_queue_pairs_it_made_itself() {
+    // -q: ibv_create_qp and ibv_modify_qp by hand, the queue pair named by
+    // conn_param.qp_num in rdma_connect and rdma_accept.
+    let pair = rping_over_loopback(5, &["-q"]);
+    assert_rping_pinged(5, &pair);
+}
+
+#[test]
+fn debian_rping_pings_over_uwarps_tcp_on_dpdk() {
+    // Two processes joined by a net_memif link (the EAL's shared memory
+    // needs root), each a uwarp host of its own: uwarp's TCP, not the
+    // kernel's.
+    if !uwarp_testing::root_or_skip("DPDK's net_memif") {
+        return;
+    }
+    let socket =
+        std::env::temp_dir().join(format!("uwarp-verbs-memif-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&socket);
+    let side = |role: &str, last: u8| {
+        let eal = format!(
+            "--vdev net_memif0,role={role},socket={},socket-abstract=no,mac=02:00:00:00:78:0{last}",
+            socket.display()
+        );
+        strings(&[
+            "--transport",
+            "dpdk",
+            "--eal",
+            &eal,
+            "--ip",
+            &format!("10.78.0.{last}/24"),
+        ])
+    };
+    // The client starts once the server's EAL made its memif socket (two
+    // EALs starting at once sometimes never joined the link), and tries
+    // again while the server does not listen yet.
+    let refused = ["REJECTED"];
+    let ready = || socket.exists();
+    let pair = rping_pair(
+        10,
+        &[],
+        "10.78.0.1",
+        [side("server", 1), side("client", 2)],
+        &refused,
+        &ready,
+    );
+    let _ = std::fs::remove_file(&socket);
+    assert_rping_pinged(10, &pair);
+}
+
+/// uwarp's own rping with `size`-octet pings, [`PINGS`] of them, data
+/// validated.
+fn uwarp_options(size: usize) -> Options {
+    Options {
+        size,
+        count: u64::from(PINGS),
+        validate: true,
+        timeout: Some(Duration::from_secs(30)),
+        ..Options::default()
+    }
+}
+
+/// Starts Debian's rping (on uwarp) with `args`, its output piped.
+fn spawn_rping(args: &[&str]) -> Child {
+    Side {
+        tool: "rping",
+        args: strings(args),
+        options: Vec::new(),
+    }
+    .command()
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("rping starts")
+}
+
+/// Waits up to 20 s for a listener on `port`.
+fn wait_listening(port: &str) {
+    let started = Instant::now();
+    while !listening(port) {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "nothing listens on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn debian_rping_client_pings_uwarps_own_rping_server() {
+    let device = Device::open(DeviceConfig::default()).expect("a uwarp device");
+    let listener = device.listen("127.0.0.1:0").expect("a listener");
+    let port = listener.local_addr().port().to_string();
+    for size in SIZES {
+        let (size_arg, count) = (size.to_string(), PINGS.to_string());
+        let client = spawn_rping(&[
+            "-c",
+            "-a",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-C",
+            &count,
+            "-V",
+            "-S",
+            &size_arg,
+        ]);
+        let report = rping::serve_one(&device, &listener, &uwarp_options(size))
+            .unwrap_or_else(|err| panic!("uwarp's rping server, {size} octets: {err}"));
+        let client = client.wait_with_output().expect("rping -c ends");
+        assert_success("rping -c", &client);
+        assert_eq!(report.pings, u64::from(PINGS), "{size} octets");
+    }
+}
+
+#[test]
+fn uwarps_own_rping_client_pings_a_debian_rping_server() {
+    let device = Device::open(DeviceConfig::default()).expect("a uwarp device");
+    for size in SIZES {
+        let port = free_port();
+        let (port_arg, size_arg, count) = (port.to_string(), size.to_string(), PINGS.to_string());
+        let server = spawn_rping(&[
+            "-s",
+            "-a",
+            "127.0.0.1",
+            "-p",
+            &port_arg,
+            "-C",
+            &count,
+            "-S",
+            &size_arg,
+        ]);
+        wait_listening(&port_arg);
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let report = rping::run_client(&device, addr, &uwarp_options(size))
+            .unwrap_or_else(|err| panic!("uwarp's rping client, {size} octets: {err}"));
+        assert_eq!(report.pings, u64::from(PINGS), "{size} octets");
+        let server = server.wait_with_output().expect("rping -s ends");
+        assert_success("rping -s", &server);
+    }
+}
+
+/// A hostile peer's connection to `port`: an MPA Request (CRCs asked
+/// for), and the Reply read.
+fn hostile_peer(port: u16) -> TcpStream {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("the server listens");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("a timeout");
+    let local = LocalParams {
+        crc: true,
+        ..LocalParams::default()
+    };
+    let request = negotiation::request(&local).to_vec().expect("a Request");
+    stream.write_all(&request).expect("the Request goes");
+    let mut reply = [0u8; 24]; // 20 octets of header, 4 of enhanced block
+    stream.read_exact(&mut reply).expect("the Reply");
+    let (reply, _) = StartupRepr::parse_bytes(&reply).expect("a valid Reply");
+    assert!(!reply.reject, "rping's server accepts");
+    stream
+}
+
+/// Sends `ulpdu` in one FPDU (corrupted when `corrupt`), and returns the
+/// error of the Terminate the server's uwarp answers with before it
+/// closes.
+fn terminated_by(stream: &mut TcpStream, ulpdu: &[u8], corrupt: bool) -> TermError {
+    let mut frame = Vec::new();
+    FpduWriter::new(true, false)
+        .write(&[ulpdu], &mut frame)
+        .expect("an FPDU");
+    if corrupt {
+        frame[4] ^= 0x01;
+    }
+    stream.write_all(&frame).expect("the FPDU goes");
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).expect("the server closes");
+    let mut reader = FpduReader::new(true, false);
+    reader.push(&answer);
+    let ulpdu = reader
+        .next_ulpdu()
+        .expect("a Terminate")
+        .expect("a valid FPDU");
+    let segment = RdmapSegment::parse(&ulpdu).expect("an RDMAP message");
+    assert_eq!(segment.opcode(), Opcode::Terminate);
+    TerminateRepr::parse(segment.payload, LayoutHint::Rfc5040)
+        .expect("a Terminate")
+        .error
+}
+
+/// One ULPDU: `opcode` on the buffer `model`, carrying `payload`.
+fn ulpdu(opcode: Opcode, model: BufferModel, payload: &[u8]) -> Vec<u8> {
+    RdmapSegment {
+        ddp: DdpRepr {
+            last: true,
+            reserved: 0,
+            ulp_control: 0,
+            model,
+        },
+        control: RdmapControl::new(opcode),
+        payload,
+    }
+    .to_vec()
+}
+
+#[test]
+fn a_persistent_debian_rping_server_survives_hostile_peers_and_serves_on() {
+    let port = free_port();
+    let port_arg = port.to_string();
+    let mut server = spawn_rping(&["-s", "-P", "-a", "127.0.0.1", "-p", &port_arg]);
+    wait_listening(&port_arg);
+
+    // Not MPA at all: the connection closes, nothing reaches rping.
+    let mut junk = TcpStream::connect(("127.0.0.1", port)).expect("the server listens");
+    junk.set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("a timeout");
+    junk.write_all(&[0x5A; 100]).expect("junk goes");
+    let mut rest = Vec::new();
+    let _ = junk.read_to_end(&mut rest);
+    assert!(
+        rest.is_empty() || !rest.starts_with(b"MPA ID Rep Frame"),
+        "{rest:?}"
+    );
+
+    // A Request cut short: the peer closes in the middle of it.
+    let mut cut = TcpStream::connect(("127.0.0.1", port)).expect("the server listens");
+    let request = negotiation::request(&LocalParams::default())
+        .to_vec()
+        .expect("a Request");
+    cut.write_all(&request[..10]).expect("half a Request goes");
+    drop(cut);
+
+    let tagged = BufferModel::Tagged {
+        stag: 0xDEAD_BE00,
+        to: 0,
+    };
+    let untagged = BufferModel::Untagged {
+        ulp_word: 0,
+        qn: 0,
+        msn: 1,
+        mo: 0,
+    };
+    let cases = [
+        (
+            ulpdu(Opcode::RdmaWrite, tagged, &[1; 64]),
+            false,
+            TermError::DdpTaggedInvalidStag,
+        ),
+        (
+            ulpdu(Opcode::Send, untagged, &[2; 16]),
+            true,
+            TermError::MpaCrcError,
+        ),
+        (
+            ulpdu(Opcode::Send, untagged, &[3; 4096]),
+            false,
+            TermError::DdpUntaggedTooLong,
+        ),
+    ];
+    for (ulpdu, corrupt, expected) in cases {
+        let mut peer = hostile_peer(port);
+        let error = terminated_by(&mut peer, &ulpdu, corrupt);
+        assert_eq!(error, expected);
+    }
+
+    // The server serves on.
+    let count = "10";
+    let client = spawn_rping(&["-c", "-a", "127.0.0.1", "-p", &port_arg, "-C", count, "-V"]);
+    let client = client.wait_with_output().expect("rping -c ends");
+    assert_success("rping -c after the hostile peers", &client);
+    assert!(
+        server.try_wait().expect("the server's status").is_none(),
+        "rping -s -P ended: {:?}",
+        server.wait_with_output()
+    );
+    server.kill().expect("the server stops");
+    let server = server.wait_with_output().expect("the server's output");
+    let stderr = String::from_utf8_lossy(&server.stderr);
+    assert!(
+        !stderr.contains("uwarp: "),
+        "the library complained: {stderr}"
+    );
+}

@@ -1,0 +1,160 @@
+//! Two programs at once: a server and a client, each run by `uwarp-run`,
+//! the client started once the server is ready.
+
+use std::io::Read;
+use std::process::{Child, Command, Output, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::debian_tool;
+
+/// Whether a kernel TCP socket listens on `port` (the socket transport's
+/// listener), read from `/proc/net/tcp` without touching it: a client
+/// refused by a server not yet listening takes an error path of its
+/// own, which these tests do not mean to test.
+pub fn listening(port: &str) -> bool {
+    let Ok(port) = port.parse::<u16>() else {
+        return false;
+    };
+    let wanted = format!(":{port:04X} ");
+    std::fs::read_to_string("/proc/net/tcp").is_ok_and(|table| {
+        table
+            .lines()
+            .any(|line| line.split_whitespace().nth(3) == Some("0A") && line.contains(&wanted))
+    })
+}
+
+/// A TCP port nothing listens on now (the system's choice for port 0).
+pub fn free_port() -> u16 {
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    probe.local_addr().expect("its address").port()
+}
+
+/// One side of a pair: the Debian tool, its arguments, and `uwarp-run`'s
+/// options before them.
+pub struct Side<'a> {
+    /// The tool's name in /usr/bin.
+    pub tool: &'a str,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// `uwarp-run`'s options.
+    pub options: Vec<String>,
+}
+
+impl Side<'_> {
+    /// The command that runs this side.
+    pub fn command(&self) -> std::process::Command {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_uwarp-run"));
+        command
+            .args(&self.options)
+            .arg(debian_tool(self.tool))
+            .args(&self.args);
+        command
+    }
+}
+
+/// How long a client may run, and a server after its client ended,
+/// before it is killed (its output then shows how far it got).
+const RUN_LIMIT: Duration = Duration::from_secs(120);
+
+/// A program running with its output read as it comes: a program whose
+/// pipe fills (64 KiB pings printed with `-v`) would block and never
+/// answer.
+struct Running {
+    child: Child,
+    stdout: JoinHandle<Vec<u8>>,
+    stderr: JoinHandle<Vec<u8>>,
+}
+
+impl Running {
+    fn start(mut command: Command) -> Running {
+        let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the program starts");
+        let stdout = drain(
+            child
+                .stdout
+                .take()
+                .map(|s| Box::new(s) as Box<dyn Read + Send>),
+        );
+        let stderr = drain(
+            child
+                .stderr
+                .take()
+                .map(|s| Box::new(s) as Box<dyn Read + Send>),
+        );
+        Running {
+            child,
+            stdout,
+            stderr,
+        }
+    }
+
+    /// Its output once it ended, killed if it runs past `deadline`.
+    fn finish(mut self, deadline: Instant) -> Output {
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("the program's status") {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                break self.child.wait().expect("the killed program's status");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Output {
+            status,
+            stdout: self.stdout.join().expect("the output reader"),
+            stderr: self.stderr.join().expect("the output reader"),
+        }
+    }
+}
+
+/// Reads `stream` to its end on a thread of its own.
+fn drain(stream: Option<Box<dyn Read + Send>>) -> JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut octets = Vec::new();
+        if let Some(mut stream) = stream {
+            let _ = stream.read_to_end(&mut octets);
+        }
+        octets
+    })
+}
+
+/// Runs `server`, then, once `server_ready` says so (or after 20 s),
+/// `client` (again while the server is not yet listening: the client's
+/// connect is refused and it exits at once, with one of `refused` in its
+/// output), and returns both outputs. Either is killed after
+/// [`RUN_LIMIT`] (the client from its start, the server from the
+/// client's end).
+pub fn run_pair(
+    server: &Side,
+    client: &Side,
+    refused: &[&str],
+    server_ready: &dyn Fn() -> bool,
+) -> (Output, Output) {
+    let server_run = Running::start(server.command());
+    let started = Instant::now();
+    while !server_ready() && started.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let client = loop {
+        let client = Running::start(client.command()).finish(Instant::now() + RUN_LIMIT);
+        let output = [client.stdout.as_slice(), client.stderr.as_slice()].concat();
+        let text = String::from_utf8_lossy(&output);
+        let was_refused = refused.iter().any(|marker| text.contains(marker));
+        if client.status.success() || !was_refused || started.elapsed() > Duration::from_secs(20) {
+            break client;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let server = server_run.finish(Instant::now() + RUN_LIMIT);
+    (server, client)
+}
+
+/// Owned copies of `args`.
+pub fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|arg| (*arg).to_owned()).collect()
+}
