@@ -184,3 +184,11 @@ fn a_c_program_connects_accepts_rejects_and_disconnects() {
     assert_success("cm_connect", &output);
     assert_eq!(String::from_utf8_lossy(&output.stdout), "ok\n");
 }
+
+#[test]
+fn a_c_program_that_forks_and_exits_without_cleaning_up_leaves_nothing_behind() {
+    let program = compile_c("fork_and_exit");
+    let output = uwarp_run(&program, &[]);
+    assert_success("fork_and_exit", &output);
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "ok\n");
+}

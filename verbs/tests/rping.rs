@@ -12,7 +12,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use support::assert_success;
-use support::pair::{free_port, listening, run_pair, strings, Side};
+use support::pair::{free_port, listening, run_pair, strings, MemifLink, Side};
 use uwarp::{Device, DeviceConfig, LocalParams};
 use uwarp_interop::rping::{self, Options};
 use uwarp_stack::mpa::{negotiation, FpduReader, FpduWriter};
@@ -112,43 +112,19 @@ fn debian_rping_pings_with_queue_pairs_it_made_itself() {
 
 #[test]
 fn debian_rping_pings_over_uwarps_tcp_on_dpdk() {
-    // Two processes joined by a net_memif link (the EAL's shared memory
-    // needs root), each a uwarp host of its own: uwarp's TCP, not the
-    // kernel's.
     if !uwarp_testing::root_or_skip("DPDK's net_memif") {
         return;
     }
-    let socket =
-        std::env::temp_dir().join(format!("uwarp-verbs-memif-{}.sock", std::process::id()));
-    let _ = std::fs::remove_file(&socket);
-    let side = |role: &str, last: u8| {
-        let eal = format!(
-            "--vdev net_memif0,role={role},socket={},socket-abstract=no,mac=02:00:00:00:78:0{last}",
-            socket.display()
-        );
-        strings(&[
-            "--transport",
-            "dpdk",
-            "--eal",
-            &eal,
-            "--ip",
-            &format!("10.78.0.{last}/24"),
-        ])
-    };
-    // The client starts once the server's EAL made its memif socket (two
-    // EALs starting at once sometimes never joined the link), and tries
-    // again while the server does not listen yet.
-    let refused = ["REJECTED"];
-    let ready = || socket.exists();
+    let link = MemifLink::new("verbs-rping");
+    // The client tries again while the server does not listen yet.
     let pair = rping_pair(
         10,
         &[],
-        "10.78.0.1",
-        [side("server", 1), side("client", 2)],
-        &refused,
-        &ready,
+        MemifLink::SERVER_IP,
+        link.options(),
+        &["REJECTED"],
+        &|| link.server_ready(),
     );
-    let _ = std::fs::remove_file(&socket);
     assert_rping_pinged(10, &pair);
 }
 

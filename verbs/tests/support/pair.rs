@@ -2,6 +2,7 @@
 //! the client started once the server is ready.
 
 use std::io::Read;
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -157,4 +158,55 @@ pub fn run_pair(
 /// Owned copies of `args`.
 pub fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|arg| (*arg).to_owned()).collect()
+}
+
+/// A net_memif link between two processes, each a uwarp host on DPDK of
+/// its own (uwarp's TCP, not the kernel's; the EAL's shared memory needs
+/// root): the server at 10.78.0.1, the client at 10.78.0.2. Its socket
+/// file goes when it is dropped.
+pub struct MemifLink {
+    socket: PathBuf,
+}
+
+impl MemifLink {
+    /// A link whose socket file is named after `name` and this process.
+    pub fn new(name: &str) -> MemifLink {
+        let socket = std::env::temp_dir().join(format!("uwarp-{name}-{}.sock", std::process::id()));
+        let _ = std::fs::remove_file(&socket);
+        MemifLink { socket }
+    }
+
+    /// The server's address on the link.
+    pub const SERVER_IP: &'static str = "10.78.0.1";
+
+    /// `uwarp-run`'s options for the server's side and the client's.
+    pub fn options(&self) -> [Vec<String>; 2] {
+        let side = |role: &str, last: u8| {
+            let eal = format!(
+                "--vdev net_memif0,role={role},socket={},socket-abstract=no,mac=02:00:00:00:78:0{last}",
+                self.socket.display()
+            );
+            strings(&[
+                "--transport",
+                "dpdk",
+                "--eal",
+                &eal,
+                "--ip",
+                &format!("10.78.0.{last}/24"),
+            ])
+        };
+        [side("server", 1), side("client", 2)]
+    }
+
+    /// Whether the server's EAL made the link's socket: the client starts
+    /// then (two EALs starting at once sometimes never joined the link).
+    pub fn server_ready(&self) -> bool {
+        self.socket.exists()
+    }
+}
+
+impl Drop for MemifLink {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.socket);
+    }
 }
