@@ -32,7 +32,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 # Both files name their seed writers write_*; --ignored runs only those.
-UWARP_FUZZ_CORPUS=$work cargo test --quiet -p uwarp-stack \
+# --workspace, not -p uwarp-stack: with the features the whole workspace
+# unifies, these are the binaries `cargo test --workspace` has built;
+# -p would rebuild uwarp-stack's dependencies with fewer features.
+UWARP_FUZZ_CORPUS=$work cargo test --quiet --workspace \
     --test fuzz_inputs --test qp_fuzz -- --ignored write_
 
 cd stack
