@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# CI's bounded fuzz step: runs every cargo-fuzz target of stack/fuzz/ for a
+# few seconds from the seed corpora the tests write, so that a broken
+# oracle or a new crash fails CI the day it appears. Exits non-zero when
+# any target crashes; libFuzzer leaves the input in
+# stack/fuzz/artifacts/<target>/ (see stack/fuzz/README.md for turning it
+# into a regression test).
+#
+# Usage: scripts/fuzz-ci.sh [SECONDS_PER_TARGET]   (default 5)
+#
+# Installs cargo-fuzz (pinned below) when it is missing or another version,
+# as a debug build: it only drives cargo and libFuzzer, and compiling it
+# unoptimized takes about half as long.
+# Builds every target once, optimized with debug assertions and
+# AddressSanitizer (cargo-fuzz's defaults), on the stable compiler through
+# RUSTC_BOOTSTRAP=1. The seeds come from the ignored seed-writing tests of
+# stack/tests/fuzz_inputs.rs and stack/tests/qp_fuzz.rs, so this step is
+# cheapest after `cargo test --workspace` has built them. Corpora grow in a
+# temporary folder, removed on exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds=${1:-5}
+cargo_fuzz_version=0.13.2
+
+if [ "$(cargo fuzz --version 2>/dev/null)" != "cargo-fuzz $cargo_fuzz_version" ]; then
+    echo "fuzz-ci.sh: installing cargo-fuzz $cargo_fuzz_version"
+    cargo install cargo-fuzz --locked --debug --version "$cargo_fuzz_version"
+fi
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# Both files name their seed writers write_*; --ignored runs only those.
+# --workspace, not -p uwarp-stack: with the features the whole workspace
+# unifies, these are the binaries `cargo test --workspace` has built;
+# -p would rebuild uwarp-stack's dependencies with fewer features.
+UWARP_FUZZ_CORPUS=$work cargo test --quiet --workspace \
+    --test fuzz_inputs --test qp_fuzz -- --ignored write_
+
+cd stack
+export RUSTC_BOOTSTRAP=1
+cargo fuzz build
+failed=()
+for target in $(cargo fuzz list); do
+    mkdir -p "$work/$target"
+    log=$work/$target.log
+    # -timeout: one input running this long is a hang, and a failure.
+    if cargo fuzz run "$target" "$work/$target" -- \
+        -max_total_time="$seconds" -timeout=10 >"$log" 2>&1; then
+        echo "fuzz-ci.sh: $target: $(grep -E '^#[0-9]+' "$log" | tail -n 1)"
+    else
+        cat "$log"
+        failed+=("$target")
+    fi
+done
+
+if [ "${#failed[@]}" -gt 0 ]; then
+    echo "fuzz-ci.sh: crashed: ${failed[*]} (inputs in stack/fuzz/artifacts/)" >&2
+    exit 1
+fi
+echo "fuzz-ci.sh: ${seconds}s each, no crash"
