@@ -122,7 +122,7 @@ fn debian_perftest_bandwidth_tools_run_on_uwarp() {
 #[test]
 fn debian_perftest_bandwidth_tools_run_every_size_on_uwarp() {
     for tool in ["ib_write_bw", "ib_read_bw", "ib_send_bw"] {
-        assert_bandwidth_report(tool, &["-a", "-n", "20"], &all_sizes(), Some(20.0));
+        assert_bandwidth_report(tool, &["-a", "-n", "5"], &all_sizes(), Some(5.0));
     }
 }
 
@@ -183,7 +183,7 @@ fn debian_perftest_latency_tools_run_on_uwarp() {
 #[test]
 fn debian_perftest_latency_tools_run_every_size_on_uwarp() {
     for tool in ["ib_write_lat", "ib_read_lat", "ib_send_lat"] {
-        assert_latency_report(tool, &["-a", "-n", "10"], &all_sizes(), 10.0);
+        assert_latency_report(tool, &["-a", "-n", "5"], &all_sizes(), 5.0);
     }
 }
 
