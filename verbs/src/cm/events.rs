@@ -227,7 +227,7 @@ pub extern "C" fn rdma_create_event_channel() -> *mut RdmaEventChannel {
 }
 
 /// `rdma_destroy_event_channel`: closes the channel (events still queued
-/// are dropped with it); a channel not alive ([`is_live`]) is left alone.
+/// are dropped with it); a channel not alive (see `is_live`) is left alone.
 ///
 /// # Safety
 ///
