@@ -97,7 +97,7 @@ fn work_requests_seeds() -> Vec<Vec<u8>> {
             ],
         ),
         chain(
-            2,
+            0,
             (16, 16),
             &[request(
                 READ,

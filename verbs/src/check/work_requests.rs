@@ -41,9 +41,9 @@ const MAX_INLINE: u64 = 256;
 /// requests point into a registered region, into an inaccessible
 /// mapping, or anywhere.
 ///
-/// The input: a settings octet (bit 0: receives, else sends; bit 1:
-/// `sq_sig_all`; bit 2: the queue pair takes its receives from a new SRQ;
-/// bit 3: receives go to that SRQ); the elements asked for by the send
+/// The input: a settings octet (bit 0: receives, else sends; bit 2: the
+/// queue pair takes its receives from a new SRQ; bit 3: receives go to
+/// that SRQ); the elements asked for by the send
 /// queue and by the receive queue (and the SRQ), an octet each, modulo
 /// 20; the length of the chain, modulo 9; then each request (see
 /// `Request::read`).
