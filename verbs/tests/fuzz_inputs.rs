@@ -8,6 +8,8 @@
 //! A crash found by `cargo fuzz` replays here as a test calling the same
 //! oracle on its input (see `verbs/fuzz/README.md`).
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use uwarp_verbs::check;
 
 /// `IBV_WR_*` and `IBV_SEND_*` values the seeds use.
@@ -245,4 +247,49 @@ fn write_seed_corpus() {
         }
         eprintln!("{}: {} seeds", dir.display(), seeds.len());
     }
+}
+
+/// Regression: `cargo fuzz run private_data` stopped after 3,700 inputs
+/// when libFuzzer's timer signal (installed without `SA_RESTART`)
+/// interrupted `rdma_get_cm_event`, which then answers -1 with `EINTR`,
+/// as documented; the oracle took that for a failure instead of waiting
+/// again, as an application does. Here another thread interrupts the
+/// oracle's waits with `SIGUSR1` every 200 µs while the seeds run.
+#[test]
+fn private_data_waits_again_when_a_signal_interrupts() {
+    extern "C" fn ignore(_: libc::c_int) {}
+    // SAFETY: a handler that does nothing, without SA_RESTART, so that a
+    // wait it interrupts fails with EINTR; a zeroed sigaction is valid.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = ignore as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        assert_eq!(
+            libc::sigaction(libc::SIGUSR1, &action, std::ptr::null_mut()),
+            0
+        );
+    }
+    // SAFETY: the calling thread's own handle.
+    let oracle_thread = unsafe { libc::pthread_self() };
+    /// Sets its flag when dropped, also by a panic (the scope joins the
+    /// signalling thread before the panic goes on).
+    struct SetOnDrop<'a>(&'a AtomicBool);
+    impl Drop for SetOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Release);
+        }
+    }
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !stop.load(Ordering::Acquire) {
+                // SAFETY: the oracle's thread, alive until `stop` is set.
+                unsafe { libc::pthread_kill(oracle_thread, libc::SIGUSR1) };
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+        });
+        let _stop = SetOnDrop(&stop);
+        for seed in private_data_seeds() {
+            check::private_data(&seed);
+        }
+    });
 }

@@ -233,16 +233,16 @@ fn resolved(addr: SocketAddr) -> (*mut RdmaEventChannel, *mut RdmaCmId) {
     (channel, id)
 }
 
-/// Waits for the next event on `channel`, checks it is of type `kind`
-/// with `status`, acknowledges it, and returns its private data and id.
+/// Waits for the next event on `channel` (again after a signal
+/// interrupted the wait: libFuzzer's timer, for one, is installed without
+/// `SA_RESTART`), checks it is of type `kind` with `status`, acknowledges
+/// it, and returns its private data and id.
 fn take(channel: *mut RdmaEventChannel, kind: c_int, status: c_int) -> (Vec<u8>, *mut RdmaCmId) {
     let mut event = ptr::null_mut();
     // SAFETY: a live channel and a writable pointer.
-    assert_eq!(
-        unsafe { rdma_get_cm_event(channel, &mut event) },
-        0,
-        "rdma_get_cm_event"
-    );
+    while unsafe { rdma_get_cm_event(channel, &mut event) } != 0 {
+        assert_eq!(errno(), libc::EINTR, "rdma_get_cm_event");
+    }
     // SAFETY: the event taken, alive until acknowledged below.
     let taken = unsafe { &*event };
     assert_eq!((taken.event, taken.status), (kind, status), "the event");
