@@ -29,9 +29,20 @@
 //! - [`provider_abi`]: rdma-core's provider interface, there so that
 //!   provider libraries programs load (libmlx5, DPDK's mlx5 drivers) load.
 //! - [`export`]: symbol versions and the entry-point guard.
+//! - `check` (with the `testing` feature): fuzz oracles for the entry
+//!   points that parse what applications pass (address strings, work
+//!   request lists, connection private data).
+//!
+//! # Features
+//!
+//! `testing` adds `check`. The crate's own tests and its fuzz crate
+//! (`fuzz/`) turn it on; production builds, and the shared object, leave
+//! it off.
 
 pub mod abi;
 pub mod async_events;
+#[cfg(feature = "testing")]
+pub mod check;
 pub mod cm;
 pub mod cq;
 pub mod datagram;

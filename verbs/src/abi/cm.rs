@@ -165,6 +165,9 @@ pub struct RdmaAddrinfo {
 pub const RDMA_PS_TCP: c_int = 0x0106;
 /// `RAI_PASSIVE`: the address is to listen on.
 pub const RAI_PASSIVE: c_int = 1;
+/// `RAI_NUMERICHOST`: the node is a numeric address, never a name to
+/// look up.
+pub const RAI_NUMERICHOST: c_int = 2;
 
 /// `RDMA_CM_EVENT_ADDR_RESOLVED` and the other event types.
 pub const RDMA_CM_EVENT_ADDR_RESOLVED: c_int = 0;

@@ -246,6 +246,7 @@ fn facts() -> Vec<Fact> {
         facts,
         RDMA_PS_TCP,
         RAI_PASSIVE,
+        RAI_NUMERICHOST,
         RDMA_CM_EVENT_ADDR_RESOLVED,
         RDMA_CM_EVENT_ADDR_ERROR,
         RDMA_CM_EVENT_ROUTE_RESOLVED,

@@ -86,7 +86,9 @@ pub fn to_sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t
 /// `rdma_getaddrinfo`: resolves `node` and `service` (as `getaddrinfo`
 /// does) into connection-manager address information: with `RAI_PASSIVE`
 /// in the hints' flags, source addresses to listen on; otherwise
-/// destinations to connect to. 0, or -1 with `errno` set.
+/// destinations to connect to. With `RAI_NUMERICHOST`, `node` must be a
+/// numeric address: no name is looked up (no DNS query is sent). 0, or
+/// -1 with `errno` set.
 ///
 /// # Safety
 ///
@@ -114,11 +116,13 @@ pub unsafe extern "C" fn rdma_getaddrinfo(
         let mut ask: libc::addrinfo = unsafe { core::mem::zeroed() };
         ask.ai_family = family;
         ask.ai_socktype = libc::SOCK_STREAM;
-        ask.ai_flags = if flags & RAI_PASSIVE != 0 {
-            libc::AI_PASSIVE
-        } else {
-            0
-        };
+        ask.ai_flags = [
+            (RAI_PASSIVE, libc::AI_PASSIVE),
+            (RAI_NUMERICHOST, libc::AI_NUMERICHOST),
+        ]
+        .into_iter()
+        .filter(|&(rai, _)| flags & rai != 0)
+        .fold(0, |ai_flags, (_, ai)| ai_flags | ai);
         let mut found: *mut libc::addrinfo = ptr::null_mut();
         // SAFETY: the strings are the caller's; `found` receives a list
         // freed below.
@@ -214,4 +218,34 @@ pub unsafe extern "C" fn rdma_freeaddrinfo(res: *mut RdmaAddrinfo) {
 symbol_versions! {
     rdma_getaddrinfo => "RDMACM_1.0",
     rdma_freeaddrinfo => "RDMACM_1.0",
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `rdma_getaddrinfo` on `node` with `flags`, active side: the answer
+    /// and the list (freed).
+    fn resolve(node: &core::ffi::CStr, flags: c_int) -> c_int {
+        // SAFETY: all zeros is a valid addrinfo of no address.
+        let mut hints: RdmaAddrinfo = unsafe { core::mem::zeroed() };
+        hints.ai_flags = flags;
+        let mut res = ptr::null_mut();
+        // SAFETY: a C string, hints and a writable `res`.
+        let answer = unsafe { rdma_getaddrinfo(node.as_ptr(), ptr::null(), &hints, &mut res) };
+        // SAFETY: the list returned, if any, freed once.
+        unsafe { rdma_freeaddrinfo(res) };
+        answer
+    }
+
+    /// Regression: `RAI_NUMERICHOST` was ignored, so a name was looked up
+    /// (a DNS query, for a name not in /etc/hosts) where the application
+    /// (and the `getaddrinfo` fuzz target) asked for a numeric address
+    /// only.
+    #[test]
+    fn numeric_host_looks_up_no_name() {
+        assert_eq!(resolve(c"localhost", RAI_NUMERICHOST), -1);
+        assert_eq!(resolve(c"127.0.0.1", RAI_NUMERICHOST), 0);
+        assert_eq!(resolve(c"localhost", 0), 0, "/etc/hosts names localhost");
+    }
 }
