@@ -207,12 +207,29 @@ impl<A: TcpApp> TcpHost<A> {
     }
 
     /// Stops the cores and the port; returns what they counted. Flows
-    /// still open are dropped without a FIN or RST.
+    /// still open are reset (their peers hear a RST).
     pub fn shutdown(mut self) -> HostReport {
         let stopped = self.runtime.shutdown();
-        let _ = self.port.stop();
-        HostReport::of(&stopped, TcpSetup::counters)
+        let report = HostReport::of(&stopped, TcpSetup::counters);
+        stop_port(&mut self.port, &report);
+        report
     }
+}
+
+/// How long a stopping host keeps its port up after its cores reset
+/// connections, for the RSTs to leave: a net_memif peer that sees the
+/// link go down drops what its ring still holds, and a NIC may not have
+/// sent every descriptor yet.
+pub const RESET_DRAIN: Duration = Duration::from_millis(50);
+
+/// Stops `port` after its cores stopped and counted `report`, once the
+/// RSTs they sent had [`RESET_DRAIN`] to leave (at once when they sent
+/// none).
+pub fn stop_port(port: &mut Port, report: &HostReport) {
+    if report.reset_at_shutdown() > 0 {
+        std::thread::sleep(RESET_DRAIN);
+    }
+    let _ = port.stop();
 }
 
 impl HostReport {
@@ -238,6 +255,12 @@ impl HostReport {
             net: stopped.control.iface().counters().clone(),
             dropped_at_shutdown: stopped.dropped_at_shutdown,
         }
+    }
+
+    /// Connections reset because the host stopped with them open, in
+    /// set-up or on a dataplane core.
+    pub fn reset_at_shutdown(&self) -> u64 {
+        self.setup.reset_at_shutdown + self.cores.iter().map(|c| c.flows_reset).sum::<u64>()
     }
 }
 

@@ -137,6 +137,9 @@ pub struct SetupCounters {
     pub malformed: u64,
     /// Handshakes that failed (reset, timed out, unreachable).
     pub failed: u64,
+    /// Connections still in set-up when the core stopped, reset (a RST
+    /// sent to the peer).
+    pub reset_at_shutdown: u64,
     /// Transmit counters of the handshakes.
     pub tx: FlowCounters,
 }
@@ -659,6 +662,19 @@ impl<A: TcpApp> ControlHandler for TcpSetup<A> {
         }
         self.due = due;
         self.forget_closed();
+    }
+
+    /// Resets every connection still in its handshake or its
+    /// application's set-up, and those waiting to be handed over: their
+    /// peers hear a RST (the flows already handed over are their cores').
+    fn shut_down(&mut self, wall: WallInstant, ctx: &mut ControlContext<'_, TcpFlow<A>>) {
+        let now = self.clock.at(wall);
+        let waiting = std::mem::take(&mut self.waiting).into_iter();
+        for (_, mut handshake) in self.handshakes.drain().chain(waiting) {
+            if handshake.flow.reset(now, ctx.tx, &mut self.counters.tx) {
+                self.counters.reset_at_shutdown += 1;
+            }
+        }
     }
 }
 

@@ -261,3 +261,19 @@ fn dropping_a_device_flushes_its_connected_queue_pairs() {
     assert_eq!(flushed, expected);
     drop(server);
 }
+
+/// Closing a device resets the connections it still has, as a kernel
+/// does for a process that exits: the peer's queue pair hears the RST and
+/// goes to Error, instead of waiting on a host gone silent.
+#[test]
+fn closing_a_device_resets_its_connections_for_the_peer() {
+    let (server, client) = devices(CoreThreads::Spawned);
+    let (server_end, _client_end) = connected_ends(&server, &client, 64);
+    let report = client.close().expect("a DPDK device reports");
+    assert_eq!(report.reset_at_shutdown(), 1, "{report:#?}");
+    assert!(
+        server_end.qp.wait_closed(Duration::from_secs(10)),
+        "the server's queue pair never heard of the close"
+    );
+    drop(server);
+}

@@ -3,7 +3,7 @@
 //! its dataplane thread; everything else is created from it.
 
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
@@ -57,22 +57,26 @@ impl DeviceConfig {
 }
 
 /// An open device, on the kernel-socket transport or on uwarp's TCP over
-/// DPDK ([`DeviceConfig::transport`]). Dropping it stops its cores; on
-/// the socket transport it first resets every connection still open.
-/// [`Device::close`] does the same and returns what a DPDK device's cores
-/// counted.
+/// DPDK ([`DeviceConfig::transport`]). Dropping it first resets every
+/// connection still open (its peer hears a RST, as from a kernel whose
+/// process exited), then stops its threads or cores. [`Device::close`]
+/// does the same and returns what a DPDK device's cores counted;
+/// [`Device::shut_down`] does it in place, for a device shared for the
+/// life of a process.
 pub struct Device {
     table: Arc<StagTable>,
     pds: ProtectionDomains,
     control: Sender<ControlCmd>,
     /// `None` once stopped.
-    transport: Option<Transport>,
+    transport: Mutex<Option<Transport>>,
+    /// The DPDK port's impairment stage (`None` on the socket transport).
+    impairment: Option<Arc<ImpairSwitch>>,
     driver: Driver,
 }
 
 impl std::fmt::Debug for Device {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let transport = self.transport.as_ref().map_or("stopped", Transport::name);
+        let transport = self.transport().as_ref().map_or("stopped", Transport::name);
         f.debug_struct("Device")
             .field("transport", &transport)
             .field("driver", &self.driver)
@@ -104,8 +108,14 @@ impl Device {
             pds: ProtectionDomains::new(),
             control,
             driver: transport.driver(),
-            transport: Some(transport),
+            impairment: transport.impairment().cloned(),
+            transport: Mutex::new(Some(transport)),
         })
+    }
+
+    /// The transport, `None` once stopped.
+    fn transport(&self) -> std::sync::MutexGuard<'_, Option<Transport>> {
+        self.transport.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// On a DPDK device opened with
@@ -120,7 +130,7 @@ impl Device {
     /// The impairment stage of a DPDK device's port (loss, reordering,
     /// duplication, delay for tests), switchable while it runs.
     pub fn impairment(&self) -> Option<&Arc<ImpairSwitch>> {
-        self.transport.as_ref().and_then(Transport::impairment)
+        self.impairment.as_ref()
     }
 
     /// Allocates a protection domain (`ibv_alloc_pd`).
@@ -206,21 +216,26 @@ impl Device {
     /// [`HostReport`] of its control and dataplane cores, read after they
     /// stopped (connections still open were dropped with them, so the
     /// report is final).
-    pub fn close(mut self) -> Option<HostReport> {
-        self.stop()
+    pub fn close(self) -> Option<HostReport> {
+        self.shut_down()
     }
 
-    /// Stops the control thread and the cores (once: a second call finds
-    /// nothing to stop and returns `None`).
-    fn stop(&mut self) -> Option<HostReport> {
+    /// Closes the device in place, as dropping it does, and returns what
+    /// [`Device::close`] returns (once: a second call finds nothing to
+    /// stop and returns `None`). For a device that lives as long as its
+    /// process and is used from many threads: the drop-in libraries close
+    /// theirs when the process exits. What is asked of it afterwards fails
+    /// with [`Error::DeviceClosed`].
+    pub fn shut_down(&self) -> Option<HostReport> {
         let _ = self.control.send(ControlCmd::Shutdown);
-        self.transport.take().and_then(Transport::stop)
+        let transport = self.transport().take();
+        transport.and_then(Transport::stop)
     }
 }
 
 impl Drop for Device {
     fn drop(&mut self) {
-        let _ = self.stop();
+        let _ = self.shut_down();
     }
 }
 

@@ -42,6 +42,11 @@ pub trait ControlHandler: Send {
 
     /// Called once per poll: connection set-up timers and requests.
     fn poll(&mut self, _now: Instant, _ctx: &mut ControlContext<'_, Self::Flow>) {}
+
+    /// The cores are stopping: the last chance to end the flows still in
+    /// set-up on the wire (a TCP handler resets them), before the
+    /// dataplane cores end theirs.
+    fn shut_down(&mut self, _now: Instant, _ctx: &mut ControlContext<'_, Self::Flow>) {}
 }
 
 /// What a [`ControlHandler`] may use while it runs.
@@ -192,6 +197,21 @@ impl<C: ControlHandler> ControlCore<C> {
     /// The transmit side (its counters).
     pub fn tx(&self) -> &ControlTx<C::Flow> {
         &self.tx
+    }
+
+    /// The first step of stopping, before the dataplane cores stop: the
+    /// handler ends its flows ([`ControlHandler::shut_down`]) and what
+    /// that sent goes out on this core's queue (or waits in dataplane core
+    /// 0's ring, which it empties when it stops).
+    pub fn end_flows(&mut self, now: Instant) {
+        let mut ctx = ControlContext {
+            iface: &mut self.iface,
+            tx: &mut self.tx,
+            links: &self.links,
+            arrived_on: None,
+        };
+        self.handler.shut_down(now, &mut ctx);
+        self.tx.flush();
     }
 
     /// Stops cleanly: sends what the device will still take, then frees

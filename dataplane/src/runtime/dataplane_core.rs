@@ -72,6 +72,12 @@ pub trait FlowHandler: Send {
     /// Called once per poll after the receive burst: timers and transmit
     /// work of the flows.
     fn poll(&mut self, _now: Instant, _flows: &mut FlowTable<Self::Flow>, _tx: &mut TxBatch) {}
+
+    /// The core is stopping: the last chance to end its flows on the
+    /// wire (a TCP handler resets them, as a host's kernel does for the
+    /// connections of a process that exits), sending on `tx`. The flows
+    /// are dropped after it.
+    fn shut_down(&mut self, _now: Instant, _flows: &mut FlowTable<Self::Flow>, _tx: &mut TxBatch) {}
 }
 
 /// What one dataplane core has seen.
@@ -368,16 +374,23 @@ impl<H: FlowHandler> DataplaneCore<H> {
         &self.tx
     }
 
-    /// Stops cleanly: sends what the device will still take, then frees
-    /// every mbuf this core holds (queued frames, commands, received
-    /// frames, frames the impairment holds back) and forgets its flows.
-    /// Returns how many mbufs were dropped unsent.
+    /// Stops cleanly: takes the flows and packets handed over still
+    /// queued, lets the handler end every flow on the wire
+    /// ([`FlowHandler::shut_down`]), sends what the device will still take
+    /// (the control core's frames through this core too), then frees
+    /// every mbuf this core holds (queued frames, received frames, frames
+    /// the impairment holds back) and forgets its flows. Returns how many
+    /// mbufs were dropped unsent.
     pub fn shutdown(&mut self) -> usize {
+        let now = Instant::now();
+        self.tx.set_now(now);
+        self.apply_commands(now);
+        self.handler.shut_down(now, &mut self.flows, &mut self.tx);
+        while let Some(frame) = self.link.to_wire.pop() {
+            self.tx.push(frame);
+        }
         self.tx.flush();
         let mut dropped = self.tx.discard_pending() + self.rx_impair.impairer.discard();
-        while let Some(command) = self.link.commands.pop() {
-            dropped += usize::from(matches!(command, Command::Packet(_)));
-        }
         // Bounded: a live link (a tap the kernel keeps writing to) never
         // runs dry.
         for _ in 0..SHUTDOWN_RX_BURSTS {

@@ -184,12 +184,14 @@ where
     }
 }
 
-/// Dataplane cores first (they stop feeding the rings), then the control
-/// core, which empties the rings.
+/// The control core ends its flows, then the dataplane cores end theirs
+/// and stop (they stop feeding the rings), then the control core stops
+/// and empties the rings.
 fn finish<C: ControlHandler, D: FlowHandler>(
     mut control: ControlCore<C>,
     mut dataplanes: Vec<DataplaneCore<D>>,
 ) -> Stopped<C, D> {
+    control.end_flows(Instant::now());
     let mut dropped: usize = dataplanes.iter_mut().map(DataplaneCore::shutdown).sum();
     dropped += control.shutdown();
     Stopped {

@@ -47,6 +47,8 @@ pub struct TcpCoreCounters {
     pub flows_added: u64,
     /// Flows closed and dropped from the table.
     pub flows_closed: u64,
+    /// Flows open when the core stopped, reset (a RST sent to the peer).
+    pub flows_reset: u64,
     /// Transmit counters.
     pub tx: FlowCounters,
 }
@@ -200,6 +202,18 @@ impl<A: TcpApp> FlowHandler for TcpCore<A> {
             if flows.remove(&tuple).is_some() {
                 self.counters.flows_closed += 1;
                 self.announce.push(tuple);
+            }
+        }
+    }
+
+    /// Resets every connection still open: the peers hear a RST, as from
+    /// a kernel whose process exited, instead of nothing from a host gone
+    /// silent (they would retransmit into the void for minutes).
+    fn shut_down(&mut self, now: WallInstant, flows: &mut FlowTable<TcpFlow<A>>, tx: &mut TxBatch) {
+        let now = self.clock.at(now);
+        for (_, mut flow) in flows.drain() {
+            if flow.reset(now, tx, &mut self.counters.tx) {
+                self.counters.flows_reset += 1;
             }
         }
     }

@@ -201,6 +201,23 @@ impl<A: TcpApp> TcpFlow<A> {
         }
     }
 
+    /// Resets the connection (RFC 9293's ABORT: a RST when the peer knows
+    /// of it), sends the RST and tells the application its end: for a
+    /// host that stops with the connection open. Returns whether a
+    /// segment went out (the peer knew of the connection, and the RST
+    /// found room).
+    pub fn reset(
+        &mut self,
+        now: Instant,
+        sink: &mut dyn FrameSink,
+        counters: &mut FlowCounters,
+    ) -> bool {
+        let sent = counters.segments_sent;
+        self.conn.abort();
+        self.service(now, sink, counters);
+        counters.segments_sent > sent
+    }
+
     /// Whether the handshake is over.
     fn is_synchronized(&self) -> bool {
         !matches!(self.conn.state(), State::SynSent | State::SynReceived)

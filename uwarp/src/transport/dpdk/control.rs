@@ -195,4 +195,8 @@ impl ControlHandler for RdmaControl {
             self.setup.drive_all(wall, ctx);
         }
     }
+
+    fn shut_down(&mut self, wall: WallInstant, ctx: &mut ControlContext<'_, TcpFlow<RdmaStream>>) {
+        self.setup.shut_down(wall, ctx);
+    }
 }

@@ -18,7 +18,7 @@ use super::stream::{RdmaStream, StreamContext};
 use crate::cm::ControlCmd;
 use crate::driver::{Driver, InlineCores};
 use crate::error::Error;
-use uwarp_control::host::{isn_secret, PortUp};
+use uwarp_control::host::{isn_secret, stop_port, PortUp};
 use uwarp_control::{HostConfig, HostReport, TcpSetup};
 use uwarp_dataplane::tcp::{Clock, TcpCore};
 
@@ -211,8 +211,15 @@ impl DpdkCores {
                 stepper.map(Stepper::shutdown)
             }
         };
+        let report =
+            stopped.map(|stopped| HostReport::of(&stopped, |control| control.tcp().counters()));
         let mut port = self.port;
-        let _ = port.stop();
-        stopped.map(|stopped| HostReport::of(&stopped, |control| control.tcp().counters()))
+        match &report {
+            Some(report) => stop_port(&mut port, report),
+            None => {
+                let _ = port.stop();
+            }
+        }
+        report
     }
 }
