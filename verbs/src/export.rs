@@ -142,7 +142,9 @@ pub unsafe extern "C" fn wait_record(fd: i32, record: *mut u64) -> i32 {
 /// The `errno` value that says what `error` is.
 pub fn errno_of(error: &uwarp::Error) -> i32 {
     match error {
-        uwarp::Error::Io(err) => err.raw_os_error().unwrap_or(libc::EIO),
+        uwarp::Error::Io(err) => err
+            .raw_os_error()
+            .unwrap_or_else(|| errno_of_kind(err.kind())),
         uwarp::Error::InvalidArgument(_) | uwarp::Error::Mem(_) => libc::EINVAL,
         uwarp::Error::WrongState(_) => libc::EINVAL,
         uwarp::Error::Timeout => libc::ETIMEDOUT,
@@ -150,6 +152,24 @@ pub fn errno_of(error: &uwarp::Error) -> i32 {
         uwarp::Error::DeviceClosed => libc::ENODEV,
         uwarp::Error::Startup(_) => libc::ECONNRESET,
         uwarp::Error::Dpdk(_) | uwarp::Error::DpdkSetup(_) => libc::ENODEV,
+    }
+}
+
+/// The `errno` value for an I/O error that carries none (uwarp's own TCP
+/// reports how a connection ended by its kind): what the kernel's TCP
+/// would have said.
+fn errno_of_kind(kind: std::io::ErrorKind) -> i32 {
+    use std::io::ErrorKind;
+    match kind {
+        ErrorKind::TimedOut => libc::ETIMEDOUT,
+        ErrorKind::ConnectionRefused => libc::ECONNREFUSED,
+        ErrorKind::ConnectionReset => libc::ECONNRESET,
+        ErrorKind::ConnectionAborted => libc::ECONNABORTED,
+        ErrorKind::HostUnreachable => libc::EHOSTUNREACH,
+        ErrorKind::NetworkUnreachable => libc::ENETUNREACH,
+        ErrorKind::AddrNotAvailable => libc::EADDRNOTAVAIL,
+        ErrorKind::AddrInUse => libc::EADDRINUSE,
+        _ => libc::EIO,
     }
 }
 
@@ -190,5 +210,34 @@ impl LiveHandles {
 impl Default for LiveHandles {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// uwarp's TCP on DPDK reports how a connect ended by the error's
+    /// kind alone: the application sees the errno the kernel's TCP gives.
+    #[test]
+    fn an_io_error_without_an_os_code_keeps_its_meaning() {
+        use std::io::{Error, ErrorKind};
+        let io = |kind| uwarp::Error::Io(Error::new(kind, "the connection ended"));
+        assert_eq!(errno_of(&io(ErrorKind::TimedOut)), libc::ETIMEDOUT);
+        assert_eq!(
+            errno_of(&io(ErrorKind::HostUnreachable)),
+            libc::EHOSTUNREACH
+        );
+        assert_eq!(
+            errno_of(&io(ErrorKind::ConnectionRefused)),
+            libc::ECONNREFUSED
+        );
+        assert_eq!(
+            errno_of(&io(ErrorKind::ConnectionAborted)),
+            libc::ECONNABORTED
+        );
+        assert_eq!(errno_of(&io(ErrorKind::Other)), libc::EIO);
+        let os = uwarp::Error::Io(Error::from_raw_os_error(libc::ENETDOWN));
+        assert_eq!(errno_of(&os), libc::ENETDOWN);
     }
 }

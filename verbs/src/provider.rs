@@ -21,6 +21,11 @@
 //!   (`CONTROL,DATAPLANE[,DATAPLANE...]`: the control core and one
 //!   dataplane core per further CPU, each pinned).
 //! - `UWARP_LOG`: what the library prints ([`crate::log`]).
+//!
+//! A device on DPDK is closed when the process exits (by `exit` or a
+//! return from `main`): its TCP lives in the process, and peers must hear
+//! of the connections it leaves open (a RST each), as they would from a
+//! kernel.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::OnceLock;
@@ -36,6 +41,10 @@ use crate::log::{self, Level};
 /// not be opened (`errno`, message).
 static DEVICE: OnceLock<Result<Opened, (i32, String)>> = OnceLock::new();
 
+/// The process that opened [`DEVICE`] (a child it forks inherits the exit
+/// handler, not the device's threads).
+static OPENER: OnceLock<u32> = OnceLock::new();
+
 /// An open device, with its own address on a DPDK port (if it is on one).
 type Opened = (Device, Option<Ipv4Addr>);
 
@@ -45,7 +54,20 @@ pub fn device() -> Result<&'static Device, i32> {
     let opened = DEVICE.get_or_init(|| {
         let opened = with_signals_blocked(open);
         match &opened {
-            Ok((_, address)) => log::print(Level::Info, format_args!("{}", describe(address))),
+            Ok((_, address)) => {
+                log::print(Level::Info, format_args!("{}", describe(address)));
+                if address.is_some() {
+                    let _ = OPENER.set(std::process::id());
+                    // SAFETY: registers a handler that has no arguments
+                    // and returns; atexit has no other precondition.
+                    if unsafe { libc::atexit(close_at_exit) } != 0 {
+                        log::print(
+                            Level::Error,
+                            format_args!("cannot close the device at exit"),
+                        );
+                    }
+                }
+            }
             Err((_, reason)) => log::print(
                 Level::Error,
                 format_args!("cannot open the device: {reason}"),
@@ -57,6 +79,30 @@ pub fn device() -> Result<&'static Device, i32> {
         .as_ref()
         .map(|(device, _)| device)
         .map_err(|(errno, _)| *errno)
+}
+
+/// Closes a DPDK device when its process exits (by `exit` or a return
+/// from `main`; an exit handler registered when it opened): every
+/// connection still open is reset, so that its peer hears a RST, as from
+/// the kernel when a process exits with its sockets open, instead of
+/// retransmitting into silence for minutes. The socket transport needs
+/// none: the kernel closes its sockets.
+extern "C" fn close_at_exit() {
+    if OPENER.get() != Some(&std::process::id()) {
+        return;
+    }
+    let closed = std::panic::catch_unwind(|| {
+        if let Some(Ok((device, _))) = DEVICE.get() {
+            log::print(Level::Info, format_args!("closing the device at exit"));
+            device.shut_down();
+        }
+    });
+    if closed.is_err() {
+        log::print(
+            Level::Error,
+            format_args!("closing the device at exit failed"),
+        );
+    }
 }
 
 /// The address this host has on its DPDK port, when the device is on the

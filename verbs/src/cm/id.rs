@@ -656,7 +656,7 @@ fn negotiated(connection: &Connection) -> (u8, u8) {
 /// destination; `RDMA_CM_EVENT_ESTABLISHED` follows (with the responder's
 /// private data), or `REJECTED` (with its private data; status
 /// `-ECONNREFUSED`, also when nothing listens), `UNREACHABLE` (a time
-/// out) or `CONNECT_ERROR`. 0, or -1 with `errno` set. (A reset during
+/// out, no route) or `CONNECT_ERROR`, as the kernel chooses. 0, or -1 with `errno` set. (A reset during
 /// the MPA exchange is `REJECTED` with `-ECONNRESET`.)
 ///
 /// # Safety
@@ -706,39 +706,28 @@ pub unsafe extern "C" fn rdma_connect(id: *mut RdmaCmId, param: *mut RdmaConnPar
                             (0, 0),
                         );
                     }
-                    Err(Error::Timeout) => {
-                        shared.post(
-                            RDMA_CM_EVENT_UNREACHABLE,
-                            -libc::ETIMEDOUT,
-                            Vec::new(),
-                            (0, 0),
-                        );
-                    }
-                    // Refused or reset (the peer closed during the MPA
-                    // exchange): REJECTED, as the kernel's iWARP CM says.
-                    Err(error @ (Error::Io(_) | Error::Startup(_)))
-                        if matches!(errno_of(&error), libc::ECONNREFUSED | libc::ECONNRESET) =>
-                    {
-                        shared.post(
-                            RDMA_CM_EVENT_REJECTED,
-                            -errno_of(&error),
-                            Vec::new(),
-                            (0, 0),
-                        );
-                    }
                     Err(error) => {
-                        shared.post(
-                            RDMA_CM_EVENT_CONNECT_ERROR,
-                            -errno_of(&error),
-                            Vec::new(),
-                            (0, 0),
-                        );
+                        let errno = errno_of(&error);
+                        shared.post(failed_connect_event(errno), -errno, Vec::new(), (0, 0));
                     }
                 }
             })
             .map_err(|e| e.raw_os_error().unwrap_or(libc::EAGAIN))?;
             Ok(id.shared.finish(RDMA_CM_EVENT_ESTABLISHED))
         })
+    }
+}
+
+/// The event that reports a connect failed with `errno`, as the kernel's
+/// connection manager chooses it for iWARP: refused, or reset by the
+/// peer during the MPA exchange, is `REJECTED`; a time out or no route to
+/// the peer (TCP's SYNs or ARP unanswered) is `UNREACHABLE`; anything
+/// else `CONNECT_ERROR`.
+fn failed_connect_event(errno: i32) -> c_int {
+    match errno {
+        libc::ECONNREFUSED | libc::ECONNRESET => RDMA_CM_EVENT_REJECTED,
+        libc::ETIMEDOUT | libc::EHOSTUNREACH | libc::ENETUNREACH => RDMA_CM_EVENT_UNREACHABLE,
+        _ => RDMA_CM_EVENT_CONNECT_ERROR,
     }
 }
 
@@ -1017,4 +1006,34 @@ symbol_versions! {
     rdma_get_src_port => "RDMACM_1.0",
     rdma_get_dst_port => "RDMACM_1.0",
     rdma_init_qp_attr => "RDMACM_1.2",
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernel's connection manager's choice for iWARP (`cma_iw_handler`).
+    #[test]
+    fn a_failed_connect_is_reported_as_the_kernel_reports_it() {
+        assert_eq!(
+            failed_connect_event(libc::ECONNREFUSED),
+            RDMA_CM_EVENT_REJECTED
+        );
+        assert_eq!(
+            failed_connect_event(libc::ECONNRESET),
+            RDMA_CM_EVENT_REJECTED
+        );
+        assert_eq!(
+            failed_connect_event(libc::ETIMEDOUT),
+            RDMA_CM_EVENT_UNREACHABLE
+        );
+        assert_eq!(
+            failed_connect_event(libc::EHOSTUNREACH),
+            RDMA_CM_EVENT_UNREACHABLE
+        );
+        assert_eq!(
+            failed_connect_event(libc::ECONNABORTED),
+            RDMA_CM_EVENT_CONNECT_ERROR
+        );
+    }
 }
