@@ -5,31 +5,23 @@
 mod support;
 
 use support::assert_success;
-use support::pair::{free_port, listening, run_pair, strings, MemifLink, Side};
+use support::pair::{free_port, run_pair, strings, Link, Loopback, MemifLink, Side};
 
 /// Debian's perftest `tool` with `-R` (connections by the connection
 /// manager, as iWARP needs), server and client on uwarp over loopback,
 /// `extra` options on both; returns the client's report.
 fn perftest(tool: &str, extra: &[&str]) -> String {
-    perftest_on(tool, extra, "127.0.0.1", Default::default(), None)
+    perftest_on(tool, extra, &Loopback)
 }
 
-/// [`perftest`] with the server at `address`, each side with its
-/// `uwarp-run` options, the client started once `ready` says so (the
-/// server's kernel listener when `None`).
+/// [`perftest`] with server and client on `link`.
 ///
 /// perftest's server, once the two sides exchanged their parameters,
 /// closes its listener and listens again on the same port for the test's
 /// connection; a client that connects in between is refused (the kernel's
 /// iWARP stack refuses it too), and perftest then ends in its own error
 /// path. Such a run is made again, with both sides (at most three times).
-fn perftest_on(
-    tool: &str,
-    extra: &[&str],
-    address: &str,
-    options: [Vec<String>; 2],
-    ready: Option<&dyn Fn() -> bool>,
-) -> String {
+fn perftest_on(tool: &str, extra: &[&str], link: &dyn Link) -> String {
     let mut attempts = 0;
     loop {
         attempts += 1;
@@ -37,9 +29,8 @@ fn perftest_on(
         let mut server = strings(&["-R", "-p", &port]);
         server.extend(strings(extra));
         let mut client = server.clone();
-        client.push(address.to_owned());
-        let [server_options, client_options] = options.clone();
-        let listening_port = || listening(&port);
+        client.push(link.server_ip().to_owned());
+        let [server_options, client_options] = link.start_run();
         let (server, client) = run_pair(
             &Side {
                 tool,
@@ -52,7 +43,7 @@ fn perftest_on(
                 options: client_options,
             },
             &["Unexpected CM event"],
-            ready.unwrap_or(&listening_port),
+            &|| link.server_ready(&port),
         );
         let refused_between =
             String::from_utf8_lossy(&client.stderr).contains("RDMA_CM_EVENT_REJECTED");
@@ -193,13 +184,7 @@ fn debian_ib_write_bw_runs_over_uwarps_tcp_on_dpdk() {
         return;
     }
     let link = MemifLink::new("verbs-perftest");
-    let report = perftest_on(
-        "ib_write_bw",
-        &["-n", "500", "-s", "65536"],
-        MemifLink::SERVER_IP,
-        link.options(),
-        Some(&|| link.server_ready()),
-    );
+    let report = perftest_on("ib_write_bw", &["-n", "500", "-s", "65536"], &link);
     let figures = &result_lines(&report)[0];
     assert_eq!(figures[..2], [65536.0, 500.0], "{report}");
     assert!(figures[3] > 0.0, "no bandwidth in {report}");

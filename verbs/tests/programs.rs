@@ -7,6 +7,7 @@
 
 mod support;
 
+use support::pair::{free_port, run_pair, strings, Link, Loopback, MemifLink, Side};
 use support::{assert_success, compile_c, debian_tool, uwarp_run};
 
 #[test]
@@ -191,4 +192,44 @@ fn a_c_program_that_forks_and_exits_without_cleaning_up_leaves_nothing_behind() 
     let output = uwarp_run(&program, &[]);
     assert_success("fork_and_exit", &output);
     assert_eq!(String::from_utf8_lossy(&output.stdout), "ok\n");
+}
+
+/// A C program that exits with its connection open, and its peer, which
+/// must hear of it (`DISCONNECTED` within 30 s), on `link`.
+fn exit_with_a_connection_open(link: &dyn Link) {
+    let program = compile_c("exit_connected");
+    let program = program.to_str().expect("a UTF-8 path");
+    let port = free_port().to_string();
+    let [server_options, client_options] = link.start_run();
+    let side = |role: &str, options: Vec<String>| Side {
+        tool: program,
+        args: strings(&[role, link.server_ip(), &port]),
+        options,
+    };
+    let (server, client) = run_pair(
+        &side("server", server_options),
+        &side("client", client_options),
+        &["got RDMA_CM_EVENT_REJECTED"],
+        &|| link.server_ready(&port),
+    );
+    assert_success("exit_connected server", &server);
+    assert_eq!(String::from_utf8_lossy(&server.stdout), "connected\n");
+    assert_success("exit_connected client", &client);
+    assert_eq!(String::from_utf8_lossy(&client.stdout), "ok\n");
+}
+
+#[test]
+fn a_peer_hears_of_a_connection_a_process_left_open_at_exit() {
+    exit_with_a_connection_open(&Loopback);
+}
+
+/// uwarp's TCP lives in the process: the drop-in library closes a DPDK
+/// device at exit, resetting its connections, as the kernel does for
+/// the socket transport.
+#[test]
+fn a_peer_hears_of_a_connection_a_process_left_open_at_exit_on_dpdk() {
+    if !uwarp_testing::root_or_skip("DPDK's net_memif") {
+        return;
+    }
+    exit_with_a_connection_open(&MemifLink::new("verbs-exit"));
 }

@@ -12,7 +12,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use support::assert_success;
-use support::pair::{free_port, listening, run_pair, strings, MemifLink, Side};
+use support::pair::{free_port, listening, run_pair, strings, Link, Loopback, MemifLink, Side};
 use uwarp::{Device, DeviceConfig, LocalParams};
 use uwarp_interop::rping::{self, Options};
 use uwarp_stack::mpa::{negotiation, FpduReader, FpduWriter};
@@ -21,23 +21,19 @@ use uwarp_stack::wire::mpa::StartupRepr;
 use uwarp_stack::wire::rdmap::{Opcode, RdmapControl, RdmapSegment};
 use uwarp_stack::wire::terminate::{LayoutHint, TermError, TerminateRepr};
 
-/// Debian's rping, server and client in two processes on uwarp, `count`
-/// pings of validated data at `address`, with `extra` rping options on
-/// both sides and each side's `uwarp-run` options.
+/// Debian's rping, server and client in two processes on uwarp on `link`,
+/// `count` pings of validated data, with `extra` rping options on both
+/// sides; the client tries again while its output shows one of `refused`.
 fn rping_pair(
     count: u32,
     extra: &[&str],
-    address: &str,
-    options: [Vec<String>; 2],
+    link: &dyn Link,
     refused: &[&str],
-    server_ready: &dyn Fn() -> bool,
 ) -> (std::process::Output, std::process::Output) {
     let port = free_port().to_string();
     let count = count.to_string();
-    let [server_options, client_options] = options;
-    // On the socket transport (no uwarp-run options) the server listens
-    // on a kernel port the client can wait for.
-    let socket_transport = server_options.is_empty();
+    let address = link.server_ip();
+    let [server_options, client_options] = link.start_run();
     let mut server = strings(&["-s", "-a", address, "-p", &port, "-C", &count, "-v"]);
     server.extend(strings(extra));
     let mut client = strings(&["-c", "-a", address, "-p", &port, "-C", &count, "-v", "-V"]);
@@ -54,20 +50,13 @@ fn rping_pair(
             options: client_options,
         },
         refused,
-        &|| server_ready() && (!socket_transport || listening(&port)),
+        &|| link.server_ready(&port),
     )
 }
 
 /// [`rping_pair`] on the socket transport over loopback.
 fn rping_over_loopback(count: u32, extra: &[&str]) -> (std::process::Output, std::process::Output) {
-    rping_pair(
-        count,
-        extra,
-        "127.0.0.1",
-        Default::default(),
-        &["REJECTED"],
-        &|| true,
-    )
+    rping_pair(count, extra, &Loopback, &["REJECTED"])
 }
 
 /// Checks an rping pair's outputs: both succeeded, and each printed every
@@ -117,14 +106,7 @@ fn debian_rping_pings_over_uwarps_tcp_on_dpdk() {
     }
     let link = MemifLink::new("verbs-rping");
     // The client tries again while the server does not listen yet.
-    let pair = rping_pair(
-        10,
-        &[],
-        MemifLink::SERVER_IP,
-        link.options(),
-        &["REJECTED"],
-        &|| link.server_ready(),
-    );
+    let pair = rping_pair(10, &[], &link, &["REJECTED"]);
     assert_rping_pinged(10, &pair);
 }
 

@@ -2,7 +2,7 @@
 //! the client started once the server is ready.
 
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -31,10 +31,10 @@ pub fn free_port() -> u16 {
     probe.local_addr().expect("its address").port()
 }
 
-/// One side of a pair: the Debian tool, its arguments, and `uwarp-run`'s
+/// One side of a pair: the program, its arguments, and `uwarp-run`'s
 /// options before them.
 pub struct Side<'a> {
-    /// The tool's name in /usr/bin.
+    /// A Debian tool's name in /usr/bin, or a program's path.
     pub tool: &'a str,
     /// Its arguments.
     pub args: Vec<String>,
@@ -45,11 +45,13 @@ pub struct Side<'a> {
 impl Side<'_> {
     /// The command that runs this side.
     pub fn command(&self) -> std::process::Command {
+        let program = if Path::new(self.tool).is_absolute() {
+            PathBuf::from(self.tool)
+        } else {
+            debian_tool(self.tool)
+        };
         let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_uwarp-run"));
-        command
-            .args(&self.options)
-            .arg(debian_tool(self.tool))
-            .args(&self.args);
+        command.args(&self.options).arg(program).args(&self.args);
         command
     }
 }
@@ -57,6 +59,11 @@ impl Side<'_> {
 /// How long a client may run, and a server after its client ended,
 /// before it is killed (its output then shows how far it got).
 const RUN_LIMIT: Duration = Duration::from_secs(120);
+
+/// How long a server may run after its client failed: it cannot succeed
+/// without it (a perftest server whose client was refused between its
+/// two listens waits for it for good).
+const ORPHAN_LIMIT: Duration = Duration::from_secs(5);
 
 /// A program running with its output read as it comes: a program whose
 /// pipe fills (64 KiB pings printed with `-v`) would block and never
@@ -129,7 +136,7 @@ fn drain(stream: Option<Box<dyn Read + Send>>) -> JoinHandle<Vec<u8>> {
 /// connect is refused and it exits at once, with one of `refused` in its
 /// output), and returns both outputs. Either is killed after
 /// [`RUN_LIMIT`] (the client from its start, the server from the
-/// client's end).
+/// client's end; [`ORPHAN_LIMIT`] when the client failed).
 pub fn run_pair(
     server: &Side,
     client: &Side,
@@ -151,13 +158,50 @@ pub fn run_pair(
         }
         std::thread::sleep(Duration::from_millis(100));
     };
-    let server = server_run.finish(Instant::now() + RUN_LIMIT);
+    let limit = if client.status.success() {
+        RUN_LIMIT
+    } else {
+        ORPHAN_LIMIT
+    };
+    let server = server_run.finish(Instant::now() + limit);
     (server, client)
 }
 
 /// Owned copies of `args`.
 pub fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|arg| (*arg).to_owned()).collect()
+}
+
+/// Where the two programs of a pair meet.
+pub trait Link {
+    /// The address the server listens on and the client connects to.
+    fn server_ip(&self) -> &str;
+
+    /// `uwarp-run`'s options for a new run's server and client, with what
+    /// an earlier run left behind cleared.
+    fn start_run(&self) -> [Vec<String>; 2];
+
+    /// Whether the server of the run, listening on `port`, is ready for
+    /// its client.
+    fn server_ready(&self, port: &str) -> bool;
+}
+
+/// Loopback on the default transport (the kernel's TCP sockets): the
+/// server is ready once its kernel listener is.
+pub struct Loopback;
+
+impl Link for Loopback {
+    fn server_ip(&self) -> &str {
+        "127.0.0.1"
+    }
+
+    fn start_run(&self) -> [Vec<String>; 2] {
+        Default::default()
+    }
+
+    fn server_ready(&self, port: &str) -> bool {
+        listening(port)
+    }
 }
 
 /// A net_memif link between two processes, each a uwarp host on DPDK of
@@ -176,11 +220,8 @@ impl MemifLink {
         MemifLink { socket }
     }
 
-    /// The server's address on the link.
-    pub const SERVER_IP: &'static str = "10.78.0.1";
-
     /// `uwarp-run`'s options for the server's side and the client's.
-    pub fn options(&self) -> [Vec<String>; 2] {
+    fn options(&self) -> [Vec<String>; 2] {
         let side = |role: &str, last: u8| {
             let eal = format!(
                 "--vdev net_memif0,role={role},socket={},socket-abstract=no,mac=02:00:00:00:78:0{last}",
@@ -197,11 +238,29 @@ impl MemifLink {
         };
         [side("server", 1), side("client", 2)]
     }
+}
 
-    /// Whether the server's EAL made the link's socket: the client starts
-    /// then (two EALs starting at once sometimes never joined the link).
-    pub fn server_ready(&self) -> bool {
-        self.socket.exists()
+impl Link for MemifLink {
+    fn server_ip(&self) -> &str {
+        "10.78.0.1"
+    }
+
+    /// The options, once the socket file of an earlier run's server is
+    /// gone: DPDK leaves it when its process exits, and a server then
+    /// fails to make it again.
+    fn start_run(&self) -> [Vec<String>; 2] {
+        let _ = std::fs::remove_file(&self.socket);
+        self.options()
+    }
+
+    /// Whether the server's EAL listens on the link's socket (the
+    /// kernel's list of Unix sockets names it; a file left by an earlier
+    /// server is not there): the client starts then (two EALs starting at
+    /// once sometimes never joined the link).
+    fn server_ready(&self, _port: &str) -> bool {
+        let path = self.socket.display().to_string();
+        std::fs::read_to_string("/proc/net/unix")
+            .is_ok_and(|table| table.lines().any(|line| line.ends_with(&path)))
     }
 }
 
