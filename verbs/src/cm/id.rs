@@ -1015,25 +1015,14 @@ mod tests {
     /// The kernel's connection manager's choice for iWARP (`cma_iw_handler`).
     #[test]
     fn a_failed_connect_is_reported_as_the_kernel_reports_it() {
-        assert_eq!(
-            failed_connect_event(libc::ECONNREFUSED),
-            RDMA_CM_EVENT_REJECTED
-        );
-        assert_eq!(
-            failed_connect_event(libc::ECONNRESET),
-            RDMA_CM_EVENT_REJECTED
-        );
-        assert_eq!(
-            failed_connect_event(libc::ETIMEDOUT),
-            RDMA_CM_EVENT_UNREACHABLE
-        );
-        assert_eq!(
-            failed_connect_event(libc::EHOSTUNREACH),
-            RDMA_CM_EVENT_UNREACHABLE
-        );
-        assert_eq!(
-            failed_connect_event(libc::ECONNABORTED),
-            RDMA_CM_EVENT_CONNECT_ERROR
-        );
+        for (errno, event) in [
+            (libc::ECONNREFUSED, RDMA_CM_EVENT_REJECTED),
+            (libc::ECONNRESET, RDMA_CM_EVENT_REJECTED),
+            (libc::ETIMEDOUT, RDMA_CM_EVENT_UNREACHABLE),
+            (libc::EHOSTUNREACH, RDMA_CM_EVENT_UNREACHABLE),
+            (libc::ECONNABORTED, RDMA_CM_EVENT_CONNECT_ERROR),
+        ] {
+            assert_eq!(failed_connect_event(errno), event, "errno {errno}");
+        }
     }
 }

@@ -37,15 +37,7 @@ static struct rdma_cm_event *expect(struct rdma_event_channel *ch, int type,
 
 static void make_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *cq)
 {
-	struct ibv_qp_init_attr attr;
-	memset(&attr, 0, sizeof(attr));
-	attr.send_cq = cq;
-	attr.recv_cq = cq;
-	attr.qp_type = IBV_QPT_RC;
-	attr.cap.max_send_wr = 8;
-	attr.cap.max_recv_wr = 8;
-	attr.cap.max_send_sge = 1;
-	attr.cap.max_recv_sge = 1;
+	struct ibv_qp_init_attr attr = rc_qp_attr(cq, 8);
 	CHECK(rdma_create_qp(id, pd, &attr) == 0);
 	CHECK(id->qp != NULL && id->qp->qp_num != 0);
 	CHECK(attr.cap.max_send_wr >= 8 && attr.cap.max_inline_data >= 4);

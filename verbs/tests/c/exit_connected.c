@@ -46,15 +46,7 @@ static void make_qp(struct rdma_cm_id *id)
 	struct ibv_pd *pd = ibv_alloc_pd(id->verbs);
 	struct ibv_cq *cq = ibv_create_cq(id->verbs, 16, NULL, NULL, 0);
 	CHECK(pd != NULL && cq != NULL);
-	struct ibv_qp_init_attr attr;
-	memset(&attr, 0, sizeof(attr));
-	attr.send_cq = cq;
-	attr.recv_cq = cq;
-	attr.qp_type = IBV_QPT_RC;
-	attr.cap.max_send_wr = 4;
-	attr.cap.max_recv_wr = 4;
-	attr.cap.max_send_sge = 1;
-	attr.cap.max_recv_sge = 1;
+	struct ibv_qp_init_attr attr = rc_qp_attr(cq, 4);
 	CHECK(rdma_create_qp(id, pd, &attr) == 0);
 }
 

@@ -29,15 +29,7 @@ static void use_device(int clean, unsigned short port, unsigned short *bound)
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
 	CHECK(pd != NULL && cq != NULL);
-	struct ibv_qp_init_attr attr;
-	memset(&attr, 0, sizeof(attr));
-	attr.send_cq = cq;
-	attr.recv_cq = cq;
-	attr.cap.max_send_wr = 4;
-	attr.cap.max_recv_wr = 4;
-	attr.cap.max_send_sge = 1;
-	attr.cap.max_recv_sge = 1;
-	attr.qp_type = IBV_QPT_RC;
+	struct ibv_qp_init_attr attr = rc_qp_attr(cq, 4);
 	struct ibv_qp *qp = ibv_create_qp(pd, &attr);
 	static char buf[4096];
 	struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
