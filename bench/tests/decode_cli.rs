@@ -10,10 +10,10 @@ use std::process::{Command, Output};
 use serde_json::Value;
 use uwarp_bench::capture::{read_capture_bytes, PcapTcpWriter};
 use uwarp_bench::decode::{decode_streams, DecodeOptions, Record, RecordKind};
-use uwarp_stack::wire::ddp::{BufferModel, DdpRepr};
+use uwarp_stack::wire::ddp::BufferModel;
 use uwarp_stack::wire::marker;
 use uwarp_stack::wire::mpa::{EnhancedBlock, FrameKind, Revision, StartupRepr};
-use uwarp_stack::wire::rdmap::{Opcode, RdmapControl, RdmapSegment};
+use uwarp_stack::wire::rdmap::{Opcode, RdmapSegment};
 use uwarp_stack::wire::rpcrdma::RpcRdmaPrivateData;
 
 fn capture(name: &str) -> PathBuf {
@@ -154,22 +154,13 @@ fn startup(kind: FrameKind, private_data: &[u8]) -> Vec<u8> {
 
 /// The ULPDU of an untagged Send carrying `payload`.
 fn send(msn: u32, payload: &[u8]) -> Vec<u8> {
-    RdmapSegment {
-        ddp: DdpRepr {
-            last: true,
-            reserved: 0,
-            ulp_control: 0,
-            model: BufferModel::Untagged {
-                ulp_word: 0,
-                qn: 0,
-                msn,
-                mo: 0,
-            },
-        },
-        control: RdmapControl::new(Opcode::Send),
-        payload,
-    }
-    .to_vec()
+    let model = BufferModel::Untagged {
+        ulp_word: 0,
+        qn: 0,
+        msn,
+        mo: 0,
+    };
+    RdmapSegment::whole_message(Opcode::Send, model, payload).to_vec()
 }
 
 /// A connection whose FPDUs carry Markers in both directions.

@@ -259,17 +259,7 @@ fn untagged(from_client: bool, opcode: Opcode, ulp_word: u32, msn: u32, payload:
         msn,
         mo: 0,
     };
-    let ulpdu = RdmapSegment {
-        ddp: DdpRepr {
-            last: true,
-            reserved: 0,
-            ulp_control: 0,
-            model,
-        },
-        control: RdmapControl::new(opcode),
-        payload,
-    }
-    .to_vec();
+    let ulpdu = RdmapSegment::whole_message(opcode, model, payload).to_vec();
     let mut fields = segment_fields(false, true, opcode);
     fields.insert("iwarp_ddp.qn", qn.to_string());
     fields.insert("iwarp_ddp.msn", msn.to_string());

@@ -18,11 +18,11 @@ use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use serde_json::Value;
 use uwarp_stack::wire::check;
-use uwarp_stack::wire::ddp::{BufferModel, DdpRepr};
+use uwarp_stack::wire::ddp::BufferModel;
 use uwarp_stack::wire::fpdu::Fpdu;
 use uwarp_stack::wire::marker;
 use uwarp_stack::wire::mpa::{EnhancedBlock, FrameKind, Revision, StartupRepr, REQUEST_KEY};
-use uwarp_stack::wire::rdmap::{Opcode, RdmapControl, RdmapSegment, ReadRequest};
+use uwarp_stack::wire::rdmap::{Opcode, RdmapSegment, ReadRequest};
 use uwarp_stack::wire::rpcrdma::{RpcRdmaPrivateData, FORMAT_IDENTIFIER};
 use uwarp_stack::wire::terminate::{TermError, TerminateLayout, TerminateRepr};
 use uwarp_stack::wire::testing::hex;
@@ -193,21 +193,13 @@ fn seeds(golden: &[Golden]) -> Seeds {
         let payload = term.to_vec().expect("valid Terminate");
         seeds.terminate.insert(payload.clone());
         // And inside a whole ULPDU, for ddp_rdmap.
-        let segment = RdmapSegment {
-            ddp: DdpRepr {
-                last: true,
-                reserved: 0,
-                ulp_control: RdmapControl::new(Opcode::Terminate).to_u8(),
-                model: BufferModel::Untagged {
-                    ulp_word: 0,
-                    qn: 2,
-                    msn: 1,
-                    mo: 0,
-                },
-            },
-            control: RdmapControl::new(Opcode::Terminate),
-            payload: &payload,
+        let model = BufferModel::Untagged {
+            ulp_word: 0,
+            qn: 2,
+            msn: 1,
+            mo: 0,
         };
+        let segment = RdmapSegment::whole_message(Opcode::Terminate, model, &payload);
         seeds.ddp_rdmap.insert(segment.to_vec());
     }
     let request = ReadRequest::parse(read_request).expect("siw's Read Request");

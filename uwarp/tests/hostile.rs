@@ -29,9 +29,9 @@ use pair::*;
 use uwarp::*;
 use uwarp_control::TcpHost;
 use uwarp_stack::mpa::{negotiation, FpduReader, FpduWriter};
-use uwarp_stack::wire::ddp::{BufferModel, DdpRepr};
+use uwarp_stack::wire::ddp::BufferModel;
 use uwarp_stack::wire::mpa::StartupRepr;
-use uwarp_stack::wire::rdmap::{Opcode, RdmapControl, RdmapSegment};
+use uwarp_stack::wire::rdmap::{Opcode, RdmapSegment};
 use uwarp_stack::wire::terminate::{LayoutHint, TerminateRepr};
 
 /// The hostile peer's end of its TCP connection.
@@ -316,17 +316,7 @@ fn untagged(opcode: Opcode, qn: u32, msn: u32, payload: &[u8]) -> Vec<u8> {
 }
 
 fn segment(opcode: Opcode, model: BufferModel, payload: &[u8]) -> Vec<u8> {
-    RdmapSegment {
-        ddp: DdpRepr {
-            last: true,
-            reserved: 0,
-            ulp_control: 0,
-            model,
-        },
-        control: RdmapControl::new(opcode),
-        payload,
-    }
-    .to_vec()
+    RdmapSegment::whole_message(opcode, model, payload).to_vec()
 }
 
 /// Sends one FPDU carrying `ulpdu` (CRC on), optionally corrupting one

@@ -688,23 +688,16 @@ fn send_behind_the_reply<T: Transport>(delay: Duration) {
     let (device, peer, _) = T::beside_a_raw_peer(DeviceConfig::default());
     let early = b"sent during the hold";
     let mut first = hand_made_reply((1, 1));
-    let send = uwarp_stack::wire::rdmap::RdmapSegment {
-        ddp: uwarp_stack::wire::ddp::DdpRepr {
-            last: true,
-            reserved: 0,
-            ulp_control: 0,
-            model: uwarp_stack::wire::ddp::BufferModel::Untagged {
-                ulp_word: 0,
-                qn: 0,
-                msn: 1,
-                mo: 0,
-            },
+    let send = uwarp_stack::wire::rdmap::RdmapSegment::whole_message(
+        uwarp_stack::wire::rdmap::Opcode::Send,
+        uwarp_stack::wire::ddp::BufferModel::Untagged {
+            ulp_word: 0,
+            qn: 0,
+            msn: 1,
+            mo: 0,
         },
-        control: uwarp_stack::wire::rdmap::RdmapControl::new(
-            uwarp_stack::wire::rdmap::Opcode::Send,
-        ),
-        payload: early,
-    }
+        early,
+    )
     .to_vec();
     uwarp_stack::mpa::FpduWriter::new(false, false)
         .write(&[&send], &mut first)

@@ -285,6 +285,21 @@ impl<'a> RdmapSegment<'a> {
         })
     }
 
+    /// A whole message in one segment (DDP's Last flag set, RFC 5041
+    /// section 5.1): `opcode` on the buffer `model`, carrying `payload`.
+    pub fn whole_message(opcode: Opcode, model: BufferModel, payload: &'a [u8]) -> Self {
+        Self {
+            ddp: DdpRepr {
+                last: true,
+                reserved: 0,
+                ulp_control: 0,
+                model,
+            },
+            control: RdmapControl::new(opcode),
+            payload,
+        }
+    }
+
     /// The opcode.
     pub fn opcode(&self) -> Opcode {
         self.control.opcode
