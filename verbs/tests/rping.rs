@@ -16,9 +16,9 @@ use support::pair::{free_port, listening, run_pair, strings, Link, Loopback, Mem
 use uwarp::{Device, DeviceConfig, LocalParams};
 use uwarp_interop::rping::{self, Options};
 use uwarp_stack::mpa::{negotiation, FpduReader, FpduWriter};
-use uwarp_stack::wire::ddp::{BufferModel, DdpRepr};
+use uwarp_stack::wire::ddp::BufferModel;
 use uwarp_stack::wire::mpa::StartupRepr;
-use uwarp_stack::wire::rdmap::{Opcode, RdmapControl, RdmapSegment};
+use uwarp_stack::wire::rdmap::{Opcode, RdmapSegment};
 use uwarp_stack::wire::terminate::{LayoutHint, TermError, TerminateRepr};
 
 /// Debian's rping, server and client in two processes on uwarp on `link`,
@@ -251,17 +251,7 @@ fn terminated_by(stream: &mut TcpStream, ulpdu: &[u8], corrupt: bool) -> TermErr
 
 /// One ULPDU: `opcode` on the buffer `model`, carrying `payload`.
 fn ulpdu(opcode: Opcode, model: BufferModel, payload: &[u8]) -> Vec<u8> {
-    RdmapSegment {
-        ddp: DdpRepr {
-            last: true,
-            reserved: 0,
-            ulp_control: 0,
-            model,
-        },
-        control: RdmapControl::new(opcode),
-        payload,
-    }
-    .to_vec()
+    RdmapSegment::whole_message(opcode, model, payload).to_vec()
 }
 
 #[test]

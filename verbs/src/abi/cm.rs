@@ -161,6 +161,31 @@ pub struct RdmaAddrinfo {
     pub ai_next: *mut RdmaAddrinfo,
 }
 
+impl RdmaAddrinfo {
+    /// A reliable-connected entry of the TCP port space with no flags,
+    /// family, addresses, names, route, connect data or next entry: the
+    /// start of every entry the library makes.
+    pub const fn reliable_connected() -> Self {
+        RdmaAddrinfo {
+            ai_flags: 0,
+            ai_family: libc::AF_UNSPEC,
+            ai_qp_type: super::verbs::IBV_QPT_RC,
+            ai_port_space: RDMA_PS_TCP,
+            ai_src_len: 0,
+            ai_dst_len: 0,
+            ai_src_addr: std::ptr::null_mut(),
+            ai_dst_addr: std::ptr::null_mut(),
+            ai_src_canonname: std::ptr::null_mut(),
+            ai_dst_canonname: std::ptr::null_mut(),
+            ai_route_len: 0,
+            ai_route: std::ptr::null_mut(),
+            ai_connect_len: 0,
+            ai_connect: std::ptr::null_mut(),
+            ai_next: std::ptr::null_mut(),
+        }
+    }
+}
+
 /// `RDMA_PS_TCP`: the port space of reliable connections.
 pub const RDMA_PS_TCP: c_int = 0x0106;
 /// `RAI_PASSIVE`: the address is to listen on.

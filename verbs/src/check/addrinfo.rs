@@ -64,19 +64,12 @@ pub fn getaddrinfo(data: &[u8]) {
     let hints = (nulls & 4 == 0 || node.is_some()).then(|| RdmaAddrinfo {
         ai_flags: flags,
         ai_family: family,
-        ai_qp_type: IBV_QPT_RC,
         ai_port_space: port_space,
         ai_src_len: src_len as libc::socklen_t,
         ai_dst_len: dst_len as libc::socklen_t,
         ai_src_addr: address(&mut src),
         ai_dst_addr: address(&mut dst),
-        ai_src_canonname: ptr::null_mut(),
-        ai_dst_canonname: ptr::null_mut(),
-        ai_route_len: 0,
-        ai_route: ptr::null_mut(),
-        ai_connect_len: 0,
-        ai_connect: ptr::null_mut(),
-        ai_next: ptr::null_mut(),
+        ..RdmaAddrinfo::reliable_connected()
     });
     let expected = Expected {
         passive: hints

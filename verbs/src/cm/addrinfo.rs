@@ -6,7 +6,6 @@ use core::ptr;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
 use crate::abi::cm::*;
-use crate::abi::verbs::IBV_QPT_RC;
 use crate::export::{guard, set_errno, symbol_versions};
 
 /// The address `addr` points at (IPv4 or IPv6), if it is one.
@@ -178,19 +177,12 @@ fn node_for(addr: SocketAddr, passive: bool, next: *mut RdmaAddrinfo) -> Box<Rdm
             IpAddr::V4(_) => libc::AF_INET,
             IpAddr::V6(_) => libc::AF_INET6,
         },
-        ai_qp_type: IBV_QPT_RC,
-        ai_port_space: RDMA_PS_TCP,
         ai_src_len: if passive { len } else { 0 },
         ai_dst_len: if passive { 0 } else { len },
         ai_src_addr: src,
         ai_dst_addr: dst,
-        ai_src_canonname: ptr::null_mut(),
-        ai_dst_canonname: ptr::null_mut(),
-        ai_route_len: 0,
-        ai_route: ptr::null_mut(),
-        ai_connect_len: 0,
-        ai_connect: ptr::null_mut(),
         ai_next: next,
+        ..RdmaAddrinfo::reliable_connected()
     })
 }
 
