@@ -16,9 +16,10 @@ fn sum<T>(items: &[T], value: impl Fn(&T) -> u64) -> u64 {
     items.iter().map(value).sum()
 }
 
-/// The control core's TCP, the frames received, and the frames sent and
-/// received in pieces (payloads by reference).
-fn counts(r: &HostReport) -> [Count; 9] {
+/// The control core's TCP, the connections reset at shutdown, the frames
+/// received, and the frames sent and received in pieces (payloads by
+/// reference).
+fn counts(r: &HostReport) -> [Count; 10] {
     let s = &r.setup;
     [
         ("handed_over", "connections handed over", s.handed_over),
@@ -26,6 +27,11 @@ fn counts(r: &HostReport) -> [Count; 9] {
         ("handshakes_failed", "handshakes failed", s.failed),
         ("resets_sent", "resets sent", s.resets_sent),
         ("syns_dropped", "SYNs dropped", s.syns_dropped),
+        (
+            "reset_at_shutdown",
+            "connections reset at shutdown",
+            r.reset_at_shutdown(),
+        ),
         (
             "malformed",
             "malformed segments",
