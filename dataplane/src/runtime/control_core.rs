@@ -139,15 +139,25 @@ impl<C: ControlHandler> ControlCore<C> {
             }
         }
         self.iface.poll(now, &mut self.tx);
+        self.with_handler(None, |handler, ctx| handler.poll(now, ctx));
+        self.tx.flush();
+        work
+    }
+
+    /// Runs `f` on the handler, in the context it works in (`arrived_on`:
+    /// the dataplane core whose queue the frame being handled came in on).
+    fn with_handler(
+        &mut self,
+        arrived_on: Option<usize>,
+        f: impl FnOnce(&mut C, &mut ControlContext<'_, C::Flow>),
+    ) {
         let mut ctx = ControlContext {
             iface: &mut self.iface,
             tx: &mut self.tx,
             links: &self.links,
-            arrived_on: None,
+            arrived_on,
         };
-        self.handler.poll(now, &mut ctx);
-        self.tx.flush();
-        work
+        f(&mut self.handler, &mut ctx);
     }
 
     fn receive(&mut self, now: Instant, core: usize, frame: Mbuf) {
@@ -161,13 +171,9 @@ impl<C: ControlHandler> ControlCore<C> {
         {
             Received::Tcp(meta) => {
                 self.counters.tcp_to_handler += 1;
-                let mut ctx = ControlContext {
-                    iface: &mut self.iface,
-                    tx: &mut self.tx,
-                    links: &self.links,
-                    arrived_on: Some(core),
-                };
-                self.handler.on_tcp(now, &meta, frame, &mut ctx);
+                self.with_handler(Some(core), |handler, ctx| {
+                    handler.on_tcp(now, &meta, frame, ctx)
+                });
             }
             Received::EchoReply(reply) => self.handler.on_echo_reply(now, reply),
             Received::Consumed | Received::Dropped(_) => {}
@@ -204,13 +210,7 @@ impl<C: ControlHandler> ControlCore<C> {
     /// that sent goes out on this core's queue (or waits in dataplane core
     /// 0's ring, which it empties when it stops).
     pub fn end_flows(&mut self, now: Instant) {
-        let mut ctx = ControlContext {
-            iface: &mut self.iface,
-            tx: &mut self.tx,
-            links: &self.links,
-            arrived_on: None,
-        };
-        self.handler.shut_down(now, &mut ctx);
+        self.with_handler(None, |handler, ctx| handler.shut_down(now, ctx));
         self.tx.flush();
     }
 
