@@ -211,7 +211,7 @@ impl<A: TcpApp> TcpHost<A> {
     pub fn shutdown(mut self) -> HostReport {
         let stopped = self.runtime.shutdown();
         let report = HostReport::of(&stopped, TcpSetup::counters);
-        stop_port(&mut self.port, &report);
+        stop_port(&mut self.port, report.reset_at_shutdown());
         report
     }
 }
@@ -222,11 +222,11 @@ impl<A: TcpApp> TcpHost<A> {
 /// sent every descriptor yet.
 pub const RESET_DRAIN: Duration = Duration::from_millis(50);
 
-/// Stops `port` after its cores stopped and counted `report`, once the
-/// RSTs they sent had [`RESET_DRAIN`] to leave (at once when they sent
-/// none).
-pub fn stop_port(port: &mut Port, report: &HostReport) {
-    if report.reset_at_shutdown() > 0 {
+/// Stops `port` after its cores stopped, having reset `resets`
+/// connections: once the RSTs had [`RESET_DRAIN`] to leave (at once when
+/// there were none).
+pub fn stop_port(port: &mut Port, resets: u64) {
+    if resets > 0 {
         std::thread::sleep(RESET_DRAIN);
     }
     let _ = port.stop();

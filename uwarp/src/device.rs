@@ -214,7 +214,7 @@ impl Device {
     /// Closes the device as dropping it does, and returns what its cores
     /// counted: `None` on the socket transport; on the DPDK transport the
     /// [`HostReport`] of its control and dataplane cores, read after they
-    /// stopped (connections still open were dropped with them, so the
+    /// stopped (connections still open were reset as they stopped, so the
     /// report is final).
     pub fn close(self) -> Option<HostReport> {
         self.shut_down()

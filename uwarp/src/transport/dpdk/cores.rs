@@ -214,12 +214,10 @@ impl DpdkCores {
         let report =
             stopped.map(|stopped| HostReport::of(&stopped, |control| control.tcp().counters()));
         let mut port = self.port;
-        match &report {
-            Some(report) => stop_port(&mut port, report),
-            None => {
-                let _ = port.stop();
-            }
-        }
+        stop_port(
+            &mut port,
+            report.as_ref().map_or(0, HostReport::reset_at_shutdown),
+        );
         report
     }
 }
