@@ -222,21 +222,16 @@ mod tests {
     #[test]
     fn an_io_error_without_an_os_code_keeps_its_meaning() {
         use std::io::{Error, ErrorKind};
-        let io = |kind| uwarp::Error::Io(Error::new(kind, "the connection ended"));
-        assert_eq!(errno_of(&io(ErrorKind::TimedOut)), libc::ETIMEDOUT);
-        assert_eq!(
-            errno_of(&io(ErrorKind::HostUnreachable)),
-            libc::EHOSTUNREACH
-        );
-        assert_eq!(
-            errno_of(&io(ErrorKind::ConnectionRefused)),
-            libc::ECONNREFUSED
-        );
-        assert_eq!(
-            errno_of(&io(ErrorKind::ConnectionAborted)),
-            libc::ECONNABORTED
-        );
-        assert_eq!(errno_of(&io(ErrorKind::Other)), libc::EIO);
+        for (kind, errno) in [
+            (ErrorKind::TimedOut, libc::ETIMEDOUT),
+            (ErrorKind::HostUnreachable, libc::EHOSTUNREACH),
+            (ErrorKind::ConnectionRefused, libc::ECONNREFUSED),
+            (ErrorKind::ConnectionAborted, libc::ECONNABORTED),
+            (ErrorKind::Other, libc::EIO),
+        ] {
+            let error = uwarp::Error::Io(Error::new(kind, "the connection ended"));
+            assert_eq!(errno_of(&error), errno, "{kind:?}");
+        }
         let os = uwarp::Error::Io(Error::from_raw_os_error(libc::ENETDOWN));
         assert_eq!(errno_of(&os), libc::ENETDOWN);
     }

@@ -5,7 +5,7 @@
 mod support;
 
 use support::assert_success;
-use support::pair::{free_port, run_pair, strings, Link, Loopback, MemifLink, Side};
+use support::pair::{free_port, run_pair, strings, Link, Loopback, MemifLink};
 
 /// Debian's perftest `tool` with `-R` (connections by the connection
 /// manager, as iWARP needs), server and client on uwarp over loopback,
@@ -30,20 +30,12 @@ fn perftest_on(tool: &str, extra: &[&str], link: &dyn Link) -> String {
         server.extend(strings(extra));
         let mut client = server.clone();
         client.push(link.server_ip().to_owned());
-        let [server_options, client_options] = link.start_run();
         let (server, client) = run_pair(
-            &Side {
-                tool,
-                args: server,
-                options: server_options,
-            },
-            &Side {
-                tool,
-                args: client,
-                options: client_options,
-            },
+            link,
+            tool,
+            &port,
+            [server, client],
             &["Unexpected CM event"],
-            &|| link.server_ready(&port),
         );
         let refused_between =
             String::from_utf8_lossy(&client.stderr).contains("RDMA_CM_EVENT_REJECTED");

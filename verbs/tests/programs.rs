@@ -7,7 +7,7 @@
 
 mod support;
 
-use support::pair::{free_port, run_pair, strings, Link, Loopback, MemifLink, Side};
+use support::pair::{free_port, run_pair, strings, Link, Loopback, MemifLink};
 use support::{assert_success, compile_c, debian_tool, uwarp_run};
 
 #[test]
@@ -200,17 +200,13 @@ fn exit_with_a_connection_open(link: &dyn Link) {
     let program = compile_c("exit_connected");
     let program = program.to_str().expect("a UTF-8 path");
     let port = free_port().to_string();
-    let [server_options, client_options] = link.start_run();
-    let side = |role: &str, options: Vec<String>| Side {
-        tool: program,
-        args: strings(&[role, link.server_ip(), &port]),
-        options,
-    };
+    let args = |role: &str| strings(&[role, link.server_ip(), &port]);
     let (server, client) = run_pair(
-        &side("server", server_options),
-        &side("client", client_options),
+        link,
+        program,
+        &port,
+        [args("server"), args("client")],
         &["got RDMA_CM_EVENT_REJECTED"],
-        &|| link.server_ready(&port),
     );
     assert_success("exit_connected server", &server);
     assert_eq!(String::from_utf8_lossy(&server.stdout), "connected\n");

@@ -33,25 +33,11 @@ fn rping_pair(
     let port = free_port().to_string();
     let count = count.to_string();
     let address = link.server_ip();
-    let [server_options, client_options] = link.start_run();
     let mut server = strings(&["-s", "-a", address, "-p", &port, "-C", &count, "-v"]);
     server.extend(strings(extra));
     let mut client = strings(&["-c", "-a", address, "-p", &port, "-C", &count, "-v", "-V"]);
     client.extend(strings(extra));
-    run_pair(
-        &Side {
-            tool: "rping",
-            args: server,
-            options: server_options,
-        },
-        &Side {
-            tool: "rping",
-            args: client,
-            options: client_options,
-        },
-        refused,
-        &|| link.server_ready(&port),
-    )
+    run_pair(link, "rping", &port, [server, client], refused)
 }
 
 /// [`rping_pair`] on the socket transport over loopback.

@@ -656,8 +656,9 @@ fn negotiated(connection: &Connection) -> (u8, u8) {
 /// destination; `RDMA_CM_EVENT_ESTABLISHED` follows (with the responder's
 /// private data), or `REJECTED` (with its private data; status
 /// `-ECONNREFUSED`, also when nothing listens), `UNREACHABLE` (a time
-/// out, no route) or `CONNECT_ERROR`, as the kernel chooses. 0, or -1 with `errno` set. (A reset during
-/// the MPA exchange is `REJECTED` with `-ECONNRESET`.)
+/// out, no route) or `CONNECT_ERROR`, as the kernel chooses. 0, or -1
+/// with `errno` set. (A reset during the MPA exchange is `REJECTED` with
+/// `-ECONNRESET`.)
 ///
 /// # Safety
 ///

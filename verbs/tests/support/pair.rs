@@ -131,21 +131,34 @@ fn drain(stream: Option<Box<dyn Read + Send>>) -> JoinHandle<Vec<u8>> {
     })
 }
 
-/// Runs `server`, then, once `server_ready` says so (or after 20 s),
-/// `client` (again while the server is not yet listening: the client's
-/// connect is refused and it exits at once, with one of `refused` in its
-/// output), and returns both outputs. Either is killed after
-/// [`RUN_LIMIT`] (the client from its start, the server from the
-/// client's end; [`ORPHAN_LIMIT`] when the client failed).
+/// Runs `tool` as a server with `server_args` on `link`, then, once the
+/// link says the server is ready for a client on `port` (or after 20 s),
+/// `tool` as its client with `client_args` (again while the server is not
+/// yet listening: the client's connect is refused and it exits at once,
+/// with one of `refused` in its output), and returns both outputs. Either
+/// is killed after [`RUN_LIMIT`] (the client from its start, the server
+/// from the client's end; [`ORPHAN_LIMIT`] when the client failed).
 pub fn run_pair(
-    server: &Side,
-    client: &Side,
+    link: &dyn Link,
+    tool: &str,
+    port: &str,
+    [server_args, client_args]: [Vec<String>; 2],
     refused: &[&str],
-    server_ready: &dyn Fn() -> bool,
 ) -> (Output, Output) {
+    let [server_options, client_options] = link.start_run();
+    let server = Side {
+        tool,
+        args: server_args,
+        options: server_options,
+    };
+    let client = Side {
+        tool,
+        args: client_args,
+        options: client_options,
+    };
     let server_run = Running::start(server.command());
     let started = Instant::now();
-    while !server_ready() && started.elapsed() < Duration::from_secs(20) {
+    while !link.server_ready(port) && started.elapsed() < Duration::from_secs(20) {
         std::thread::sleep(Duration::from_millis(20));
     }
     let client = loop {
