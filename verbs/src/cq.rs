@@ -16,11 +16,12 @@ use core::ptr;
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use uwarp::{CompletionChannel, CompletionQueue, WcOpcode, WcStatus, WorkCompletion};
 
 use crate::abi::verbs::*;
+use crate::acknowledgements::Acknowledgements;
 use crate::export::{fail, guard, pointer_or_errno, set_errno, symbol_versions, wait_record};
 use crate::limits;
 use crate::provider;
@@ -42,15 +43,7 @@ pub struct Cq {
     /// Its token on its channel.
     token: u64,
     /// Events returned by `ibv_get_cq_event` and acknowledged.
-    events: Mutex<Events>,
-    acknowledged: Condvar,
-}
-
-/// A queue's event counts.
-#[derive(Default)]
-struct Events {
-    returned: u64,
-    acknowledged: u64,
+    events: Acknowledgements,
 }
 
 impl Cq {
@@ -68,10 +61,6 @@ impl Cq {
     /// The `ibv_cq` applications hold.
     pub fn ibv(&self) -> *mut IbvCq {
         ptr::from_ref(&self.ibv).cast_mut()
-    }
-
-    fn events(&self) -> MutexGuard<'_, Events> {
-        self.events.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -199,8 +188,7 @@ pub unsafe extern "C" fn ibv_create_cq(
             },
             cq,
             token,
-            events: Mutex::new(Events::default()),
-            acknowledged: Condvar::new(),
+            events: Acknowledgements::default(),
         });
         let address = Box::into_raw(boxed);
         queues().insert(token, address as usize);
@@ -224,12 +212,7 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut IbvCq) -> c_int {
         // SAFETY: the caller promises a live queue.
         let owner = unsafe { Cq::from_ibv(cq) };
         queues().remove(&owner.token);
-        let events = owner.events();
-        let _events = owner
-            .acknowledged
-            .wait_while(events, |e| e.acknowledged < e.returned)
-            .unwrap_or_else(|e| e.into_inner());
-        drop(_events);
+        owner.events.wait_for_all();
         // SAFETY: the queue is live, and its channel (if any) outlives it
         // (the channel cannot be destroyed while its refcnt counts it).
         let channel = unsafe { (*cq).channel };
@@ -311,7 +294,7 @@ unsafe extern "C" fn take_event(
         // SAFETY: a queue in the table is live: destruction removes it
         // under this lock before freeing it.
         let owner = unsafe { &*(address as *const Cq) };
-        owner.events().returned += 1;
+        owner.events.returned();
         // SAFETY: the caller promises both are writable.
         unsafe {
             cq.write(owner.ibv());
@@ -334,9 +317,7 @@ pub unsafe extern "C" fn ibv_ack_cq_events(cq: *mut IbvCq, nevents: u32) {
     guard((), || {
         // SAFETY: the caller promises a live queue.
         let owner = unsafe { Cq::from_ibv(cq) };
-        let mut events = owner.events();
-        events.acknowledged += u64::from(nevents);
-        owner.acknowledged.notify_all();
+        owner.events.acknowledge(u64::from(nevents));
     });
 }
 

@@ -82,7 +82,8 @@ pub fn shared_context() -> Result<*mut IbvContext, c_int> {
 #[repr(C)]
 pub struct Context {
     verbs: VerbsContext,
-    /// The write end of the pipe whose read end is `async_fd`.
+    /// The write end of the pipe whose read end is `async_fd`
+    /// (non-blocking).
     async_write: c_int,
 }
 
@@ -93,6 +94,18 @@ impl Context {
         let offset =
             core::mem::offset_of!(Context, verbs) + core::mem::offset_of!(VerbsContext, context);
         context.wrapping_byte_sub(offset).cast()
+    }
+
+    /// The write end of the pipe whose read end is the `async_fd` of
+    /// `context`: where the context's asynchronous events are queued.
+    ///
+    /// # Safety
+    ///
+    /// `context` is open.
+    pub unsafe fn async_writer(context: *mut IbvContext) -> c_int {
+        // SAFETY: the caller promises an open context, which
+        // `ibv_open_device` made as the `verbs.context` of a `Context`.
+        unsafe { (*Self::containing(context)).async_write }
     }
 }
 
@@ -176,6 +189,11 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut IbvDevice) -> *mut IbvCont
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
             return ptr::null_mut();
         }
+        // The writer never waits for a reader: an event that finds the
+        // pipe full (a program that never reads its 8192 queued events)
+        // is dropped. The read end stays blocking, as the kernel's is.
+        // SAFETY: fds[1] is the pipe's write end, just made.
+        unsafe { libc::fcntl(fds[1], libc::F_SETFL, libc::O_NONBLOCK) };
         let context = Box::new(Context {
             verbs: VerbsContext {
                 query_port: Some(query_port_ex),

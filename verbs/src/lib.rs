@@ -24,6 +24,8 @@
 //! - [`limits`]: what the device reports about itself.
 //! - [`async_events`]: asynchronous events and the other device-level
 //!   verbs programs import.
+//! - [`acknowledgements`]: counting the events handed out and
+//!   acknowledged, which destroying a queue waits for.
 //! - [`provider`]: the process's uwarp device behind it all.
 //! - [`log`]: what the libraries print, on standard error only.
 //! - [`provider_abi`]: rdma-core's provider interface, there so that
@@ -40,6 +42,7 @@
 //! it off.
 
 pub mod abi;
+pub mod acknowledgements;
 pub mod async_events;
 #[cfg(feature = "testing")]
 pub mod check;

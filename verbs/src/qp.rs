@@ -15,6 +15,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 use uwarp::{Payload, QpCaps, QpInit, QpState, QueuePair, RecvWr, SendOp, SendWr, Sge, Stag};
 
 use crate::abi::verbs::*;
+use crate::acknowledgements::Acknowledgements;
 use crate::cq::Cq;
 use crate::export::{errno_of, guard, pointer_or_errno, post_chain, symbol_versions};
 use crate::limits;
@@ -35,6 +36,9 @@ pub struct Qp {
     cap: IbvQpCap,
     /// Every send work request completes signaled.
     sq_sig_all: bool,
+    /// Its asynchronous events returned by `ibv_get_async_event` and
+    /// acknowledged.
+    pub async_events: Acknowledgements,
 }
 
 /// The live queue pairs by number, for the connection manager's
@@ -48,11 +52,17 @@ fn by_number() -> MutexGuard<'static, HashMap<u32, usize>> {
 
 /// The uwarp queue pair numbered `num`, if it is live.
 pub fn queue_pair_numbered(num: u32) -> Option<QueuePair> {
+    with_numbered(num, |qp| qp.qp.clone())
+}
+
+/// What `f` makes of the queue pair numbered `num`, if it is live; it
+/// stays live while `f` runs (its destruction waits).
+pub fn with_numbered<T>(num: u32, f: impl FnOnce(&Qp) -> T) -> Option<T> {
     let qps = by_number();
     // SAFETY: a queue pair in the table is live: destruction removes it
     // under this lock first.
     qps.get(&num)
-        .map(|&address| unsafe { &*(address as *const Qp) }.qp.clone())
+        .map(|&address| f(unsafe { &*(address as *const Qp) }))
 }
 
 impl Qp {
@@ -65,6 +75,11 @@ impl Qp {
         // SAFETY: the caller promises a live queue pair; `ibv` is the
         // first field of the `#[repr(C)]` `Qp` it was boxed as.
         unsafe { &*qp.cast::<Qp>() }
+    }
+
+    /// The `ibv_qp` applications hold.
+    pub fn ibv(&self) -> *mut IbvQp {
+        core::ptr::from_ref(&self.ibv).cast_mut()
     }
 }
 
@@ -161,6 +176,7 @@ unsafe fn create(pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> Result<*mut IbvQp,
         qp,
         cap,
         sq_sig_all: init.sq_sig_all != 0,
+        async_events: Acknowledgements::default(),
     });
     let num = boxed.qp.num();
     let address = Box::into_raw(boxed);
@@ -264,8 +280,9 @@ pub unsafe extern "C" fn ibv_modify_qp(qp: *mut IbvQp, attr: *mut IbvQpAttr, mas
     })
 }
 
-/// `ibv_destroy_qp`: aborts the queue pair if it is still connected and
-/// frees it. 0.
+/// `ibv_destroy_qp`: aborts the queue pair if it is still connected,
+/// waits until every asynchronous event `ibv_get_async_event` returned for
+/// it has been acknowledged, and frees it. 0.
 ///
 /// # Safety
 ///
@@ -280,6 +297,7 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut IbvQp) -> c_int {
         // ibv_create_qp, which boxed a `Qp` starting with it.
         let owner = unsafe { Box::from_raw(qp.cast::<Qp>()) };
         by_number().remove(&owner.qp.num());
+        owner.async_events.wait_for_all();
         if !matches!(owner.qp.state(), QpState::Idle | QpState::Error) {
             owner.qp.abort();
         }

@@ -2,13 +2,25 @@
 //! `ibv_devices` and `ibv_devinfo`, C programs compiled against the
 //! installed headers (devices, completion channels and queues, the
 //! connection manager over loopback), run unmodified on uwarp by
-//! `uwarp-run`; its settings and `scripts/install.sh`. (`rping.rs` and
-//! `perftest.rs` run Debian's rping and perftest.)
+//! `uwarp-run`; its settings and `scripts/install.sh`; asynchronous
+//! events a hostile peer causes. (`rping.rs` and `perftest.rs` run
+//! Debian's rping and perftest.)
 
 mod support;
 
-use support::pair::{free_port, run_pair, strings, Link, Loopback, MemifLink};
+use std::io::{BufRead, BufReader, Read};
+use std::process::Stdio;
+
+use support::hostile::{
+    first_untagged, hostile_peer, read_of_unknown_stag, send_fpdu, terminate, terminated_by, ulpdu,
+    write_to_unknown_stag,
+};
+use support::pair::{
+    free_port, run_pair, strings, wait_listening, Link, Loopback, MemifLink, Side,
+};
 use support::{assert_success, compile_c, debian_tool, uwarp_run};
+use uwarp_stack::wire::rdmap::Opcode;
+use uwarp_stack::wire::terminate::TermError;
 
 #[test]
 fn debian_ibv_devices_lists_the_uwarp_device() {
@@ -228,4 +240,82 @@ fn a_peer_hears_of_a_connection_a_process_left_open_at_exit_on_dpdk() {
         return;
     }
     exit_with_a_connection_open(&MemifLink::new("verbs-exit"));
+}
+
+/// A peer's errors reach a program as asynchronous events on its
+/// context's `async_fd`: access errors for memory it was refused, fatal
+/// ones for the rest and for a Terminate it sent (see
+/// `uwarp_verbs::async_events::event_of`).
+#[test]
+fn a_c_program_hears_of_a_peers_errors_as_asynchronous_events() {
+    let program = compile_c("async_events");
+    let program = program.to_str().expect("a UTF-8 path");
+    let port = free_port();
+    let port_arg = port.to_string();
+    let cases = [
+        (
+            "access",
+            write_to_unknown_stag(),
+            false,
+            Some(TermError::DdpTaggedInvalidStag),
+        ),
+        (
+            "access",
+            read_of_unknown_stag(),
+            false,
+            Some(TermError::RdmapInvalidStag),
+        ),
+        (
+            "fatal",
+            ulpdu(Opcode::Send, first_untagged(0), &[2; 16]),
+            true,
+            Some(TermError::MpaCrcError),
+        ),
+        (
+            "fatal",
+            terminate(TermError::RdmapCatastrophicStream),
+            false,
+            None,
+        ),
+    ];
+    let mut args = strings(&[&port_arg]);
+    args.extend(cases.iter().map(|case| case.0.to_string()));
+    let mut server = Side {
+        tool: program,
+        args,
+        options: Vec::new(),
+    }
+    .command()
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("async_events starts");
+    let mut lines = BufReader::new(server.stdout.take().expect("its stdout")).lines();
+    wait_listening(&port_arg);
+    for (_, ulpdu, corrupt, answer) in cases {
+        let mut peer = hostile_peer(port);
+        match answer {
+            Some(expected) => assert_eq!(terminated_by(&mut peer, &ulpdu, corrupt), expected),
+            None => {
+                send_fpdu(&mut peer, &ulpdu, corrupt);
+                let mut rest = Vec::new();
+                peer.read_to_end(&mut rest).expect("the server closes");
+            }
+        }
+        drop(peer);
+        // The program's connection events come in order only per
+        // connection: the next peer waits until this one is gone.
+        let said: Vec<String> = lines.by_ref().take(2).map_while(Result::ok).collect();
+        if said != ["accepted", "served"] {
+            let output = server.wait_with_output().expect("async_events ends");
+            panic!(
+                "async_events said {said:?}:\n{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+    }
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let output = server.wait_with_output().expect("async_events ends");
+    assert_success("async_events", &output);
+    assert_eq!(rest, ["ok"]);
 }

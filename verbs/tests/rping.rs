@@ -9,17 +9,18 @@ mod support;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use support::assert_success;
-use support::pair::{free_port, listening, run_pair, strings, Link, Loopback, MemifLink, Side};
+use support::hostile::{first_untagged, hostile_peer, terminated_by, ulpdu, write_to_unknown_stag};
+use support::pair::{
+    free_port, run_pair, strings, wait_listening, Link, Loopback, MemifLink, Side,
+};
 use uwarp::{Device, DeviceConfig, LocalParams};
 use uwarp_interop::rping::{self, Options};
-use uwarp_stack::mpa::{negotiation, FpduReader, FpduWriter};
-use uwarp_stack::wire::ddp::BufferModel;
-use uwarp_stack::wire::mpa::StartupRepr;
-use uwarp_stack::wire::rdmap::{Opcode, RdmapSegment};
-use uwarp_stack::wire::terminate::{LayoutHint, TermError, TerminateRepr};
+use uwarp_stack::mpa::negotiation;
+use uwarp_stack::wire::rdmap::Opcode;
+use uwarp_stack::wire::terminate::TermError;
 
 /// Debian's rping, server and client in two processes on uwarp on `link`,
 /// `count` pings of validated data, with `extra` rping options on both
@@ -122,18 +123,6 @@ fn spawn_rping(args: &[&str]) -> Child {
     .expect("rping starts")
 }
 
-/// Waits up to 20 s for a listener on `port`.
-fn wait_listening(port: &str) {
-    let started = Instant::now();
-    while !listening(port) {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "nothing listens on {port}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn debian_rping_client_pings_uwarps_own_rping_server() {
     let device = Device::open(DeviceConfig::default()).expect("a uwarp device");
@@ -188,58 +177,6 @@ fn uwarps_own_rping_client_pings_a_debian_rping_server() {
     }
 }
 
-/// A hostile peer's connection to `port`: an MPA Request (CRCs asked
-/// for), and the Reply read.
-fn hostile_peer(port: u16) -> TcpStream {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("the server listens");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .expect("a timeout");
-    let local = LocalParams {
-        crc: true,
-        ..LocalParams::default()
-    };
-    let request = negotiation::request(&local).to_vec().expect("a Request");
-    stream.write_all(&request).expect("the Request goes");
-    let mut reply = [0u8; 24]; // 20 octets of header, 4 of enhanced block
-    stream.read_exact(&mut reply).expect("the Reply");
-    let (reply, _) = StartupRepr::parse_bytes(&reply).expect("a valid Reply");
-    assert!(!reply.reject, "rping's server accepts");
-    stream
-}
-
-/// Sends `ulpdu` in one FPDU (corrupted when `corrupt`), and returns the
-/// error of the Terminate the server's uwarp answers with before it
-/// closes.
-fn terminated_by(stream: &mut TcpStream, ulpdu: &[u8], corrupt: bool) -> TermError {
-    let mut frame = Vec::new();
-    FpduWriter::new(true, false)
-        .write(&[ulpdu], &mut frame)
-        .expect("an FPDU");
-    if corrupt {
-        frame[4] ^= 0x01;
-    }
-    stream.write_all(&frame).expect("the FPDU goes");
-    let mut answer = Vec::new();
-    stream.read_to_end(&mut answer).expect("the server closes");
-    let mut reader = FpduReader::new(true, false);
-    reader.push(&answer);
-    let ulpdu = reader
-        .next_ulpdu()
-        .expect("a Terminate")
-        .expect("a valid FPDU");
-    let segment = RdmapSegment::parse(&ulpdu).expect("an RDMAP message");
-    assert_eq!(segment.opcode(), Opcode::Terminate);
-    TerminateRepr::parse(segment.payload, LayoutHint::Rfc5040)
-        .expect("a Terminate")
-        .error
-}
-
-/// One ULPDU: `opcode` on the buffer `model`, carrying `payload`.
-fn ulpdu(opcode: Opcode, model: BufferModel, payload: &[u8]) -> Vec<u8> {
-    RdmapSegment::whole_message(opcode, model, payload).to_vec()
-}
-
 #[test]
 fn a_persistent_debian_rping_server_survives_hostile_peers_and_serves_on() {
     let port = free_port();
@@ -267,29 +204,19 @@ fn a_persistent_debian_rping_server_survives_hostile_peers_and_serves_on() {
     cut.write_all(&request[..10]).expect("half a Request goes");
     drop(cut);
 
-    let tagged = BufferModel::Tagged {
-        stag: 0xDEAD_BE00,
-        to: 0,
-    };
-    let untagged = BufferModel::Untagged {
-        ulp_word: 0,
-        qn: 0,
-        msn: 1,
-        mo: 0,
-    };
     let cases = [
         (
-            ulpdu(Opcode::RdmaWrite, tagged, &[1; 64]),
+            write_to_unknown_stag(),
             false,
             TermError::DdpTaggedInvalidStag,
         ),
         (
-            ulpdu(Opcode::Send, untagged, &[2; 16]),
+            ulpdu(Opcode::Send, first_untagged(0), &[2; 16]),
             true,
             TermError::MpaCrcError,
         ),
         (
-            ulpdu(Opcode::Send, untagged, &[3; 4096]),
+            ulpdu(Opcode::Send, first_untagged(0), &[3; 4096]),
             false,
             TermError::DdpUntaggedTooLong,
         ),

@@ -127,6 +127,28 @@ term_errors! {
 }
 
 impl TermError {
+    /// Whether this is a memory protection error: a peer's access to
+    /// memory it named by STag, refused (RDMAP remote protection errors,
+    /// RFC 5040 section 7.2; DDP tagged buffer errors on the STag, its
+    /// base and bounds, its stream or the TO, RFC 5041 section 7.2). An
+    /// RNIC reports these as access errors, the rest as fatal ones.
+    pub fn is_access_violation(self) -> bool {
+        matches!(
+            self,
+            Self::RdmapInvalidStag
+                | Self::RdmapBaseOrBounds
+                | Self::RdmapAccessRights
+                | Self::RdmapStagNotAssociated
+                | Self::RdmapToWrap
+                | Self::RdmapProtectionCannotInvalidate
+                | Self::RdmapProtectionUnspecified
+                | Self::DdpTaggedInvalidStag
+                | Self::DdpTaggedBaseOrBounds
+                | Self::DdpTaggedStagNotAssociated
+                | Self::DdpTaggedToWrap
+        )
+    }
+
     /// The error with these numbers, if the RFCs define it. An RDMAP local
     /// catastrophic error may carry any error code (RFC 5040 section 4.8).
     pub fn from_parts(layer: u8, etype: u8, code: u8) -> Result<Self> {
@@ -440,6 +462,18 @@ mod tests {
             );
         }
         assert_eq!(TermError::ALL.len(), 33);
+    }
+
+    #[test]
+    fn access_violations_are_the_protection_and_tagged_stag_errors() {
+        for &error in TermError::ALL {
+            let expected = match error.parts() {
+                (Layer::Rdmap, 1, _) => true,
+                (Layer::Ddp, 1, code) => code <= 0x03,
+                _ => false,
+            };
+            assert_eq!(error.is_access_violation(), expected, "{error:?}");
+        }
     }
 
     #[test]

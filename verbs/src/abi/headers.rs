@@ -199,6 +199,9 @@ fn facts() -> Vec<Fact> {
     layout!(facts, "struct ibv_recv_wr", IbvRecvWr {
         wr_id => "wr_id", next => "next", sg_list => "sg_list", num_sge => "num_sge",
     });
+    layout!(facts, "struct ibv_async_event", IbvAsyncEvent {
+        element => "element", event_type => "event_type",
+    });
     layout!(facts, "struct ibv_srq", IbvSrq {
         context => "context", srq_context => "srq_context", pd => "pd", handle => "handle",
         mutex => "mutex", cond => "cond", events_completed => "events_completed",
@@ -258,6 +261,9 @@ fn facts() -> Vec<Fact> {
         RDMA_CM_EVENT_DISCONNECTED,
         RDMA_CM_EVENT_TIMEWAIT_EXIT,
         IBV_QPT_RC,
+        IBV_EVENT_QP_FATAL,
+        IBV_EVENT_QP_REQ_ERR,
+        IBV_EVENT_QP_ACCESS_ERR,
         IBV_QPS_RESET,
         IBV_QPS_INIT,
         IBV_QPS_RTR,

@@ -485,6 +485,24 @@ pub struct IbvQp {
     pub events_completed: u32,
 }
 
+/// `struct ibv_async_event`: the event and the object it concerns.
+#[repr(C)]
+pub struct IbvAsyncEvent {
+    /// `element`: a union of the queue pair, CQ, SRQ or WQ pointer and
+    /// the port number; uwarp's events all name a queue pair.
+    pub element: *mut c_void,
+    /// `event_type` (`enum ibv_event_type`).
+    pub event_type: c_int,
+}
+
+/// `IBV_EVENT_QP_FATAL`: the queue pair went to the error state for an
+/// error that is not one of memory access (an `enum ibv_event_type`).
+pub const IBV_EVENT_QP_FATAL: c_int = 1;
+/// `IBV_EVENT_QP_REQ_ERR`: an invalid request from the peer.
+pub const IBV_EVENT_QP_REQ_ERR: c_int = 2;
+/// `IBV_EVENT_QP_ACCESS_ERR`: a memory access violation.
+pub const IBV_EVENT_QP_ACCESS_ERR: c_int = 3;
+
 /// `IBV_QPS_RESET` and the other `enum ibv_qp_state` values.
 pub const IBV_QPS_RESET: c_int = 0;
 /// `IBV_QPS_INIT`.

@@ -24,6 +24,7 @@ use super::addrinfo::{from_sockaddr, to_sockaddr};
 use super::events::{self, Event, EventChannel, Liveness};
 use crate::abi::cm::*;
 use crate::abi::verbs::*;
+use crate::async_events;
 use crate::device::shared_context;
 use crate::export::{errno_of, fail, guard, set_errno, symbol_versions, LiveHandles};
 use crate::limits;
@@ -755,11 +756,20 @@ fn established(shared: &Shared, connection: &Connection, private_data: Vec<u8>, 
     );
 }
 
-/// Waits for the connection of `qp` to end, then posts `DISCONNECTED`
-/// (unless the id is gone first).
+/// Watches the connection of `qp` until it ends: raises the queue pair's
+/// asynchronous events (a Terminate sent or received) on its context, as
+/// they come, then posts `DISCONNECTED` (unless the id is gone first). A
+/// Terminate is queued before the queue pair reaches Error, so its event
+/// precedes `DISCONNECTED`.
 fn watch(shared: &Shared, qp: &QueuePair) {
     while !shared.liveness.is_destroyed() {
-        if qp.wait_closed(LISTEN_POLL) {
+        let closed = qp.wait_closed(LISTEN_POLL);
+        while let Some(event) = qp.next_event(Duration::ZERO) {
+            if let Some(event_type) = async_events::event_of(&event) {
+                async_events::raise(qp.num(), event_type);
+            }
+        }
+        if closed {
             shared.post(RDMA_CM_EVENT_DISCONNECTED, 0, Vec::new(), (0, 0));
             return;
         }

@@ -1,14 +1,18 @@
 /* What the C test programs share: CHECK(cond) prints the condition and
  * errno when it fails and counts the failure; finish() ends main with
  * "ok" and 0 when every check held, 1 otherwise; rc_qp_attr() describes
- * the queue pair they make. */
+ * the queue pair they make; expect_cm_event() waits for a connection
+ * manager event of a given type. */
 #ifndef UWARP_VERBS_TEST_CHECK_H
 #define UWARP_VERBS_TEST_CHECK_H
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
 
 static int failures;
 
@@ -43,6 +47,29 @@ static inline struct ibv_qp_init_attr rc_qp_attr(struct ibv_cq *cq, uint32_t dep
 	attr.cap.max_send_sge = 1;
 	attr.cap.max_recv_sge = 1;
 	return attr;
+}
+
+/* The next event on the channel, which must be of type `type`;
+ * acknowledged. The channel's descriptor is polled for at most
+ * `timeout_ms` first. */
+static inline void expect_cm_event(struct rdma_event_channel *ch, int type, int timeout_ms)
+{
+	struct pollfd pfd = { .fd = ch->fd, .events = POLLIN };
+	if (poll(&pfd, 1, timeout_ms) != 1) {
+		fprintf(stderr, "no %s within %d ms\n", rdma_event_str(type), timeout_ms);
+		exit(2);
+	}
+	struct rdma_cm_event *event = NULL;
+	if (rdma_get_cm_event(ch, &event)) {
+		fprintf(stderr, "rdma_get_cm_event: errno %d\n", errno);
+		exit(2);
+	}
+	if (event->event != type) {
+		fprintf(stderr, "expected %s, got %s (status %d)\n",
+			rdma_event_str(type), rdma_event_str(event->event), event->status);
+		exit(2);
+	}
+	rdma_ack_cm_event(event);
 }
 
 #endif

@@ -9,36 +9,12 @@
  *                                        for DISCONNECTED; "ok" and 0
  *                                        when it came
  */
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <rdma/rdma_cma.h>
 
 #include "check.h"
-
-/* The next event on the channel, which must be of type `type`;
- * acknowledged. The channel's descriptor is polled for at most
- * `timeout_ms` first. */
-static void expect(struct rdma_event_channel *ch, int type, int timeout_ms)
-{
-	struct pollfd pfd = { .fd = ch->fd, .events = POLLIN };
-	if (poll(&pfd, 1, timeout_ms) != 1) {
-		fprintf(stderr, "no %s within %d ms\n", rdma_event_str(type), timeout_ms);
-		exit(2);
-	}
-	struct rdma_cm_event *event = NULL;
-	if (rdma_get_cm_event(ch, &event)) {
-		fprintf(stderr, "rdma_get_cm_event: errno %d\n", errno);
-		exit(2);
-	}
-	if (event->event != type) {
-		fprintf(stderr, "expected %s, got %s (status %d)\n",
-			rdma_event_str(type), rdma_event_str(event->event), event->status);
-		exit(2);
-	}
-	rdma_ack_cm_event(event);
-}
 
 /* A queue pair for `id`, on a new domain and completion queue. */
 static void make_qp(struct rdma_cm_id *id)
@@ -63,7 +39,7 @@ static void serve(struct rdma_event_channel *ch, struct rdma_addrinfo *res)
 	rdma_ack_cm_event(event);
 	make_qp(child);
 	CHECK(rdma_accept(child, NULL) == 0);
-	expect(ch, RDMA_CM_EVENT_ESTABLISHED, 30000);
+	expect_cm_event(ch, RDMA_CM_EVENT_ESTABLISHED, 30000);
 	printf("connected\n");
 	/* No disconnect, no destruction: the exit must end the connection. */
 	exit(failures ? 1 : 0);
@@ -74,15 +50,15 @@ static int connect_and_wait(struct rdma_event_channel *ch, struct rdma_addrinfo 
 	struct rdma_cm_id *id;
 	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0);
 	CHECK(rdma_resolve_addr(id, NULL, res->ai_dst_addr, 2000) == 0);
-	expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 5000);
+	expect_cm_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 5000);
 	CHECK(rdma_resolve_route(id, 2000) == 0);
-	expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, 5000);
+	expect_cm_event(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, 5000);
 	make_qp(id);
 	struct rdma_conn_param param;
 	memset(&param, 0, sizeof(param));
 	CHECK(rdma_connect(id, &param) == 0);
-	expect(ch, RDMA_CM_EVENT_ESTABLISHED, 30000);
-	expect(ch, RDMA_CM_EVENT_DISCONNECTED, 30000);
+	expect_cm_event(ch, RDMA_CM_EVENT_ESTABLISHED, 30000);
+	expect_cm_event(ch, RDMA_CM_EVENT_DISCONNECTED, 30000);
 	return finish();
 }
 

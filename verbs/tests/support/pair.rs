@@ -25,6 +25,18 @@ pub fn listening(port: &str) -> bool {
     })
 }
 
+/// Waits up to 20 s for a listener on `port`.
+pub fn wait_listening(port: &str) {
+    let started = Instant::now();
+    while !listening(port) {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "nothing listens on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A TCP port nothing listens on now (the system's choice for port 0).
 pub fn free_port() -> u16 {
     let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
