@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use uwarp_stack::mem::StagTable;
 use uwarp_stack::mpa::{LocalParams, Micros, Negotiated, Responder};
 use uwarp_stack::rdmap::{EngineConfig, Role};
@@ -25,6 +25,16 @@ use crate::driver::Driver;
 use crate::error::Error;
 use crate::qp::QueuePair;
 use uwarp_control::startup::{Accepted, InitiatorDecision, Progress, Side};
+
+/// How long the control thread naps between polls while a handshake may
+/// be under way.
+const SHORT_NAP: Duration = Duration::from_micros(200);
+/// How long it naps once nothing has happened for [`QUIET_AFTER`]: about
+/// the most an incoming connection then waits before its MPA Request is
+/// read (the kernel has already completed its TCP handshake).
+const LONG_NAP: Duration = Duration::from_millis(2);
+/// How long the control thread must be idle before it takes long naps.
+const QUIET_AFTER: Duration = Duration::from_millis(20);
 
 /// An active open waiting for its Reply.
 struct Connecting {
@@ -105,6 +115,7 @@ pub(crate) fn spawn_control(
 
 impl ControlCore {
     fn run(mut self) {
+        let mut idle_since: Option<Instant> = None;
         loop {
             let mut busy = false;
             loop {
@@ -121,10 +132,24 @@ impl ControlCore {
             busy |= self.poll_connecting();
             busy |= self.release_held();
             busy |= self.poll_accepting();
-            if !busy {
-                // Setup is not the data path: a short sleep keeps an idle
-                // control thread off the CPU.
-                std::thread::sleep(Duration::from_micros(200));
+            if busy {
+                idle_since = None;
+                continue;
+            }
+            // Setup is not the data path: an idle control thread waits
+            // for the application's next command, and polls its
+            // listeners and handshakes between naps, short ones at first
+            // (a handshake under way), long ones once all is quiet (an
+            // idle device takes no CPU to speak of).
+            let quiet = idle_since.get_or_insert_with(Instant::now).elapsed() >= QUIET_AFTER;
+            let nap = if quiet { LONG_NAP } else { SHORT_NAP };
+            match self.commands.recv_timeout(nap) {
+                Ok(ControlCmd::Shutdown) | Err(RecvTimeoutError::Disconnected) => return,
+                Ok(cmd) => {
+                    idle_since = None;
+                    self.handle(cmd);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
             }
         }
     }

@@ -249,6 +249,14 @@ fn run(adopt: Receiver<Adopt>) {
     // completion queues.
     let mut drain_deadline: Option<Instant> = None;
     loop {
+        if conns.is_empty() {
+            // Nothing to poll: sleep until a connection is handed over
+            // (an idle device takes no CPU), or the device closes.
+            match adopt.recv() {
+                Ok(new) => conns.push(Conn::new(new)),
+                Err(_) => return,
+            }
+        }
         loop {
             match adopt.try_recv() {
                 Ok(new) => conns.push(Conn::new(new)),
