@@ -7,6 +7,8 @@
 //! - [`dpdk_rig`]: uwarp's TCP on DPDK stepped over a net_ring pair, with
 //!   a peer the test plays with hand-made frames (RFC 9293 segments), and
 //!   iWARP devices on net_ring pairs.
+//! - [`siw_vm`]: the siw VM of `scripts/siw-vm/`, booted to run one
+//!   shell line, for tests against Linux soft-iWARP.
 //! - [`serial`] and [`root_or_skip`]: running tests that need both CPUs,
 //!   or root, as this machine allows.
 //! - [`example_binary`]: a package's example, built for a test that runs
@@ -18,6 +20,7 @@ use std::sync::{Mutex, MutexGuard};
 
 pub mod dpdk_rig;
 pub mod pair;
+pub mod siw_vm;
 
 /// Holds the tests of one binary that take both CPUs (busy-polling cores
 /// on threads, or a VM) to one at a time: side by side they starve each

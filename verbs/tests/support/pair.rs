@@ -80,14 +80,15 @@ const ORPHAN_LIMIT: Duration = Duration::from_secs(5);
 /// A program running with its output read as it comes: a program whose
 /// pipe fills (64 KiB pings printed with `-v`) would block and never
 /// answer.
-struct Running {
+pub struct Running {
     child: Child,
     stdout: JoinHandle<Vec<u8>>,
     stderr: JoinHandle<Vec<u8>>,
 }
 
 impl Running {
-    fn start(mut command: Command) -> Running {
+    /// Starts `command` with its output read as it comes.
+    pub fn start(mut command: Command) -> Running {
         let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -113,7 +114,7 @@ impl Running {
     }
 
     /// Its output once it ended, killed if it runs past `deadline`.
-    fn finish(mut self, deadline: Instant) -> Output {
+    pub fn finish(mut self, deadline: Instant) -> Output {
         let status = loop {
             if let Some(status) = self.child.try_wait().expect("the program's status") {
                 break status;

@@ -1,0 +1,258 @@
+//! Debian's unmodified `rping`, `ib_write_bw -R` and `ib_read_bw -R` on
+//! uwarp's drop-in libraries (the socket transport, on the host at
+//! 10.79.0.1) against the same Debian tools on Linux soft-iWARP (siw) in
+//! the VM of `scripts/siw-vm/` (10.79.0.2), in both roles, in one boot:
+//!
+//! 1. siw's clients against uwarp's servers, which listen on every
+//!    address before the VM boots (the tap comes with it);
+//! 2. siw's servers, each announced once it listens, against uwarp's
+//!    clients.
+//!
+//! rping's client checks every ping's data (`-V`; its server reads
+//! each ping into a buffer of its own `-S`, so both get the size);
+//! perftest's reports
+//! must show the size and iterations asked for, and every program must
+//! exit 0.
+//!
+//! perftest 4.5's server listens twice on its port: once for the
+//! exchange of parameters, then, after it, for the test's connection. A
+//! client that connects in between is refused, and perftest 4.5's own
+//! retry cannot help (it connects again with the identifiers it has just
+//! destroyed), so the client fails and the server waits for good. Under
+//! TCG siw's server is slow to listen again and about half the runs are
+//! refused. After each run of uwarp's client the VM therefore asks the
+//! test (`nc`, to a kernel TCP port on the host) whether it was refused,
+//! stops its server if so, and runs it again (at most [`ATTEMPTS`]
+//! times).
+//!
+//! Needs root (the tap) and qemu (`scripts/setup.sh`); the first run builds
+//! the VM (`scripts/siw-vm/build.sh`), later runs reuse it.
+
+mod support;
+
+use std::io::Write;
+use std::net::{Ipv4Addr, TcpListener};
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use support::assert_success;
+use support::pair::{free_port, strings, Running, Side};
+use uwarp_testing::siw_vm::{announced_server, announced_server_then, Vm, HOST_IP, VM_IP};
+use uwarp_testing::{root_or_skip, serial};
+
+/// rping's pings, and their size (more than one TCP segment).
+const PINGS: &str = "10";
+const PING_SIZE: &str = "3000";
+/// perftest's message size and count (TCG is slow: 13 MB a run).
+const PERF_SIZE: &str = "65536";
+const PERF_ITERS: &str = "200";
+/// The perftest tools tried.
+const PERF_TOOLS: [&str; 2] = ["write", "read"];
+/// How many times the VM runs a siw perftest server for uwarp's client.
+const ATTEMPTS: u32 = 10;
+/// How long the VM waits for the test's verdict on a run.
+const VERDICT_LIMIT_SECS: u32 = 150;
+/// Where siw's servers listen in the VM.
+const SIW_PORT: u16 = 18515;
+/// Any one program on the host.
+const RUN_LIMIT: Duration = Duration::from_secs(120);
+
+/// A perftest tool's arguments (`-F`: under TCG the VM's clocks may
+/// disagree, and perftest would give up on its report).
+fn perftest_args(port: &str) -> Vec<String> {
+    strings(&["-R", "-F", "-p", port, "-s", PERF_SIZE, "-n", PERF_ITERS])
+}
+
+/// Debian's `tool` with `args` on uwarp's drop-in libraries, started.
+fn uwarp_side(tool: &str, args: Vec<String>) -> Running {
+    let side = Side {
+        tool,
+        args,
+        options: Vec::new(),
+    };
+    Running::start(side.command())
+}
+
+/// Checks a perftest run's output: exit 0, and a result line with the
+/// size and iterations asked for.
+fn assert_perftest_ran(what: &str, output: &Output) {
+    assert_success(what, output);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let result = stdout.lines().any(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        fields.len() == 5 && fields[0] == PERF_SIZE && fields[1] == PERF_ITERS
+    });
+    assert!(result, "{what} printed no result line:\n{stdout}");
+}
+
+/// The VM's exit status of the run it names `label`.
+fn vm_status(vm: &mut Vm, label: &str) -> String {
+    let done = format!("uwsiw-test: done {label} rc=");
+    vm.expect_with(&format!("{label}'s end"), |line| {
+        line.strip_prefix(&done).map(str::to_owned)
+    })
+}
+
+/// The VM's command: siw's clients against uwarp's servers on the host
+/// (`ports`: rping's, then each perftest tool's), then siw's rping
+/// server, then siw's perftest servers, each run until uwarp's client
+/// was not refused (the verdict comes from `verdict_port` on the host).
+fn vm_command(ports: &[u16; 3], verdict_port: u16) -> String {
+    let host = HOST_IP;
+    let [rping_port, write_port, read_port] = ports.map(|port| port.to_string());
+    let done = |label: &str| format!("echo \"uwsiw-test: done {label} rc=$?\"");
+    let rping_server = announced_server(
+        &format!("rping -s -a {VM_IP} -p {SIW_PORT} -C {PINGS} -S {PING_SIZE}"),
+        SIW_PORT,
+        "rping",
+    );
+    let perf_args = perftest_args(&SIW_PORT.to_string()).join(" ");
+    let verdict = format!(
+        "v=$(timeout {VERDICT_LIMIT_SECS} nc {host} {verdict_port}); \
+         [ \"$v\" = refused ] && kill $p"
+    );
+    let perf_server = announced_server_then(
+        &format!("ib_${{t}}_bw {perf_args}"),
+        SIW_PORT,
+        "$t $n",
+        &verdict,
+    );
+    format!(
+        "rping -c -a {host} -p {rping_port} -C {PINGS} -S {PING_SIZE} -V; {}; \
+         ib_write_bw {} {host}; {}; \
+         ib_read_bw {} {host}; {}; \
+         {rping_server}; {}; \
+         for t in {}; do n=0; while [ $n -lt {ATTEMPTS} ]; do n=$((n+1)); \
+           {perf_server}; rc=$?; echo \"uwsiw-test: done $t $n rc=$rc\"; \
+           [ $rc -eq 0 ] && break; \
+         done; done; true",
+        done("rping client"),
+        perftest_args(&write_port).join(" "),
+        done("write client"),
+        perftest_args(&read_port).join(" "),
+        done("read client"),
+        done("rping server"),
+        PERF_TOOLS.join(" "),
+    )
+}
+
+/// Answers the VM's question about the run just made (see the module's
+/// doc): `refused` or `served`.
+fn tell_vm(vm: &mut Vm, verdicts: &TcpListener, refused: bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut asker = loop {
+        match verdicts.accept() {
+            Ok((stream, _)) => break stream,
+            Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {
+                vm.assert_running();
+                assert!(
+                    Instant::now() < deadline,
+                    "the VM never asked for its verdict"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(err) => panic!("the verdict port: {err}"),
+        }
+    };
+    let verdict: &[u8] = if refused { b"refused\n" } else { b"served\n" };
+    asker.write_all(verdict).expect("the verdict goes");
+}
+
+#[test]
+fn debian_rping_and_perftest_on_uwarp_work_with_siw_in_both_roles() {
+    if !root_or_skip("the siw VM (its tap)") {
+        return;
+    }
+    let _serial = serial();
+    let ports = [free_port(), free_port(), free_port()];
+    let [rping_port, write_port, read_port] = ports.map(|port| port.to_string());
+    let rping_server = uwarp_side(
+        "rping",
+        strings(&[
+            "-s",
+            "-a",
+            "0.0.0.0",
+            "-p",
+            &rping_port,
+            "-C",
+            PINGS,
+            "-S",
+            PING_SIZE,
+        ]),
+    );
+    let write_server = uwarp_side("ib_write_bw", perftest_args(&write_port));
+    let read_server = uwarp_side("ib_read_bw", perftest_args(&read_port));
+    let verdicts = TcpListener::bind((Ipv4Addr::UNSPECIFIED, 0)).expect("a verdict port");
+    verdicts
+        .set_nonblocking(true)
+        .expect("a non-blocking verdict port");
+    let verdict_port = verdicts.local_addr().expect("its address").port();
+    let mut vm = Vm::boot("", &vm_command(&ports, verdict_port));
+
+    // siw's clients, uwarp's servers.
+    let servers = [
+        ("rping", rping_server),
+        ("write", write_server),
+        ("read", read_server),
+    ];
+    for (name, server) in servers {
+        let status = vm_status(&mut vm, &format!("{name} client"));
+        let output = server.finish(Instant::now() + RUN_LIMIT);
+        assert_eq!(status, "0", "siw's {name} client failed");
+        match name {
+            "rping" => assert_success("uwarp's rping server", &output),
+            tool => assert_perftest_ran(&format!("uwarp's ib_{tool}_bw server"), &output),
+        }
+        eprintln!("siw's {name} client against uwarp's server: passed");
+    }
+
+    // siw's servers, uwarp's clients.
+    vm.expect("uwsiw-test: serving rping");
+    vm.assert_running();
+    let vm_ip = VM_IP.to_string();
+    let port = SIW_PORT.to_string();
+    let client = uwarp_side(
+        "rping",
+        strings(&[
+            "-c", "-a", &vm_ip, "-p", &port, "-C", PINGS, "-S", PING_SIZE, "-V", "-v",
+        ]),
+    )
+    .finish(Instant::now() + RUN_LIMIT);
+    assert_success("uwarp's rping client", &client);
+    let pings = String::from_utf8_lossy(&client.stdout)
+        .lines()
+        .filter(|line| line.starts_with("ping data: rdma-ping-"))
+        .count();
+    assert_eq!(pings.to_string(), PINGS, "uwarp's rping client");
+    assert_eq!(
+        vm_status(&mut vm, "rping server"),
+        "0",
+        "siw's rping server"
+    );
+    eprintln!("uwarp's rping client against siw's server: passed");
+
+    for tool in PERF_TOOLS {
+        let mut args = perftest_args(&port);
+        args.push(vm_ip.clone());
+        let passed = (1..=ATTEMPTS).find(|attempt| {
+            vm.expect(&format!("uwsiw-test: serving {tool} {attempt}"));
+            vm.assert_running();
+            let client = uwarp_side(&format!("ib_{tool}_bw"), args.clone())
+                .finish(Instant::now() + RUN_LIMIT);
+            let refused = !client.status.success()
+                && String::from_utf8_lossy(&client.stderr).contains("RDMA_CM_EVENT_REJECTED");
+            tell_vm(&mut vm, &verdicts, refused);
+            let status = vm_status(&mut vm, &format!("{tool} {attempt}"));
+            if !refused {
+                assert_eq!(status, "0", "siw's ib_{tool}_bw server, attempt {attempt}");
+                assert_perftest_ran(&format!("uwarp's ib_{tool}_bw client"), &client);
+                return true;
+            }
+            eprintln!("uwarp's ib_{tool}_bw client, attempt {attempt}: refused between perftest's two listens");
+            false
+        });
+        let attempt = passed.unwrap_or_else(|| panic!("ib_{tool}_bw: refused {ATTEMPTS} times"));
+        eprintln!("uwarp's ib_{tool}_bw client against siw's server: passed (attempt {attempt})");
+    }
+    vm.finish();
+}
