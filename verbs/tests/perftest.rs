@@ -5,7 +5,7 @@
 mod support;
 
 use support::assert_success;
-use support::pair::{free_port, run_pair, strings, Link, Loopback, MemifLink};
+use support::pair::{free_port, run_pair, strings, Link, Loopback, MemifLink, TapLink};
 
 /// Debian's perftest `tool` with `-R` (connections by the connection
 /// manager, as iWARP needs), server and client on uwarp over loopback,
@@ -170,14 +170,26 @@ fn debian_perftest_latency_tools_run_every_size_on_uwarp() {
     }
 }
 
-#[test]
-fn debian_ib_write_bw_runs_over_uwarps_tcp_on_dpdk() {
-    if !uwarp_testing::root_or_skip("DPDK's net_memif") {
+/// `ib_write_bw -R`, 500 messages of 64 KiB, on `link` (as root: DPDK
+/// needs it), its report checked.
+fn write_bw_over(link: &dyn Link, what: &str) {
+    if !uwarp_testing::root_or_skip(what) {
         return;
     }
-    let link = MemifLink::new("verbs-perftest");
-    let report = perftest_on("ib_write_bw", &["-n", "500", "-s", "65536"], &link);
+    let report = perftest_on("ib_write_bw", &["-n", "500", "-s", "65536"], link);
     let figures = &result_lines(&report)[0];
     assert_eq!(figures[..2], [65536.0, 500.0], "{report}");
     assert!(figures[3] > 0.0, "no bandwidth in {report}");
+}
+
+#[test]
+fn debian_ib_write_bw_runs_over_uwarps_tcp_on_dpdk() {
+    write_bw_over(&MemifLink::new("verbs-perftest"), "DPDK's net_memif");
+}
+
+/// uwarp's TCP on DPDK against the kernel's: perftest's server on a
+/// net_tap port, its client on the socket transport through the tap.
+#[test]
+fn debian_ib_write_bw_on_dpdk_over_net_tap_serves_a_client_on_the_socket_transport() {
+    write_bw_over(&TapLink::new("uwverbs1"), "DPDK's net_tap");
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use support::assert_success;
 use support::hostile::{first_untagged, hostile_peer, terminated_by, ulpdu, write_to_unknown_stag};
 use support::pair::{
-    free_port, run_pair, strings, wait_listening, Link, Loopback, MemifLink, Side,
+    free_port, run_pair, strings, wait_listening, Link, Loopback, MemifLink, Side, TapLink,
 };
 use uwarp::{Device, DeviceConfig, LocalParams};
 use uwarp_interop::rping::{self, Options};
@@ -94,6 +94,18 @@ fn debian_rping_pings_over_uwarps_tcp_on_dpdk() {
     let link = MemifLink::new("verbs-rping");
     // The client tries again while the server does not listen yet.
     let pair = rping_pair(10, &[], &link, &["REJECTED"]);
+    assert_rping_pinged(10, &pair);
+}
+
+/// uwarp's TCP on DPDK against the kernel's: the server on a net_tap
+/// port, the client on the socket transport through the tap.
+#[test]
+fn debian_rping_on_dpdk_over_net_tap_serves_a_client_on_the_socket_transport() {
+    if !uwarp_testing::root_or_skip("DPDK's net_tap") {
+        return;
+    }
+    let link = TapLink::new("uwverbs0");
+    let pair = rping_pair(10, &["-S", "3000"], &link, &["REJECTED"]);
     assert_rping_pinged(10, &pair);
 }
 

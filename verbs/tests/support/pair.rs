@@ -295,3 +295,49 @@ impl Drop for MemifLink {
         let _ = std::fs::remove_file(&self.socket);
     }
 }
+
+/// A net_tap link between uwarp's TCP and the kernel's: the server is a
+/// uwarp host on DPDK whose port is the tap `iface` (at 10.83.0.2), the
+/// client uwarp on the socket transport, whose kernel reaches it through
+/// the tap (at 10.83.0.1). DPDK makes the tap when its server starts,
+/// and takes it away when the server exits.
+pub struct TapLink {
+    iface: String,
+}
+
+impl TapLink {
+    /// A link over the tap named `iface`.
+    pub fn new(iface: &str) -> TapLink {
+        TapLink {
+            iface: iface.to_owned(),
+        }
+    }
+}
+
+impl Link for TapLink {
+    fn server_ip(&self) -> &str {
+        "10.83.0.2"
+    }
+
+    fn start_run(&self) -> [Vec<String>; 2] {
+        let eal = format!("--vdev net_tap0,iface={}", self.iface);
+        let server = strings(&["--transport", "dpdk", "--eal", &eal, "--ip", "10.83.0.2/24"]);
+        [server, Vec::new()]
+    }
+
+    /// Once DPDK has made the tap, gives the kernel its address on it
+    /// (`scripts/topo-tap.sh up`); the server is ready then, or soon (a
+    /// client refused meanwhile tries again).
+    fn server_ready(&self, _port: &str) -> bool {
+        if !Path::new("/sys/class/net").join(&self.iface).exists() {
+            return false;
+        }
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/topo-tap.sh");
+        let status = Command::new("bash")
+            .arg(script)
+            .args(["up", &self.iface, "10.83.0.1/24"])
+            .status()
+            .expect("topo-tap.sh runs");
+        status.success()
+    }
+}
