@@ -7,14 +7,22 @@
 #   ib_write_bw -R -s 65536        vs  uwarp-perf write-bw -s 65536
 #   ib_write_lat -R -s 8           vs  uwarp-perf write-lat -s 8
 #
-# Usage: scripts/bench-verbs.sh [ITERATIONS]   (as root; default 20000)
+# The drop-in runs each process's cores on threads of their own (a C
+# program may spin on memory and never call the library); uwarp-perf runs
+# them so too here (`--cpus`, the same placement for both: the control
+# core on CPU CONTROL, the dataplane core on CPU DATAPLANE), and once more
+# inline on its measuring thread, its own default, for reference.
+#
+# Usage: scripts/bench-verbs.sh [ITERATIONS [CONTROL,DATAPLANE]]
+#        (as root; defaults 20000 and 0,1)
 # Builds the release binaries first. Prints each tool's result line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 iters="${1:-20000}"
+cpus="${2:-0,1}"
 case "$iters" in
--h|--help) sed -n 's/^# \{0,1\}//;2,12p' "$0"; exit 0 ;;
+-h|--help) sed -n 's/^# \{0,1\}//;2,19p' "$0"; exit 0 ;;
 esac
 
 cargo build --release -q -p uwarp-verbs -p uwarp-bench
@@ -34,41 +42,59 @@ memif_pair() {
     wait
 }
 
-# uwarp-perf's two-host mode $mode, one side.
+# uwarp-perf's two-host mode $mode, one side, with "${placement[@]}".
 uwarp_perf_side() {
     if [ "$1" = server ]; then
         "$bin/uwarp-perf" "$mode" --server -p "$port" --transport dpdk --eal "--vdev $2" \
-            --ip 10.82.0.1/24 >/dev/null
+            --ip 10.82.0.1/24 "${placement[@]}" >/dev/null
     else
         "$bin/uwarp-perf" "$mode" --connect "10.82.0.1:$port" --transport dpdk --eal "--vdev $2" \
-            --ip 10.82.0.2/24 -s "$size" -n "$iters"
+            --ip 10.82.0.2/24 -s "$size" -n "$iters" "${placement[@]}" \
+            | grep -A1 -E '^ +size'
     fi
 }
 
 # Debian's $tool on uwarp's DPDK transport, one side.
 perftest_side() {
     if [ "$1" = server ]; then
-        "$bin/uwarp-run" --transport dpdk --eal "--vdev $2" --ip 10.82.0.1/24 \
+        "$bin/uwarp-run" --transport dpdk --eal "--vdev $2" --ip 10.82.0.1/24 --cpus "$cpus" \
             "$tool" -R -p "$port" -s "$size" -n "$iters" >/dev/null
     else
-        "$bin/uwarp-run" --transport dpdk --eal "--vdev $2" --ip 10.82.0.2/24 \
+        "$bin/uwarp-run" --transport dpdk --eal "--vdev $2" --ip 10.82.0.2/24 --cpus "$cpus" \
             "$tool" -R -p "$port" -s "$size" -n "$iters" 10.82.0.1 | grep -A1 '#bytes'
     fi
 }
 
-# Debian's $tool on uwarp's socket transport over loopback.
+# Debian's $tool on uwarp's socket transport over loopback; run again
+# (at most three times) when perftest's client was refused between its
+# server's two listens, which leaves that server waiting for good.
 perftest_socket() {
-    "$bin/uwarp-run" "$tool" -R -p "$port" -s "$size" -n "$iters" >/dev/null &
-    sleep 1
-    "$bin/uwarp-run" "$tool" -R -p "$port" -s "$size" -n "$iters" 127.0.0.1 | grep -A1 '#bytes'
-    wait
+    local attempt out
+    for attempt in 1 2 3; do
+        "$bin/uwarp-run" "$tool" -R -p "$port" -s "$size" -n "$iters" >/dev/null 2>&1 &
+        local server=$!
+        until ss -ltn "sport = :$port" | grep -q LISTEN; do sleep 0.05; done
+        if out=$("$bin/uwarp-run" "$tool" -R -p "$port" -s "$size" -n "$iters" 127.0.0.1 2>&1); then
+            grep -A1 '#bytes' <<<"$out"
+            wait "$server"
+            return 0
+        fi
+        echo "(attempt $attempt refused between perftest's two listens: again)"
+        kill "$server" 2>/dev/null || true
+        wait "$server" 2>/dev/null || true
+    done
+    return 1
 }
 
 for run in "write-bw ib_write_bw 65536" "write-lat ib_write_lat 8"; do
     read -r mode tool size <<<"$run"
-    echo "== uwarp-perf $mode -s $size (dpdk, net_memif)"
+    echo "== uwarp-perf $mode -s $size (dpdk, net_memif, cores on threads: --cpus $cpus)"
+    placement=(--cpus "$cpus")
     memif_pair uwarp_perf_side
-    echo "== $tool -R -s $size (uwarp-run, dpdk, net_memif)"
+    echo "== uwarp-perf $mode -s $size (dpdk, net_memif, cores inline: uwarp-perf's default)"
+    placement=()
+    memif_pair uwarp_perf_side
+    echo "== $tool -R -s $size (uwarp-run, dpdk, net_memif, --cpus $cpus)"
     memif_pair perftest_side
     echo "== $tool -R -s $size (uwarp-run, socket, loopback)"
     perftest_socket
