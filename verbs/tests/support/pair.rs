@@ -10,18 +10,21 @@ use std::time::{Duration, Instant};
 use super::debian_tool;
 
 /// Whether a kernel TCP socket listens on `port` (the socket transport's
-/// listener), read from `/proc/net/tcp` without touching it: a client
-/// refused by a server not yet listening takes an error path of its
-/// own, which these tests do not mean to test.
+/// listener, or a program's own), IPv4 or IPv6, read from `/proc/net/tcp`
+/// and `tcp6` without touching it: a client refused by a server not yet
+/// listening takes an error path of its own, which these tests do not
+/// mean to test.
 pub fn listening(port: &str) -> bool {
     let Ok(port) = port.parse::<u16>() else {
         return false;
     };
     let wanted = format!(":{port:04X} ");
-    std::fs::read_to_string("/proc/net/tcp").is_ok_and(|table| {
-        table
-            .lines()
-            .any(|line| line.split_whitespace().nth(3) == Some("0A") && line.contains(&wanted))
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|table| {
+        std::fs::read_to_string(table).is_ok_and(|table| {
+            table
+                .lines()
+                .any(|line| line.split_whitespace().nth(3) == Some("0A") && line.contains(&wanted))
+        })
     })
 }
 
