@@ -82,11 +82,12 @@ const ORPHAN_LIMIT: Duration = Duration::from_secs(5);
 
 /// A program running with its output read as it comes: a program whose
 /// pipe fills (64 KiB pings printed with `-v`) would block and never
-/// answer.
+/// answer. Dropped unfinished (a test that failed first), it is killed:
+/// a server left waiting for a client would outlive the test run.
 pub struct Running {
     child: Child,
-    stdout: JoinHandle<Vec<u8>>,
-    stderr: JoinHandle<Vec<u8>>,
+    /// The readers of its output (taken when it is finished).
+    output: Option<[JoinHandle<Vec<u8>>; 2]>,
 }
 
 impl Running {
@@ -111,8 +112,7 @@ impl Running {
         );
         Running {
             child,
-            stdout,
-            stderr,
+            output: Some([stdout, stderr]),
         }
     }
 
@@ -128,10 +128,20 @@ impl Running {
             }
             std::thread::sleep(Duration::from_millis(20));
         };
+        let [stdout, stderr] = self.output.take().expect("finished once");
         Output {
             status,
-            stdout: self.stdout.join().expect("the output reader"),
-            stderr: self.stderr.join().expect("the output reader"),
+            stdout: stdout.join().expect("the output reader"),
+            stderr: stderr.join().expect("the output reader"),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
         }
     }
 }
