@@ -29,7 +29,9 @@ mod siw_vm;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
-use siw_vm::{announced_server, free_port, listening_device, Vm, DPDK_IP, HOST_IP, VM_IP};
+use siw_vm::{
+    announced_server, free_port, listening_device, report_status, Vm, DPDK_IP, HOST_IP, VM_IP,
+};
 use uwarp_testing::{root_or_skip, serial};
 
 use uwarp::{Device, Error};
@@ -107,10 +109,7 @@ fn siw_result(vm: &mut Vm, name: &str, size: u32) -> BwLine {
         BwLine::parse(line)
     });
     line.calibrated = calibrated;
-    let done = format!("uwsiw-test: done {what} rc=");
-    let status = vm.expect_with(&format!("ib_{what}'s end"), |line| {
-        line.strip_prefix(&done).map(str::to_owned)
-    });
+    let status = vm.status_of(&what);
     assert_eq!(status, "0", "ib_{name}_bw -s {size} failed");
     assert_eq!(
         (line.bytes, line.iters),
@@ -204,7 +203,7 @@ fn against_siw_server(vm: &mut Vm, device: &Device, test: Test, name: &str, size
 fn vm_command(uwarp: Ipv4Addr, port: u16) -> String {
     let names = TESTS.map(|(_, name)| name).join(" ");
     let sizes = SIZES.map(|size| size.to_string()).join(" ");
-    let done = "echo \"uwsiw-test: done $t $s rc=$?\"";
+    let done = report_status("$t $s", "$?");
     let server = announced_server(
         &format!("ib_${{t}}_bw -R -F -p {SIW_PORT} -s $s -n {ITERS}"),
         SIW_PORT,

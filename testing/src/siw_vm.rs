@@ -117,6 +117,15 @@ impl Vm {
         }
     }
 
+    /// The exit status the VM reported for the run it named `label` (see
+    /// [`report_status`]), once it comes.
+    pub fn status_of(&mut self, label: &str) -> String {
+        let done = format!("uwsiw-test: done {label} rc=");
+        self.expect_with(&format!("{label}'s end"), |line| {
+            line.strip_prefix(&done).map(str::to_owned)
+        })
+    }
+
     /// Panics unless the VM still runs. A connection to the VM's address
     /// is made only after this: once the tap is gone the host would route
     /// it elsewhere.
@@ -200,4 +209,11 @@ pub fn announced_server_then(server: &str, port: u16, label: &str, then: &str) -
          do sleep 0.1; done; \
          echo \"uwsiw-test: serving {label}\"; {then}; wait $p"
     )
+}
+
+/// A VM shell line that reports `status` (a shell expression: `$?`, a
+/// variable) as the exit status of the run it names `label`, for
+/// [`Vm::status_of`].
+pub fn report_status(label: &str, status: &str) -> String {
+    format!("echo \"uwsiw-test: done {label} rc={status}\"")
 }

@@ -37,7 +37,9 @@ use std::time::{Duration, Instant};
 
 use support::assert_success;
 use support::pair::{free_port, strings, Running, Side};
-use uwarp_testing::siw_vm::{announced_server, announced_server_then, Vm, HOST_IP, VM_IP};
+use uwarp_testing::siw_vm::{
+    announced_server, announced_server_then, report_status, Vm, HOST_IP, VM_IP,
+};
 use uwarp_testing::{root_or_skip, serial};
 
 /// rping's pings, and their size (more than one TCP segment).
@@ -85,14 +87,6 @@ fn assert_perftest_ran(what: &str, output: &Output) {
     assert!(result, "{what} printed no result line:\n{stdout}");
 }
 
-/// The VM's exit status of the run it names `label`.
-fn vm_status(vm: &mut Vm, label: &str) -> String {
-    let done = format!("uwsiw-test: done {label} rc=");
-    vm.expect_with(&format!("{label}'s end"), |line| {
-        line.strip_prefix(&done).map(str::to_owned)
-    })
-}
-
 /// The VM's command: siw's clients against uwarp's servers on the host
 /// (`ports`: rping's, then each perftest tool's), then siw's rping
 /// server, then siw's perftest servers, each run until uwarp's client
@@ -100,7 +94,8 @@ fn vm_status(vm: &mut Vm, label: &str) -> String {
 fn vm_command(ports: &[u16; 3], verdict_port: u16) -> String {
     let host = HOST_IP;
     let [rping_port, write_port, read_port] = ports.map(|port| port.to_string());
-    let done = |label: &str| format!("echo \"uwsiw-test: done {label} rc=$?\"");
+    let done = |label: &str| report_status(label, "$?");
+    let perf_done = report_status("$t $n", "$rc");
     let rping_server = announced_server(
         &format!("rping -s -a {VM_IP} -p {SIW_PORT} -C {PINGS} -S {PING_SIZE}"),
         SIW_PORT,
@@ -123,7 +118,7 @@ fn vm_command(ports: &[u16; 3], verdict_port: u16) -> String {
          ib_read_bw {} {host}; {}; \
          {rping_server}; {}; \
          for t in {}; do n=0; while [ $n -lt {ATTEMPTS} ]; do n=$((n+1)); \
-           {perf_server}; rc=$?; echo \"uwsiw-test: done $t $n rc=$rc\"; \
+           {perf_server}; rc=$?; {perf_done}; \
            [ $rc -eq 0 ] && break; \
          done; done; true",
         done("rping client"),
@@ -196,7 +191,7 @@ fn debian_rping_and_perftest_on_uwarp_work_with_siw_in_both_roles() {
         ("read", read_server),
     ];
     for (name, server) in servers {
-        let status = vm_status(&mut vm, &format!("{name} client"));
+        let status = vm.status_of(&format!("{name} client"));
         let output = server.finish(Instant::now() + RUN_LIMIT);
         assert_eq!(status, "0", "siw's {name} client failed");
         match name {
@@ -224,11 +219,7 @@ fn debian_rping_and_perftest_on_uwarp_work_with_siw_in_both_roles() {
         .filter(|line| line.starts_with("ping data: rdma-ping-"))
         .count();
     assert_eq!(pings.to_string(), PINGS, "uwarp's rping client");
-    assert_eq!(
-        vm_status(&mut vm, "rping server"),
-        "0",
-        "siw's rping server"
-    );
+    assert_eq!(vm.status_of("rping server"), "0", "siw's rping server");
     eprintln!("uwarp's rping client against siw's server: passed");
 
     for tool in PERF_TOOLS {
@@ -242,7 +233,7 @@ fn debian_rping_and_perftest_on_uwarp_work_with_siw_in_both_roles() {
             let refused = !client.status.success()
                 && String::from_utf8_lossy(&client.stderr).contains("RDMA_CM_EVENT_REJECTED");
             tell_vm(&mut vm, &verdicts, refused);
-            let status = vm_status(&mut vm, &format!("{tool} {attempt}"));
+            let status = vm.status_of(&format!("{tool} {attempt}"));
             if !refused {
                 assert_eq!(status, "0", "siw's ib_{tool}_bw server, attempt {attempt}");
                 assert_perftest_ran(&format!("uwarp's ib_{tool}_bw client"), &client);
