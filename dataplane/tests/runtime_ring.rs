@@ -6,10 +6,12 @@
 //! control core, which hands the flow to the dataplane core with the
 //! packet that raced the hand-over, later segments going straight to the
 //! flow, and hostile frames counted and dropped. On threads: 10,000 pings
-//! answered, and a clean shutdown returning every mbuf.
+//! answered, a quiet control core napping between polls and still
+//! answering, and a clean shutdown returning every mbuf.
 
 mod common;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -350,6 +352,73 @@ fn threaded_cores_answer_ten_thousand_pings_pinned() {
         dataplanes: vec![last],
     };
     threaded_pings(&placement, "pinned");
+}
+
+/// Counts the control core's polls.
+struct PollCounter {
+    polls: Arc<AtomicU64>,
+}
+
+impl ControlHandler for PollCounter {
+    type Flow = ();
+
+    fn poll(&mut self, _: Instant, _: &mut ControlContext<'_, ()>) {
+        self.polls.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// A control core on a thread that has had nothing to do for a while naps
+/// between polls instead of spinning (it would take a CPU from the
+/// dataplane cores and the application), and a frame reaching it then is
+/// still answered.
+#[test]
+fn a_quiet_control_core_naps_and_still_answers_a_ping() {
+    let pool = common::pool(eal(), "quiet", 1023);
+    let (port_a, queues_a, port_b, mut queues_b) = ports(&pool);
+    let config = InterfaceConfig::new(address(UWARP_MAC, UWARP_IP));
+    let polls = Arc::new(AtomicU64::new(0));
+    let handler = PollCounter {
+        polls: Arc::clone(&polls),
+    };
+    let (control, dataplanes) = assemble(
+        config,
+        queues_a,
+        std::slice::from_ref(&pool),
+        handler,
+        vec![NoFlows],
+    )
+    .expect("cores");
+    let runtime = Runtime::spawn(eal(), control, dataplanes, &Placement::Unpinned).expect("spawn");
+
+    std::thread::sleep(Duration::from_millis(100));
+    let before = polls.load(Ordering::Relaxed);
+    std::thread::sleep(Duration::from_millis(300));
+    let quiet_polls = polls.load(Ordering::Relaxed) - before;
+    // Naps of 1 ms allow about 300; a spinning core polls millions of
+    // times, even sharing its CPU with every other test.
+    assert!(
+        quiet_polls < 3_000,
+        "a quiet control core naps: {quiet_polls} polls in 300 ms"
+    );
+
+    let ping = echo_request_between((PEER_MAC, PEER_IP), uwarp(), 9, 1, b"ping");
+    send(&mut queues_b, &pool, &[ping]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut answered = false;
+    while !answered && Instant::now() < deadline {
+        answered = receive(&mut queues_b).iter().any(|frame| {
+            let eth = EthernetFrame::new_checked(&frame[..]).unwrap();
+            eth.ethertype() == EthernetProtocol::Ipv4
+                && Ipv4Packet::new_checked(eth.payload())
+                    .is_ok_and(|ip| ip.next_header() == smoltcp::wire::IpProtocol::Icmp)
+        });
+    }
+    let stopped = runtime.shutdown();
+    assert!(answered, "the napping control core answered the ping");
+    assert_eq!(stopped.control.iface().counters().icmp_echo_replied, 1);
+    drop(stopped);
+    drop((port_a, port_b, queues_b));
+    assert_eq!(pool.in_use(), 0, "every mbuf is back in the pool");
 }
 
 /// A memory link's verified frame in two segments is taken as it lies

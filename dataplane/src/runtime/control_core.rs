@@ -9,7 +9,7 @@
 //! a dataplane core with [`ControlContext::send_command`].
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::mbuf::Mbuf;
 use crate::net::{EchoReply, Interface, Received, RxChecksum, TcpMeta};
@@ -42,6 +42,16 @@ pub trait ControlHandler: Send {
 
     /// Called once per poll: connection set-up timers and requests.
     fn poll(&mut self, _now: Instant, _ctx: &mut ControlContext<'_, Self::Flow>) {}
+
+    /// Waits up to `timeout` for work that reaches the handler other than
+    /// through the dataplane rings (the application's requests), returning
+    /// early when some arrives; whether some did. A control core on a
+    /// thread of its own calls it once it has been idle a while
+    /// ([`Runtime`](crate::runtime::Runtime)). The default sleeps.
+    fn nap(&mut self, timeout: Duration) -> bool {
+        std::thread::sleep(timeout);
+        false
+    }
 
     /// The cores are stopping: the last chance to end the flows still in
     /// set-up on the wire (a TCP handler resets them), before the
@@ -178,6 +188,12 @@ impl<C: ControlHandler> ControlCore<C> {
             Received::EchoReply(reply) => self.handler.on_echo_reply(now, reply),
             Received::Consumed | Received::Dropped(_) => {}
         }
+    }
+
+    /// Waits up to `timeout` for the handler's own work
+    /// ([`ControlHandler::nap`]); whether some arrived.
+    pub fn nap(&mut self, timeout: Duration) -> bool {
+        self.handler.nap(timeout)
     }
 
     /// Whether a dataplane core passed frames this core has not taken yet.

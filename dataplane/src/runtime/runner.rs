@@ -22,6 +22,18 @@ use crate::runtime::dataplane_core::{DataplaneCore, FlowHandler};
 /// cores (CI, laptops) the others get to run.
 const IDLE_POLLS_BEFORE_YIELD: u32 = 256;
 
+/// How long a control core on a thread of its own must find nothing to do
+/// before it naps between polls: connection set-up is not the data path
+/// (posted work goes to the dataplane cores' doorbells), and a busy-polling
+/// control core takes a CPU from the dataplane cores and the application
+/// wherever they share one.
+const CONTROL_QUIET_AFTER: Duration = Duration::from_millis(20);
+
+/// How long a quiet control core naps: about the most a connection request
+/// then waits for its first segment to be read (the application's own
+/// requests wake it at once).
+const CONTROL_NAP: Duration = Duration::from_millis(1);
+
 /// Where the cores' threads run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Placement {
@@ -75,17 +87,31 @@ pub struct Runtime<C: ControlHandler, D: FlowHandler> {
 /// Something a thread can poll.
 trait Poll: Send + 'static {
     fn poll_once(&mut self, now: Instant) -> usize;
+
+    /// Called after a poll that found nothing, the core having found
+    /// nothing for `quiet`; whether it was woken by work meanwhile.
+    fn rest(&mut self, quiet: Duration) -> bool;
 }
 
 impl<C: ControlHandler + 'static> Poll for ControlCore<C> {
     fn poll_once(&mut self, now: Instant) -> usize {
         self.poll(now)
     }
+
+    fn rest(&mut self, quiet: Duration) -> bool {
+        quiet >= CONTROL_QUIET_AFTER && self.nap(CONTROL_NAP)
+    }
 }
 
 impl<D: FlowHandler + 'static> Poll for DataplaneCore<D> {
     fn poll_once(&mut self, now: Instant) -> usize {
         self.poll(now)
+    }
+
+    /// A dataplane core never naps: the frames it polls for cannot wake
+    /// it.
+    fn rest(&mut self, _quiet: Duration) -> bool {
+        false
     }
 }
 
@@ -104,15 +130,22 @@ fn spawn_core<P: Poll>(
             }
             let registered = eal.register_current_thread().is_ok();
             let mut idle = 0u32;
+            let mut quiet_since = None;
             while !stop.load(Ordering::Acquire) {
-                if core.poll_once(Instant::now()) == 0 {
-                    idle += 1;
-                    if idle >= IDLE_POLLS_BEFORE_YIELD {
-                        idle = 0;
-                        std::thread::yield_now();
-                    }
-                } else {
+                let now = Instant::now();
+                if core.poll_once(now) > 0 {
                     idle = 0;
+                    quiet_since = None;
+                    continue;
+                }
+                let since = *quiet_since.get_or_insert(now);
+                if core.rest(now - since) {
+                    quiet_since = None;
+                }
+                idle += 1;
+                if idle >= IDLE_POLLS_BEFORE_YIELD {
+                    idle = 0;
+                    std::thread::yield_now();
                 }
             }
             if registered {

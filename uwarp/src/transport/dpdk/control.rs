@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, SocketAddrV4};
 use std::time::{Duration, Instant as WallInstant};
 
-use crossbeam_channel::Receiver;
+use crossbeam_channel::{Receiver, Select};
 use uwarp_dataplane::net::TcpMeta;
 use uwarp_dataplane::runtime::{ControlContext, ControlHandler};
 use uwarp_dataplane::Mbuf;
@@ -194,6 +194,14 @@ impl ControlHandler for RdmaControl {
             self.next_sweep = wall + STARTUP_SWEEP;
             self.setup.drive_all(wall, ctx);
         }
+    }
+
+    /// Waits for the application's next command (taken by the next
+    /// poll), or `timeout`.
+    fn nap(&mut self, timeout: Duration) -> bool {
+        let mut select = Select::new();
+        select.recv(&self.commands);
+        select.ready_timeout(timeout).is_ok()
     }
 
     fn shut_down(&mut self, wall: WallInstant, ctx: &mut ControlContext<'_, TcpFlow<RdmaStream>>) {
