@@ -127,7 +127,7 @@ impl CompletionQueue {
     /// returns how many it took.
     pub fn poll(&self, out: &mut Vec<WorkCompletion>, max: usize) -> usize {
         if self.shared.entries.is_empty() {
-            self.driver.progress();
+            self.driver.empty_poll();
         }
         let mut taken = 0;
         while taken < max {
@@ -143,7 +143,7 @@ impl CompletionQueue {
     /// Takes the oldest completion.
     pub fn poll_one(&self) -> Option<WorkCompletion> {
         self.shared.entries.pop().or_else(|| {
-            self.driver.progress();
+            self.driver.empty_poll();
             self.shared.entries.pop()
         })
     }
