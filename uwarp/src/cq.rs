@@ -3,7 +3,7 @@
 //! next completion or the next solicited one (RFC 5040 section 5.1's
 //! Solicited Event) when the application wants to sleep instead of poll.
 
-use std::sync::atomic::{fence, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -34,6 +34,9 @@ pub(crate) struct CqShared {
     entries: ArrayQueue<WorkCompletion>,
     overflowed: AtomicUsize,
     arm: AtomicU8,
+    /// Whether the last event was raised by arming, for completions
+    /// already queued (see [`CompletionQueue::channel_event_due`]).
+    raised_at_arm: AtomicBool,
     /// Events raised by arming and not yet taken; its lock also orders
     /// `arrived` against the waiters' last look at the queue.
     events: Mutex<u64>,
@@ -75,14 +78,15 @@ impl CqShared {
             _ => false,
         };
         if wanted {
-            self.raise(arm);
+            self.raise(arm, false);
         }
         Ok(())
     }
 
     /// Raises the event of the arm `arm` if it still holds (whoever
-    /// disarms it raises it: one event per arm).
-    fn raise(&self, arm: u8) {
+    /// disarms it raises it: one event per arm); `at_arm` when arming
+    /// raises it, for completions already queued.
+    fn raise(&self, arm: u8, at_arm: bool) {
         if self
             .arm
             .compare_exchange(arm, DISARMED, Ordering::AcqRel, Ordering::Relaxed)
@@ -90,6 +94,7 @@ impl CqShared {
         {
             return;
         }
+        self.raised_at_arm.store(at_arm, Ordering::Release);
         let mut events = self.events.lock().unwrap_or_else(|e| e.into_inner());
         *events += 1;
         self.wake.notify_all();
@@ -114,6 +119,7 @@ impl CompletionQueue {
                 entries: ArrayQueue::new(depth.max(1)),
                 overflowed: AtomicUsize::new(0),
                 arm: AtomicU8::new(DISARMED),
+                raised_at_arm: AtomicBool::new(false),
                 events: Mutex::new(0),
                 wake: Condvar::new(),
                 waiters: AtomicUsize::new(0),
@@ -175,8 +181,28 @@ impl CompletionQueue {
         // next poll, and before the look at the queue below.
         fence(Ordering::SeqCst);
         if arm == ARMED_ANY && !self.shared.entries.is_empty() {
-            self.shared.raise(arm);
+            self.shared.raise(arm, true);
         }
+    }
+
+    /// Whether an event of this queue just read from its
+    /// [`CompletionChannel`](crate::CompletionChannel) is still due, for a
+    /// reader that hands events on (`ibv_get_cq_event`). An event that
+    /// arming raised for completions already queued, read after the
+    /// application polled them all, is withdrawn and the queue armed
+    /// again, as if arming had found the queue empty: the application
+    /// took what it was raised for. An application that arms, polls
+    /// everything and then waits for the next event (fio's rdma engine)
+    /// would otherwise wake for nothing, and fio then loses count of the
+    /// events it must acknowledge.
+    pub fn channel_event_due(&self) -> bool {
+        if !self.shared.raised_at_arm.swap(false, Ordering::AcqRel)
+            || !self.shared.entries.is_empty()
+        {
+            return true;
+        }
+        self.req_notify(false);
+        false
     }
 
     /// Waits up to `timeout` for an event raised since the last call and

@@ -4,7 +4,8 @@
 //! with completions still queued); it can be polled, made
 //! non-blocking (`EAGAIN`), and a blocking read is interrupted by a
 //! signal whose handler has no `SA_RESTART` (`EINTR`), as a kernel
-//! driver's channel is.
+//! driver's channel is. An event arming raised for completions the
+//! application then polled is withdrawn when read, the queue armed again.
 
 use std::io::ErrorKind;
 use std::os::fd::AsRawFd;
@@ -23,6 +24,7 @@ uwarp_testing::on_every_transport!(
     a_signal_without_restart_interrupts_a_blocking_read,
     arming_while_completions_arrive_loses_no_event,
     arming_a_queue_that_holds_completions_raises_its_event_at_once,
+    an_event_raised_at_arming_for_completions_since_polled_is_withdrawn,
 );
 
 /// The server's token on the channel.
@@ -262,4 +264,42 @@ fn arming_while_completions_arrive_loses_no_event<T: Transport>() {
         server.cq.req_notify(false);
     }
     sender.join().unwrap();
+}
+
+/// An application that arms and then polls every queued completion (fio's
+/// rdma engine) reads the event arming raised for them after the fact:
+/// [`CompletionQueue::channel_event_due`] withdraws it and arms the queue
+/// again, so the next completion raises the next event. An event raised
+/// by a completion, or one whose completions are still queued, stays due.
+fn an_event_raised_at_arming_for_completions_since_polled_is_withdrawn<T: Transport>() {
+    let channel = CompletionChannel::new().unwrap();
+    let (client, server, _inbox) = connect_on::<T>(&channel, 4);
+    server.cq.req_notify(true);
+    send(&client, b"queued", true);
+    assert_eq!(channel.get_event().unwrap(), SERVER_TOKEN);
+    assert!(server.cq.channel_event_due(), "raised by a completion");
+
+    // Raised at arming, completion still queued: due.
+    server.cq.req_notify(false);
+    assert_eq!(channel.get_event().unwrap(), SERVER_TOKEN);
+    assert!(server.cq.channel_event_due(), "its completion is queued");
+    received(&server);
+
+    // Raised at arming, completion polled before the event is read:
+    // withdrawn, and the queue armed again. (The solicited arm tells when
+    // the Send is queued.)
+    server.cq.req_notify(true);
+    send(&client, b"second", true);
+    assert_eq!(channel.get_event().unwrap(), SERVER_TOKEN);
+    assert!(server.cq.channel_event_due());
+    server.cq.req_notify(false);
+    received(&server);
+    assert_eq!(channel.get_event().unwrap(), SERVER_TOKEN);
+    assert!(!server.cq.channel_event_due(), "nothing left to poll");
+    send(&client, b"third", false);
+    assert!(readable(&channel, WAIT), "armed again by the withdrawal");
+    assert_eq!(channel.get_event().unwrap(), SERVER_TOKEN);
+    assert!(server.cq.channel_event_due());
+    received(&server);
+    assert_eq!(channel.lost_events(), 0);
 }

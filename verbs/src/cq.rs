@@ -276,7 +276,8 @@ unsafe extern "C" fn channel_fd(channel: *mut IbvCompChannel) -> c_int {
 
 /// Resolves an event's token: writes its queue and `cq_context` and
 /// counts the event as returned (0), or answers 1 for a queue that no
-/// longer exists.
+/// longer exists or an event withdrawn
+/// ([`CompletionQueue::channel_event_due`](uwarp::CompletionQueue::channel_event_due)).
 ///
 /// # Safety
 ///
@@ -294,6 +295,9 @@ unsafe extern "C" fn take_event(
         // SAFETY: a queue in the table is live: destruction removes it
         // under this lock before freeing it.
         let owner = unsafe { &*(address as *const Cq) };
+        if !owner.cq.channel_event_due() {
+            return 1;
+        }
         owner.events.returned();
         // SAFETY: the caller promises both are writable.
         unsafe {
