@@ -24,7 +24,7 @@ set -euo pipefail
 #   qemu-system-x86  boots the siw VM (scripts/siw-vm/)
 #   kmod, xz-utils   modinfo and xz for scripts/siw-vm/build.sh's kernel modules and sources
 #   libibverbs-dev, librdmacm-dev   rdma-core's headers: the drop-in libraries' layout checks and C tests
-#   ibverbs-utils, rdmacm-utils, perftest, qperf   Debian's ibv_devinfo, rping, ib_*_bw/lat and qperf, run unmodified on the drop-ins
+#   ibverbs-utils, rdmacm-utils, perftest, qperf, fio   Debian's ibv_devinfo, rping, ib_*_bw/lat, qperf and fio, run unmodified on the drop-ins
 packages=(
     libdpdk-dev
     libclang-dev
@@ -45,6 +45,7 @@ packages=(
     rdmacm-utils
     perftest
     qperf
+    fio
 )
 
 if [ $# -gt 0 ]; then

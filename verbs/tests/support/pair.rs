@@ -2,6 +2,7 @@
 //! the client started once the server is ready.
 
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::thread::JoinHandle;
@@ -83,7 +84,9 @@ const ORPHAN_LIMIT: Duration = Duration::from_secs(5);
 /// A program running with its output read as it comes: a program whose
 /// pipe fills (64 KiB pings printed with `-v`) would block and never
 /// answer. Dropped unfinished (a test that failed first), it is killed:
-/// a server left waiting for a client would outlive the test run.
+/// a server left waiting for a client would outlive the test run. It runs
+/// in a process group of its own, killed whole: the processes it forked
+/// (fio's jobs) go with it, and with them the last writers of its pipes.
 pub struct Running {
     child: Child,
     /// The readers of its output (taken when it is finished).
@@ -94,6 +97,7 @@ impl Running {
     /// Starts `command` with its output read as it comes.
     pub fn start(mut command: Command) -> Running {
         let mut child = command
+            .process_group(0)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -123,11 +127,13 @@ impl Running {
                 break status;
             }
             if Instant::now() > deadline {
-                let _ = self.child.kill();
+                self.kill();
                 break self.child.wait().expect("the killed program's status");
             }
             std::thread::sleep(Duration::from_millis(20));
         };
+        // What it forked and left running holds its pipes open.
+        self.kill();
         let [stdout, stderr] = self.output.take().expect("finished once");
         Output {
             status,
@@ -137,10 +143,22 @@ impl Running {
     }
 }
 
+impl Running {
+    /// Kills its process group (nothing when every member has ended).
+    fn kill(&self) {
+        let group = self.child.id() as libc::pid_t;
+        // SAFETY: kill(2) touches no memory. The group is the one `start`
+        // made, named by the child's pid: Linux hands out no pid still in
+        // use as a group's id, so while a member lives it names only this
+        // group (and with none left there is nothing to kill).
+        unsafe { libc::kill(-group, libc::SIGKILL) };
+    }
+}
+
 impl Drop for Running {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
+            self.kill();
             let _ = self.child.wait();
         }
     }
