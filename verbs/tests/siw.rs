@@ -233,12 +233,15 @@ fn debian_rping_and_perftest_on_uwarp_work_with_siw_in_both_roles() {
             let refused = !client.status.success()
                 && String::from_utf8_lossy(&client.stderr).contains("RDMA_CM_EVENT_REJECTED");
             tell_vm(&mut vm, &verdicts, refused);
-            let status = vm.status_of(&format!("{tool} {attempt}"));
             if !refused {
-                assert_eq!(status, "0", "siw's ib_{tool}_bw server, attempt {attempt}");
+                // Said before waiting for siw's server, which may wait
+                // for a client that failed for good.
                 assert_perftest_ran(&format!("uwarp's ib_{tool}_bw client"), &client);
+                let status = vm.status_of(&format!("{tool} {attempt}"));
+                assert_eq!(status, "0", "siw's ib_{tool}_bw server, attempt {attempt}");
                 return true;
             }
+            vm.status_of(&format!("{tool} {attempt}"));
             eprintln!("uwarp's ib_{tool}_bw client, attempt {attempt}: refused between perftest's two listens");
             false
         });
