@@ -94,6 +94,15 @@ fn readable(channel: &CompletionChannel, timeout: Duration) -> bool {
     ready == 1 && fd.revents & libc::POLLIN != 0
 }
 
+/// Sends `text` solicited to a server armed for solicited completions,
+/// and takes the event that says the Send's completion is queued,
+/// unpolled.
+fn queue_one(channel: &CompletionChannel, client: &End, server: &End, text: &[u8]) {
+    server.cq.req_notify(true);
+    send(client, text, true);
+    assert_eq!(channel.get_event().unwrap(), SERVER_TOKEN);
+}
+
 /// Waits for the server's receive completion of a send.
 fn received(server: &End) {
     let wc = server.expect_ok();
@@ -133,10 +142,7 @@ fn an_armed_queue_raises_one_event_per_arm_on_its_descriptor<T: Transport>() {
 fn arming_a_queue_that_holds_completions_raises_its_event_at_once<T: Transport>() {
     let channel = CompletionChannel::new().unwrap();
     let (client, server, _inbox) = connect_on::<T>(&channel, 4);
-    // The solicited arm tells when the Send is queued, unpolled.
-    server.cq.req_notify(true);
-    send(&client, b"queued", true);
-    assert_eq!(channel.get_event().unwrap(), SERVER_TOKEN);
+    queue_one(&channel, &client, &server, b"queued");
 
     server.cq.req_notify(false);
     assert!(readable(&channel, WAIT));
@@ -274,9 +280,7 @@ fn arming_while_completions_arrive_loses_no_event<T: Transport>() {
 fn an_event_raised_at_arming_for_completions_since_polled_is_withdrawn<T: Transport>() {
     let channel = CompletionChannel::new().unwrap();
     let (client, server, _inbox) = connect_on::<T>(&channel, 4);
-    server.cq.req_notify(true);
-    send(&client, b"queued", true);
-    assert_eq!(channel.get_event().unwrap(), SERVER_TOKEN);
+    queue_one(&channel, &client, &server, b"queued");
     assert!(server.cq.channel_event_due(), "raised by a completion");
 
     // Raised at arming, completion still queued: due.
@@ -286,11 +290,8 @@ fn an_event_raised_at_arming_for_completions_since_polled_is_withdrawn<T: Transp
     received(&server);
 
     // Raised at arming, completion polled before the event is read:
-    // withdrawn, and the queue armed again. (The solicited arm tells when
-    // the Send is queued.)
-    server.cq.req_notify(true);
-    send(&client, b"second", true);
-    assert_eq!(channel.get_event().unwrap(), SERVER_TOKEN);
+    // withdrawn, and the queue armed again.
+    queue_one(&channel, &client, &server, b"second");
     assert!(server.cq.channel_event_due());
     server.cq.req_notify(false);
     received(&server);

@@ -14,6 +14,8 @@ use std::collections::BTreeSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
 
+use crate::abi::verbs::{IbvRecvWr, IbvSendWr};
+
 /// Gives each exported function its symbol version:
 /// `symbol_versions! { ibv_open_device => "IBVERBS_1.1", ... }`.
 ///
@@ -58,18 +60,34 @@ pub fn pointer_or_errno<T>(body: impl FnOnce() -> Result<*mut T, i32>) -> *mut T
     })
 }
 
-/// Posts a chain of work requests (`next` links them) one by one with
-/// `post`: 0, or the first refusal's `errno` value with `*bad` (when not
-/// NULL) the request refused, as `ibv_post_send` and its kin answer.
+/// A work request in a chain the application posts.
+pub trait Chained {
+    /// The next request of the chain (NULL after the last).
+    fn next(&self) -> *mut Self;
+}
+
+impl Chained for IbvSendWr {
+    fn next(&self) -> *mut Self {
+        self.next
+    }
+}
+
+impl Chained for IbvRecvWr {
+    fn next(&self) -> *mut Self {
+        self.next
+    }
+}
+
+/// Posts a chain of work requests one by one with `post`: 0, or the
+/// first refusal's `errno` value with `*bad` (when not NULL) the request
+/// refused, as `ibv_post_send` and its kin answer.
 ///
 /// # Safety
 ///
-/// `first` is NULL or a valid chain whose requests `next` reads; `bad`
-/// is NULL or writable.
-pub unsafe fn post_chain<W>(
+/// `first` is NULL or a valid chain; `bad` is NULL or writable.
+pub unsafe fn post_chain<W: Chained>(
     first: *mut W,
     bad: *mut *mut W,
-    next: impl Fn(&W) -> *mut W,
     mut post: impl FnMut(&W) -> Result<(), i32>,
 ) -> i32 {
     guard(libc::EIO, || {
@@ -84,7 +102,7 @@ pub unsafe fn post_chain<W>(
                 }
                 return errno;
             }
-            request = next(this);
+            request = this.next();
         }
         0
     })

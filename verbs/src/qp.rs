@@ -429,15 +429,10 @@ pub unsafe extern "C" fn post_send(
     // and a valid chain.
     unsafe {
         let owner = Qp::from_ibv(qp);
-        post_chain(
-            wr,
-            bad,
-            |this| this.next,
-            |this| {
-                let send = send_wr(this, owner)?;
-                owner.qp.post_send(send).map_err(|e| errno_of(&e))
-            },
-        )
+        post_chain(wr, bad, |this| {
+            let send = send_wr(this, owner)?;
+            owner.qp.post_send(send).map_err(|e| errno_of(&e))
+        })
     }
 }
 
@@ -455,15 +450,10 @@ pub unsafe extern "C" fn post_recv(
     // SAFETY: the caller passes a live queue pair and a valid chain.
     unsafe {
         let owner = Qp::from_ibv(qp);
-        post_chain(
-            wr,
-            bad,
-            |this| this.next,
-            |this| {
-                let recv = recv_wr(this, owner.cap.max_recv_sge)?;
-                owner.qp.post_recv(recv).map_err(|e| errno_of(&e))
-            },
-        )
+        post_chain(wr, bad, |this| {
+            let recv = recv_wr(this, owner.cap.max_recv_sge)?;
+            owner.qp.post_recv(recv).map_err(|e| errno_of(&e))
+        })
     }
 }
 

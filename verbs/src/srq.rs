@@ -144,15 +144,10 @@ pub unsafe extern "C" fn post_srq_recv(
     // valid chain.
     unsafe {
         let owner = Srq::from_ibv(srq);
-        post_chain(
-            wr,
-            bad,
-            |this| this.next,
-            |this| {
-                owner.srq.post(recv_wr(this, owner.attr.max_sge)?);
-                Ok(())
-            },
-        )
+        post_chain(wr, bad, |this| {
+            owner.srq.post(recv_wr(this, owner.attr.max_sge)?);
+            Ok(())
+        })
     }
 }
 
