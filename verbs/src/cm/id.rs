@@ -17,7 +17,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use uwarp::{
-    ConnectParams, Connection, Error, IncomingRequest, Listener, LocalParams, QueuePair, RtrSet,
+    ConnectParams, Connection, Error, IncomingRequest, Listener, LocalParams, QpEvent, QpState,
+    QueuePair, RtrSet,
 };
 
 use super::addrinfo::{from_sockaddr, to_sockaddr};
@@ -759,17 +760,27 @@ fn established(shared: &Shared, connection: &Connection, private_data: Vec<u8>, 
 /// Watches the connection of `qp` until it ends: raises the queue pair's
 /// asynchronous events (a Terminate sent or received) on its context, as
 /// they come, then posts `DISCONNECTED` (unless the id is gone first). A
-/// Terminate is queued before the queue pair reaches Error, so its event
-/// precedes `DISCONNECTED`.
+/// queue pair's events are queued before it reaches Error, so a
+/// Terminate's event precedes `DISCONNECTED`.
+///
+/// It sleeps on the queue pair's events, looking at its state at least
+/// every [`LISTEN_POLL`] (a queue pair may reach Error with no event):
+/// a thread that woke every few hundred microseconds took the CPU from
+/// the application and the cores wherever they share one.
 fn watch(shared: &Shared, qp: &QueuePair) {
     while !shared.liveness.is_destroyed() {
-        let closed = qp.wait_closed(LISTEN_POLL);
-        while let Some(event) = qp.next_event(Duration::ZERO) {
+        let mut closed = false;
+        let first = qp.next_event(LISTEN_POLL);
+        for event in first
+            .into_iter()
+            .chain(std::iter::from_fn(|| qp.next_event(Duration::ZERO)))
+        {
+            closed |= matches!(event, QpEvent::Disconnected);
             if let Some(event_type) = async_events::event_of(&event) {
                 async_events::raise(qp.num(), event_type);
             }
         }
-        if closed {
+        if closed || qp.state() == QpState::Error {
             shared.post(RDMA_CM_EVENT_DISCONNECTED, 0, Vec::new(), (0, 0));
             return;
         }
