@@ -10,8 +10,11 @@
 # The drop-in runs each process's cores on threads of their own (a C
 # program may spin on memory and never call the library); uwarp-perf runs
 # them so too here (`--cpus`, the same placement for both: the control
-# core on CPU CONTROL, the dataplane core on CPU DATAPLANE), and once more
-# inline on its measuring thread, its own default, for reference.
+# core on CPU CONTROL, the dataplane core on CPU DATAPLANE): once with
+# its measuring thread waiting its own way (sleeping for completions,
+# yielding between polls), once spinning as perftest does (`--spin`),
+# the like-for-like comparison of the C ABI; and once more inline on its
+# measuring thread, its own default, for reference.
 #
 # Usage: scripts/bench-verbs.sh [ITERATIONS [CONTROL,DATAPLANE]]
 #        (as root; defaults 20000 and 0,1)
@@ -22,7 +25,7 @@ cd "$(dirname "$0")/.."
 iters="${1:-20000}"
 cpus="${2:-0,1}"
 case "$iters" in
--h|--help) sed -n 's/^# \{0,1\}//;2,19p' "$0"; exit 0 ;;
+-h|--help) sed -n 's/^# \{0,1\}//;2,21p' "$0"; exit 0 ;;
 esac
 
 cargo build --release -q -p uwarp-verbs -p uwarp-bench
@@ -90,6 +93,9 @@ for run in "write-bw ib_write_bw 65536" "write-lat ib_write_lat 8"; do
     read -r mode tool size <<<"$run"
     echo "== uwarp-perf $mode -s $size (dpdk, net_memif, cores on threads: --cpus $cpus)"
     placement=(--cpus "$cpus")
+    memif_pair uwarp_perf_side
+    echo "== uwarp-perf $mode -s $size (dpdk, net_memif, --cpus $cpus, spinning as perftest: --spin)"
+    placement=(--cpus "$cpus" --spin)
     memif_pair uwarp_perf_side
     echo "== uwarp-perf $mode -s $size (dpdk, net_memif, cores inline: uwarp-perf's default)"
     placement=()

@@ -83,6 +83,43 @@ fn writes_spread_over_sixteen_queue_pairs_in_revision_1() {
     assert_eq!(server["mpa"]["crc"], true);
 }
 
+/// `--spin`: both measuring threads spin as perftest's loops do, never
+/// yielding, while the socket transport's threads run the connections;
+/// the data still moves and is checked, in a latency and a bandwidth run.
+#[test]
+fn spinning_measuring_threads_move_and_check_the_data() {
+    for (port, mode) in [(18813, "write-lat"), (18814, "write-bw")] {
+        let server = server(mode, port, &["--spin"]);
+        let mut extra = quick_run(mode);
+        extra.push("--spin".into());
+        let client = client(mode, port, &extra);
+        finish_and_check(server, client, mode, quick_iters(mode));
+    }
+}
+
+/// Inline cores run on the measuring thread as it waits: it cannot spin
+/// without them.
+#[test]
+fn spinning_needs_cores_on_threads() {
+    let refused = perf(&[
+        "write-lat",
+        "--connect",
+        "10.0.0.1:18815",
+        "--transport",
+        "dpdk",
+        "--eal",
+        "--vdev net_null0",
+        "--ip",
+        "10.0.0.2/24",
+        "--spin",
+    ]);
+    let reason = refused.failure();
+    assert!(
+        reason.contains("--spin needs the cores on threads"),
+        "{reason}"
+    );
+}
+
 #[test]
 fn a_port_nobody_listens_on_refuses_at_once() {
     // Port 18819 is bound by no test.

@@ -66,6 +66,13 @@ pub(super) struct TwoHostArgs {
     /// says whether two busy threads shared a CPU.
     #[arg(long, value_name = "CONTROL,DATAPLANE", value_parser = Placement::parse_cpus)]
     cpus: Option<Placement>,
+    /// The measuring thread spins while it waits, polling its completion
+    /// queue or the memory a Write lands in without ever yielding its CPU,
+    /// as perftest's loops do (needs cores on threads: --cpus, or the
+    /// socket transport). By default it sleeps until a completion in the
+    /// bandwidth modes and yields between polls in the latency modes.
+    #[arg(long)]
+    spin: bool,
     /// Zero-copy transmit (dpdk): send the payload of each FPDU of at
     /// least BYTES octets from registered memory, not from a copy in the
     /// TCP send queue; Sends and Writes then complete when TCP
@@ -229,6 +236,11 @@ fn two_host_config(mode: Mode, args: &TwoHostArgs) -> Result<TwoHost, String> {
             )?;
             host.cores = args.cores.unwrap_or(1);
             host.placement = args.cpus.clone().unwrap_or(Placement::Unpinned);
+            if args.spin && host.placement == Placement::Unpinned {
+                return Err("--spin needs the cores on threads of their own (--cpus): \
+                            inline, the measuring thread runs them as it waits"
+                    .into());
+            }
             Carrier::Dpdk {
                 port: host,
                 zero_copy_from: zero_copy(args.zero_copy_from),
@@ -278,6 +290,7 @@ fn two_host_config(mode: Mode, args: &TwoHostArgs) -> Result<TwoHost, String> {
             },
             progress: true,
         },
+        spin: args.spin,
     })
 }
 
@@ -300,6 +313,7 @@ fn perftest_side(op: Op, metric: Metric, args: &TwoHostArgs) -> Result<(), Strin
         (args.mpa_rev != 2, "--mpa-rev"),
         (args.p2p.is_some(), "--p2p"),
         (args.cpus.is_some(), "--cpus"),
+        (args.spin, "--spin"),
         (args.sweep.plot.is_some(), "--plot"),
     ];
     if let Some((_, option)) = unsupported.iter().find(|(given, _)| *given) {

@@ -148,14 +148,14 @@ impl<'d> Resources<'d> {
         self.qps[qp].post_recv(wr).map_err(|e| e.to_string())
     }
 
-    /// The side, connected to a peer whose region is `remote`; `inline`
-    /// says this thread runs the device's cores (so waiting spins).
-    pub fn connected(self, remote: Region, inline: bool) -> Endpoint<'d> {
+    /// The side, connected to a peer whose region is `remote`, waiting
+    /// as `waiting` says.
+    pub fn connected(self, remote: Region, waiting: Waiting) -> Endpoint<'d> {
         Endpoint {
             slots: mailbox_slots(self.shape.qps),
             resources: self,
             remote,
-            inline,
+            waiting,
             sent: 0,
             received: 0,
             closed: false,
@@ -163,11 +163,26 @@ impl<'d> Resources<'d> {
     }
 }
 
+/// How a side's measuring thread waits for the next event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Waiting {
+    /// It runs the device's cores (inline), so waiting spins through them.
+    Inline,
+    /// The cores have threads: it sleeps until a completion for the
+    /// bandwidth loops, and yields its CPU between polls in the latency
+    /// loops' spins.
+    Yield,
+    /// The cores have threads, and it spins without yielding, polling the
+    /// completion queue or the memory a Write lands in, as perftest's
+    /// loops do (`--spin`): the shape of a verbs application.
+    Spin,
+}
+
 /// One side of a connected run.
 pub struct Endpoint<'d> {
     resources: Resources<'d>,
     remote: Region,
-    inline: bool,
+    waiting: Waiting,
     slots: usize,
     /// Control messages sent and received.
     sent: u32,
@@ -269,7 +284,11 @@ impl Endpoint<'_> {
     pub fn next(&mut self) -> Result<Event, String> {
         let mut carried = self.fpdus_carried();
         loop {
-            if let Some(wc) = self.resources.cq.poll_blocking(STALL) {
+            let wc = match self.waiting {
+                Waiting::Spin => self.spin_for_completion(),
+                Waiting::Inline | Waiting::Yield => self.resources.cq.poll_blocking(STALL),
+            };
+            if let Some(wc) = wc {
                 return self.event(wc);
             }
             let now = self.fpdus_carried();
@@ -280,6 +299,19 @@ impl Endpoint<'_> {
                 ));
             }
             carried = now;
+        }
+    }
+
+    /// Polls for a completion for up to [`STALL`].
+    fn spin_for_completion(&self) -> Option<WorkCompletion> {
+        let deadline = Instant::now() + STALL;
+        loop {
+            if let Some(wc) = self.resources.cq.poll_one() {
+                return Some(wc);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
         }
     }
 
@@ -433,11 +465,16 @@ impl Endpoint<'_> {
         Ok(data)
     }
 
-    /// Lets other threads run between two polls, on a side whose cores
-    /// have threads of their own (a side that runs its cores ran them in
-    /// the poll).
+    /// Whether this side spins as perftest does (`--spin`).
+    pub fn spins(&self) -> bool {
+        self.waiting == Waiting::Spin
+    }
+
+    /// Lets other threads run between two polls, on a side that yields
+    /// (a side that runs its cores ran them in the poll; one that spins
+    /// goes on).
     pub fn idle(&self) {
-        if !self.inline {
+        if self.waiting == Waiting::Yield {
             std::thread::yield_now();
         }
     }

@@ -176,11 +176,23 @@ fn spin(ep: &mut Endpoint<'_>) -> Result<Event, String> {
     }
 }
 
+/// Memory reads of a spinning side (`--spin`) between two polls of its
+/// completion queue while it waits for a stamp: it reads memory as
+/// perftest's latency loops do, which never call the library there.
+const STAMP_READS_PER_POLL: u32 = 4096;
+
 /// Waits until the sink holds the stamp of `round` (`None`), or an
 /// event comes first (the event).
 fn await_stamp(ep: &mut Endpoint<'_>, size: usize, round: u64) -> Result<Option<Event>, String> {
     let deadline = Instant::now() + STALL;
+    let reads_per_poll = if ep.spins() { STAMP_READS_PER_POLL } else { 1 };
+    let mut reads = 0;
     while !ep.sink_stamped(size, round)? {
+        reads += 1;
+        if reads < reads_per_poll {
+            continue;
+        }
+        reads = 0;
         if let Some(event) = ep.try_next()? {
             return Ok(Some(event));
         }

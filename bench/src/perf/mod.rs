@@ -56,6 +56,7 @@ mod workload;
 use std::time::Duration;
 
 pub use calibrate::{calibrate, core_to_core_ns, Calibration};
+pub use endpoint::Waiting;
 pub use mode::{Metric, Mode, Op};
 pub use report::{Latency, Measurement, Report, RunReport};
 pub use transport::{HostReports, LinkOptions, Transport, DPDK_LINK_OPTIONS, ETHERNET_MTU};

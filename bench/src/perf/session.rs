@@ -28,7 +28,9 @@ use uwarp::{
     QpCounters, Revision, RtrSet,
 };
 
-use super::endpoint::{stamp_len, Endpoint, Resources, Shape, CLIENT_SEED, SERVER_SEED, STALL};
+use super::endpoint::{
+    stamp_len, Endpoint, Resources, Shape, Waiting, CLIENT_SEED, SERVER_SEED, STALL,
+};
 use super::loops;
 use super::progress::Progress;
 use super::protocol::{decode_reply, encode_reply, mailbox_slots, Control, Hello, Stop, Summary};
@@ -147,11 +149,11 @@ fn session_number() -> u64 {
     nanos ^ (u64::from(std::process::id()) << 40)
 }
 
-/// Runs the client against the server at `peer`. `inline` says this
-/// thread runs `device`'s cores.
+/// Runs the client against the server at `peer`, its thread waiting as
+/// `waiting` says.
 pub fn run_client(
     device: &Device,
-    inline: bool,
+    waiting: Waiting,
     peer: SocketAddr,
     run: &ClientRun,
 ) -> Result<Outcome, String> {
@@ -188,7 +190,7 @@ pub fn run_client(
         first.get_or_insert((connection, region));
     }
     let (connection, remote) = first.ok_or("a run needs a queue pair")?;
-    let mut ep = resources.connected(remote, inline);
+    let mut ep = resources.connected(remote, waiting);
     let mut phases = Vec::with_capacity(run.sizes.len());
     for &size in &run.sizes {
         let phase = client_phase(&mut ep, run, size).map_err(|e| format!("{size} B: {e}"))?;
@@ -305,11 +307,11 @@ fn refuse(request: IncomingRequest, reason: String) -> String {
     reason
 }
 
-/// Serves one client's run on `listener`. `inline` says this thread runs
-/// `device`'s cores.
+/// Serves one client's run on `listener`, its thread waiting as
+/// `waiting` says.
 pub fn serve(
     device: &Device,
-    inline: bool,
+    waiting: Waiting,
     listener: &Listener,
     run: &ServerRun,
 ) -> Result<Outcome, String> {
@@ -359,7 +361,7 @@ pub fn serve(
             }
         }
     }
-    let mut ep = resources.connected(hello.region, inline);
+    let mut ep = resources.connected(hello.region, waiting);
     let mut phases = Vec::new();
     loop {
         match ep.control()? {

@@ -26,6 +26,8 @@ use uwarp::{
 use uwarp_dataplane::runtime::ImpairConfig;
 use uwarp_dataplane::MempoolConfig;
 
+use super::Waiting;
+
 /// Which transport carries a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transport {
@@ -235,6 +237,16 @@ impl Ends {
     /// end needs a thread of its own even when it only waits).
     pub fn inline(&self) -> bool {
         self.transport == Transport::Dpdk
+    }
+
+    /// How each end's measuring thread waits: through its cores (inline),
+    /// or yielding to the cores' threads.
+    pub fn waiting(&self) -> Waiting {
+        if self.inline() {
+            Waiting::Inline
+        } else {
+            Waiting::Yield
+        }
     }
 }
 

@@ -19,7 +19,7 @@ use super::cpus::CpuUse;
 
 use super::report::RunReport;
 use super::session::{run_client, serve, ClientRun, ServerRun};
-use super::Transport;
+use super::{Transport, Waiting};
 use crate::port::PortHost;
 
 /// Which transport carries the run, and how it is set up.
@@ -67,6 +67,9 @@ pub struct TwoHost {
     /// The run; a server takes its mode, inline size and MPA settings,
     /// and the rest from its client.
     pub run: ClientRun,
+    /// The measuring thread spins without yielding while it waits, as
+    /// perftest's loops do (on cores with threads of their own).
+    pub spin: bool,
 }
 
 /// Opens the device, runs this side, closes the device, and reports
@@ -78,6 +81,11 @@ pub fn run(config: &TwoHost) -> Result<RunReport, String> {
         config.carrier,
         Carrier::Dpdk { ref port, .. } if port.placement == Placement::Unpinned
     );
+    let waiting = match (inline, config.spin) {
+        (true, _) => Waiting::Inline,
+        (false, false) => Waiting::Yield,
+        (false, true) => Waiting::Spin,
+    };
     let outcome = match config.side {
         Side::Server { port } => {
             let listener = listen(&device, &config.carrier, port)?;
@@ -87,9 +95,9 @@ pub fn run(config: &TwoHost) -> Result<RunReport, String> {
                 mpa: config.run.mpa,
                 wait: None,
             };
-            serve(&device, inline, &listener, &server)?
+            serve(&device, waiting, &listener, &server)?
         }
-        Side::Client { peer } => run_client(&device, inline, peer, &config.run)?,
+        Side::Client { peer } => run_client(&device, waiting, peer, &config.run)?,
     };
     let host = device.close();
     Ok(RunReport {

@@ -160,9 +160,9 @@ fn session(
             if ends.inline() {
                 pin(1);
             }
-            serve(&ends.server, ends.inline(), &listener, &server)
+            serve(&ends.server, ends.waiting(), &listener, &server)
         });
-        let client = run_client(ends.client(), ends.inline(), addr, &client);
+        let client = run_client(ends.client(), ends.waiting(), addr, &client);
         let server = serving
             .join()
             .unwrap_or_else(|_| Err("the server thread panicked".into()));
