@@ -8,13 +8,13 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Stdio};
-use std::time::Duration;
+use std::process::Output;
+use std::time::{Duration, Instant};
 
 use support::assert_success;
 use support::hostile::{first_untagged, hostile_peer, terminated_by, ulpdu, write_to_unknown_stag};
 use support::pair::{
-    free_port, run_pair, strings, wait_listening, Link, Loopback, MemifLink, Side, TapLink,
+    free_port, run_pair, strings, wait_listening, Link, Loopback, MemifLink, Running, Side, TapLink,
 };
 use uwarp::{Device, DeviceConfig, LocalParams};
 use uwarp_interop::rping::{self, Options};
@@ -22,15 +22,13 @@ use uwarp_stack::mpa::negotiation;
 use uwarp_stack::wire::rdmap::Opcode;
 use uwarp_stack::wire::terminate::TermError;
 
+/// The longest a single rping run may take.
+const LIMIT: Duration = Duration::from_secs(60);
+
 /// Debian's rping, server and client in two processes on uwarp on `link`,
 /// `count` pings of validated data, with `extra` rping options on both
 /// sides; the client tries again while its output shows one of `refused`.
-fn rping_pair(
-    count: u32,
-    extra: &[&str],
-    link: &dyn Link,
-    refused: &[&str],
-) -> (std::process::Output, std::process::Output) {
+fn rping_pair(count: u32, extra: &[&str], link: &dyn Link, refused: &[&str]) -> (Output, Output) {
     let port = free_port().to_string();
     let count = count.to_string();
     let address = link.server_ip();
@@ -42,19 +40,16 @@ fn rping_pair(
 }
 
 /// [`rping_pair`] on the socket transport over loopback.
-fn rping_over_loopback(count: u32, extra: &[&str]) -> (std::process::Output, std::process::Output) {
+fn rping_over_loopback(count: u32, extra: &[&str]) -> (Output, Output) {
     rping_pair(count, extra, &Loopback, &["REJECTED"])
 }
 
 /// Checks an rping pair's outputs: both succeeded, and each printed every
 /// ping's data (the client after comparing it, `-V`).
-fn assert_rping_pinged(
-    count: u32,
-    (server, client): &(std::process::Output, std::process::Output),
-) {
+fn assert_rping_pinged(count: u32, (server, client): &(Output, Output)) {
     assert_success("rping -c", client);
     assert_success("rping -s", server);
-    let pings = |output: &std::process::Output, prefix: &str| {
+    let pings = |output: &Output, prefix: &str| {
         String::from_utf8_lossy(&output.stdout)
             .lines()
             .filter(|line| line.starts_with(prefix) && line.contains("rdma-ping-"))
@@ -121,18 +116,22 @@ fn uwarp_options(size: usize) -> Options {
     }
 }
 
-/// Starts Debian's rping (on uwarp) with `args`, its output piped.
-fn spawn_rping(args: &[&str]) -> Child {
-    Side {
-        tool: "rping",
-        args: strings(args),
-        options: Vec::new(),
-    }
-    .command()
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .expect("rping starts")
+/// Starts Debian's rping (on uwarp) with `args` (killed if the test
+/// fails first).
+fn spawn_rping(args: &[&str]) -> Running {
+    Running::start(
+        Side {
+            tool: "rping",
+            args: strings(args),
+            options: Vec::new(),
+        }
+        .command(),
+    )
+}
+
+/// Its output once `rping` ended, killed after [`LIMIT`].
+fn finished(rping: Running) -> Output {
+    rping.finish(Instant::now() + LIMIT)
 }
 
 #[test]
@@ -156,8 +155,7 @@ fn debian_rping_client_pings_uwarps_own_rping_server() {
         ]);
         let report = rping::serve_one(&device, &listener, &uwarp_options(size))
             .unwrap_or_else(|err| panic!("uwarp's rping server, {size} octets: {err}"));
-        let client = client.wait_with_output().expect("rping -c ends");
-        assert_success("rping -c", &client);
+        assert_success("rping -c", &finished(client));
         assert_eq!(report.pings, u64::from(PINGS), "{size} octets");
     }
 }
@@ -184,8 +182,7 @@ fn uwarps_own_rping_client_pings_a_debian_rping_server() {
         let report = rping::run_client(&device, addr, &uwarp_options(size))
             .unwrap_or_else(|err| panic!("uwarp's rping client, {size} octets: {err}"));
         assert_eq!(report.pings, u64::from(PINGS), "{size} octets");
-        let server = server.wait_with_output().expect("rping -s ends");
-        assert_success("rping -s", &server);
+        assert_success("rping -s", &finished(server));
     }
 }
 
@@ -242,15 +239,10 @@ fn a_persistent_debian_rping_server_survives_hostile_peers_and_serves_on() {
     // The server serves on.
     let count = "10";
     let client = spawn_rping(&["-c", "-a", "127.0.0.1", "-p", &port_arg, "-C", count, "-V"]);
-    let client = client.wait_with_output().expect("rping -c ends");
-    assert_success("rping -c after the hostile peers", &client);
-    assert!(
-        server.try_wait().expect("the server's status").is_none(),
-        "rping -s -P ended: {:?}",
-        server.wait_with_output()
-    );
-    server.kill().expect("the server stops");
-    let server = server.wait_with_output().expect("the server's output");
+    assert_success("rping -c after the hostile peers", &finished(client));
+    let running = server.is_running();
+    let server = server.finish(Instant::now());
+    assert!(running, "rping -s -P ended: {server:?}");
     let stderr = String::from_utf8_lossy(&server.stderr);
     assert!(
         !stderr.contains("uwarp: "),

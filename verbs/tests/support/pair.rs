@@ -120,6 +120,11 @@ impl Running {
         }
     }
 
+    /// Whether it still runs.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// Its output once it ended, killed if it runs past `deadline`.
     pub fn finish(mut self, deadline: Instant) -> Output {
         let status = loop {
