@@ -58,25 +58,19 @@ impl EalConfig {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        let mut base: Vec<String> = [
+        let base = [
             "--no-huge",
             "-m",
             "256",
             "--no-shconf",
             "--no-pci",
             "--no-telemetry",
-        ]
-        .into_iter()
-        .map(String::from)
-        .collect();
-        for vdev in vdevs {
-            base.push("--vdev".to_owned());
-            base.push(vdev.into());
-        }
-        EalConfig {
-            base,
-            lcores: Lcores::List("0".to_owned()),
-        }
+        ];
+        Self::on_lcore_0(
+            base.into_iter().map(String::from).collect(),
+            "--vdev",
+            vdevs,
+        )
     }
 
     /// Real NICs: the PCI devices of `allow` (e.g. `"0000:03:00.0"`, each
@@ -88,10 +82,18 @@ impl EalConfig {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        let mut base = Vec::new();
-        for dev in allow {
-            base.push("-a".to_owned());
-            base.push(dev.into());
+        Self::on_lcore_0(Vec::new(), "-a", allow)
+    }
+
+    /// `base`, then `option DEVICE` for each of `devices`, on lcore 0.
+    fn on_lcore_0<I, S>(mut base: Vec<String>, option: &str, devices: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        for device in devices {
+            base.push(option.to_owned());
+            base.push(device.into());
         }
         EalConfig {
             base,
