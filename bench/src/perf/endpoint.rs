@@ -178,6 +178,18 @@ pub enum Waiting {
     Spin,
 }
 
+impl Waiting {
+    /// How a side waits whose thread runs the device's cores (`inline`),
+    /// or, when they have threads, that spins (`spin`, `--spin`) or not.
+    pub fn of(inline: bool, spin: bool) -> Waiting {
+        match (inline, spin) {
+            (true, _) => Waiting::Inline,
+            (false, false) => Waiting::Yield,
+            (false, true) => Waiting::Spin,
+        }
+    }
+}
+
 /// One side of a connected run.
 pub struct Endpoint<'d> {
     resources: Resources<'d>,

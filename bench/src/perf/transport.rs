@@ -242,11 +242,7 @@ impl Ends {
     /// How each end's measuring thread waits: through its cores (inline),
     /// or yielding to the cores' threads.
     pub fn waiting(&self) -> Waiting {
-        if self.inline() {
-            Waiting::Inline
-        } else {
-            Waiting::Yield
-        }
+        Waiting::of(self.inline(), false)
     }
 }
 

@@ -81,11 +81,7 @@ pub fn run(config: &TwoHost) -> Result<RunReport, String> {
         config.carrier,
         Carrier::Dpdk { ref port, .. } if port.placement == Placement::Unpinned
     );
-    let waiting = match (inline, config.spin) {
-        (true, _) => Waiting::Inline,
-        (false, false) => Waiting::Yield,
-        (false, true) => Waiting::Spin,
-    };
+    let waiting = Waiting::of(inline, config.spin);
     let outcome = match config.side {
         Side::Server { port } => {
             let listener = listen(&device, &config.carrier, port)?;
