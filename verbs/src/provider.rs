@@ -20,6 +20,10 @@
 //!   cores, 1 by default, wherever the kernel runs them) or `UWARP_CPUS`
 //!   (`CONTROL,DATAPLANE[,DATAPLANE...]`: the control core and one
 //!   dataplane core per further CPU, each pinned).
+//! - `UWARP_FIRST_FPDU_DELAY_MS`: how long an active side holds its first
+//!   FPDU back after the peer's MPA Reply (0 by default; 200 against
+//!   Linux siw's servers, whose passive side can lose an FPDU that comes
+//!   too soon: [`uwarp::ConnectParams::first_fpdu_delay`]).
 //! - `UWARP_LOG`: what the library prints ([`crate::log`]).
 //!
 //! A device on DPDK is closed when the process exits (by `exit` or a
@@ -29,6 +33,7 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use uwarp::{
     parse_mac, CoreThreads, Device, DeviceConfig, DpdkConfig, DpdkPort, HostConfig, Placement,
@@ -45,8 +50,14 @@ static DEVICE: OnceLock<Result<Opened, (i32, String)>> = OnceLock::new();
 /// handler, not the device's threads).
 static OPENER: OnceLock<u32> = OnceLock::new();
 
-/// An open device, with its own address on a DPDK port (if it is on one).
-type Opened = (Device, Option<Ipv4Addr>);
+/// An open device and the settings its connections use.
+struct Opened {
+    device: Device,
+    /// Its own address on a DPDK port (if it is on one).
+    address: Option<Ipv4Addr>,
+    /// How long its active sides hold their first FPDU back.
+    first_fpdu_delay: Duration,
+}
 
 /// The process's uwarp device, opened on first use; on failure the
 /// `errno` to answer with (the reason is printed once, on standard error).
@@ -54,9 +65,9 @@ pub fn device() -> Result<&'static Device, i32> {
     let opened = DEVICE.get_or_init(|| {
         let opened = with_signals_blocked(open);
         match &opened {
-            Ok((_, address)) => {
-                log::print(Level::Info, format_args!("{}", describe(address)));
-                if address.is_some() {
+            Ok(opened) => {
+                log::print(Level::Info, format_args!("{}", describe(&opened.address)));
+                if opened.address.is_some() {
                     let _ = OPENER.set(std::process::id());
                     // SAFETY: registers a handler that has no arguments
                     // and returns; atexit has no other precondition.
@@ -77,8 +88,19 @@ pub fn device() -> Result<&'static Device, i32> {
     });
     opened
         .as_ref()
-        .map(|(device, _)| device)
+        .map(|opened| &opened.device)
         .map_err(|(errno, _)| *errno)
+}
+
+/// How long an active side holds its first FPDU back after the MPA
+/// Reply (`UWARP_FIRST_FPDU_DELAY_MS`; zero before the device opened).
+pub fn first_fpdu_delay() -> Duration {
+    opened().map_or(Duration::ZERO, |opened| opened.first_fpdu_delay)
+}
+
+/// The device, when it is open.
+fn opened() -> Option<&'static Opened> {
+    DEVICE.get()?.as_ref().ok()
 }
 
 /// Closes a DPDK device when its process exits (by `exit` or a return
@@ -92,9 +114,9 @@ extern "C" fn close_at_exit() {
         return;
     }
     let closed = std::panic::catch_unwind(|| {
-        if let Some(Ok((device, _))) = DEVICE.get() {
+        if let Some(opened) = opened() {
             log::print(Level::Info, format_args!("closing the device at exit"));
-            device.shut_down();
+            opened.device.shut_down();
         }
     });
     if closed.is_err() {
@@ -109,7 +131,7 @@ extern "C" fn close_at_exit() {
 /// DPDK transport (the source of its connections, which the kernel's
 /// routes know nothing of); `None` on the socket transport.
 pub fn own_address() -> Option<IpAddr> {
-    DEVICE.get()?.as_ref().ok()?.1.map(IpAddr::V4)
+    opened()?.address.map(IpAddr::V4)
 }
 
 /// Opens the device the environment describes.
@@ -127,9 +149,36 @@ fn open() -> Result<Opened, (i32, String)> {
             return Err((libc::EINVAL, reason));
         }
     };
+    let first_fpdu_delay = first_fpdu_delay_setting().map_err(|reason| (libc::EINVAL, reason))?;
     let device = Device::open(config).map_err(|e| (crate::export::errno_of(&e), e.to_string()))?;
-    Ok((device, address))
+    Ok(Opened {
+        device,
+        address,
+        first_fpdu_delay,
+    })
 }
+
+/// `UWARP_FIRST_FPDU_DELAY_MS`, zero when unset.
+fn first_fpdu_delay_setting() -> Result<Duration, String> {
+    let Ok(value) = std::env::var("UWARP_FIRST_FPDU_DELAY_MS") else {
+        return Ok(Duration::ZERO);
+    };
+    value
+        .parse()
+        .ok()
+        .filter(|&ms| ms <= MAX_FIRST_FPDU_DELAY_MS)
+        .map(Duration::from_millis)
+        .ok_or_else(|| {
+            format!(
+                "UWARP_FIRST_FPDU_DELAY_MS={value}: expected milliseconds, \
+                 0 to {MAX_FIRST_FPDU_DELAY_MS}"
+            )
+        })
+}
+
+/// The longest hold `UWARP_FIRST_FPDU_DELAY_MS` accepts (a minute: more
+/// is a typo, and the peer's own timeouts would end the connection).
+const MAX_FIRST_FPDU_DELAY_MS: u64 = 60_000;
 
 /// What `UWARP_LOG=info` says of the device opened.
 fn describe(address: &Option<Ipv4Addr>) -> String {

@@ -74,7 +74,7 @@ fn devinfo_with(options: &[&str]) -> std::process::Output {
 
 #[test]
 fn a_wrong_or_missing_setting_fails_the_open_with_one_line_naming_it() {
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 6] = [
         (
             &["--transport", "carrier-pigeon"],
             "UWARP_TRANSPORT=carrier-pigeon: the transports are: socket, dpdk",
@@ -110,6 +110,10 @@ fn a_wrong_or_missing_setting_fails_the_open_with_one_line_naming_it() {
                 "0",
             ],
             "UWARP_CPUS: expected CPU numbers CONTROL,DATAPLANE",
+        ),
+        (
+            &["--first-fpdu-delay-ms", "600000"],
+            "UWARP_FIRST_FPDU_DELAY_MS=600000: expected milliseconds",
         ),
     ];
     for (options, reason) in cases {

@@ -53,6 +53,11 @@ struct Cli {
     /// dataplane core per further CPU, each pinned to its CPU.
     #[arg(long)]
     cpus: Option<String>,
+    /// How long an active side holds its first FPDU back after the
+    /// peer's MPA Reply, in milliseconds (0 by default; 200 against Linux
+    /// siw's servers).
+    #[arg(long)]
+    first_fpdu_delay_ms: Option<u64>,
     /// What the library prints on standard error: off, error (the
     /// default) or info.
     #[arg(long)]
@@ -100,6 +105,7 @@ fn run(cli: Cli) -> Result<(), String> {
         .env("LD_LIBRARY_PATH", search)
         .env("UWARP_TRANSPORT", &cli.transport);
     let cores = cli.cores.map(|n| n.to_string());
+    let first_fpdu_delay = cli.first_fpdu_delay_ms.map(|ms| ms.to_string());
     for (name, value) in [
         ("UWARP_EAL", &cli.eal),
         ("UWARP_PORT", &cli.port),
@@ -108,6 +114,7 @@ fn run(cli: Cli) -> Result<(), String> {
         ("UWARP_GATEWAY", &cli.gateway),
         ("UWARP_CORES", &cores),
         ("UWARP_CPUS", &cli.cpus),
+        ("UWARP_FIRST_FPDU_DELAY_MS", &first_fpdu_delay),
         ("UWARP_LOG", &cli.log),
     ] {
         if let Some(value) = value {

@@ -689,6 +689,7 @@ pub unsafe extern "C" fn rdma_connect(id: *mut RdmaCmId, param: *mut RdmaConnPar
                 };
                 let params = ConnectParams {
                     mpa,
+                    first_fpdu_delay: provider::first_fpdu_delay(),
                     ..ConnectParams::default()
                 };
                 match device.connect(dst, &qp, params) {
