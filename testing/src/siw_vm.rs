@@ -126,6 +126,25 @@ impl Vm {
         })
     }
 
+    /// Whether the siw `rping` run the VM named `label` ended well: it
+    /// exited 0, or 255 right after its exit race ([`RPING_EXIT_RACE`],
+    /// see [`Vm::finish`]). `Err` holds any other status; a ping's data
+    /// found wrong panics.
+    pub fn rping_status_of(&mut self, label: &str) -> Result<(), String> {
+        let done = format!("uwsiw-test: done {label} rc=");
+        let mut raced = false;
+        let status = self.expect_with(&format!("{label}'s end"), |line| {
+            assert!(!line.contains("data mismatch"), "siw's rping: {line}");
+            raced |= line == RPING_EXIT_RACE;
+            line.strip_prefix(&done).map(str::to_owned)
+        });
+        match status.as_str() {
+            "0" => Ok(()),
+            "255" if raced => Ok(()),
+            _ => Err(status),
+        }
+    }
+
     /// Panics unless the VM still runs. A connection to the VM's address
     /// is made only after this: once the tap is gone the host would route
     /// it elsewhere.
@@ -139,7 +158,7 @@ impl Vm {
     /// siw's rping never found a ping's data wrong ("data mismatch!").
     /// (rping's exit status says less: when it exits, its connection
     /// manager thread may find the event channel closed under it, print
-    /// "rdma_get_cm_event: Bad file descriptor" and exit with 255.)
+    /// [`RPING_EXIT_RACE`] and exit with 255.)
     pub fn finish(mut self) {
         let status = self.child.wait().expect("wait for run.sh");
         assert!(status.success(), "the VM's command failed: {status}");
@@ -210,6 +229,11 @@ pub fn announced_server_then(server: &str, port: u16, label: &str, then: &str) -
          echo \"uwsiw-test: serving {label}\"; {then}; wait $p"
     )
 }
+
+/// What Debian's `rping` prints when its connection manager thread finds
+/// the event channel closed under it as the program exits (it then exits
+/// with 255 after a run that went well).
+pub const RPING_EXIT_RACE: &str = "rdma_get_cm_event: Bad file descriptor";
 
 /// A VM shell line that reports `status` (a shell expression: `$?`, a
 /// variable) as the exit status of the run it names `label`, for
