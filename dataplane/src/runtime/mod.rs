@@ -50,9 +50,12 @@ use crate::port::{Capabilities, Port, PortConfig, Queues};
 
 /// Drivers that need as many transmit queues as receive queues: DPDK
 /// 22.11's net_tap refuses anything else at configure time ("number of rx
-/// queues must be equal to number of tx queues"), and net_memif pairs
-/// each side's transmit rings with the peer's receive rings.
-const EQUAL_QUEUE_DRIVERS: &[&str] = &["net_tap", "net_memif"];
+/// queues must be equal to number of tx queues"), net_memif pairs each
+/// side's transmit rings with the peer's receive rings, and net_virtio
+/// turns on queue *pairs*, as many as the larger count: a spare transmit
+/// queue would turn on a receive queue nobody polls, into which the device
+/// (a multi-queue tap behind it) steers part of the traffic.
+const EQUAL_QUEUE_DRIVERS: &[&str] = &["net_tap", "net_memif", "net_virtio"];
 
 /// The port configuration for `cores` dataplane cores on a device with
 /// `capabilities`: `cores` receive queues (RSS across them when the device
@@ -174,4 +177,44 @@ where
     };
     let control = ControlCore::new(Interface::new(config), control_tx, links, control);
     Ok((control, cores_out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A device of `driver` with `queues` receive and transmit queues.
+    fn device(driver: &str, queues: u16) -> Capabilities {
+        Capabilities {
+            driver: driver.to_owned(),
+            max_rx_queues: queues,
+            max_tx_queues: queues,
+            rx_offloads: 0,
+            tx_offloads: 0,
+            rss_flow_types: 0,
+            reta_size: 0,
+            rss_key_len: 0,
+            max_rx_pktlen: 1518,
+        }
+    }
+
+    #[test]
+    fn the_control_core_gets_a_spare_transmit_queue_where_the_device_has_one() {
+        let config = port_config(&device("net_e1000_em", 2), 1);
+        assert_eq!((config.rx_queues, config.tx_queues), (1, 2));
+        let config = port_config(&device("net_e1000_em", 2), 2);
+        assert_eq!((config.rx_queues, config.tx_queues), (2, 2));
+    }
+
+    #[test]
+    fn queue_pair_devices_get_as_many_transmit_queues_as_receive_queues() {
+        // A spare transmit queue on net_virtio turned on a second receive
+        // queue, and frames the multi-queue tap put there were lost.
+        for driver in ["net_virtio", "net_tap", "net_memif"] {
+            let config = port_config(&device(driver, 4), 1);
+            assert_eq!((config.rx_queues, config.tx_queues), (1, 1), "{driver}");
+            let config = port_config(&device(driver, 4), 2);
+            assert_eq!((config.rx_queues, config.tx_queues), (2, 2), "{driver}");
+        }
+    }
 }
