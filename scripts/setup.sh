@@ -23,6 +23,7 @@ set -euo pipefail
 #   build-essential, ca-certificates  C compiler for the DPDK shim (and siw.ko), TLS for crates.io
 #   qemu-system-x86  boots the siw VM (scripts/siw-vm/)
 #   kmod, xz-utils   modinfo and xz for scripts/siw-vm/build.sh's kernel modules and sources
+#   cpio          packs uwarp's binaries into the PCI VMs' initramfs (scripts/vm/run.sh)
 #   libibverbs-dev, librdmacm-dev   rdma-core's headers: the drop-in libraries' layout checks and C tests
 #   ibverbs-utils, rdmacm-utils, perftest, qperf, fio   Debian's ibv_devinfo, rping, ib_*_bw/lat, qperf and fio, run unmodified on the drop-ins
 packages=(
@@ -39,6 +40,7 @@ packages=(
     qemu-system-x86
     kmod
     xz-utils
+    cpio
     libibverbs-dev
     librdmacm-dev
     ibverbs-utils

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Builds the siw VM: a Debian 12 kernel and a busybox initramfs holding
-# the RDMA modules, a siw.ko built out of tree, and rdma-core's user space
-# (rping, perftest, the siw provider, `rdma`). Everything comes from
-# Debian's archive through apt, into a cache directory; nothing is
-# installed on the host.
+# Builds the VMs' kernel and initramfs: a Debian 12 kernel and a busybox
+# initramfs holding the RDMA modules, a siw.ko built out of tree,
+# rdma-core's user space (rping, perftest, the siw provider, `rdma`), and
+# vfio-pci for a NIC given to DPDK. Everything comes from Debian's archive
+# through apt, into a cache directory; nothing is installed on the host.
+# The siw VM (run.sh here) boots it as it is; the PCI VMs of scripts/vm/
+# append an archive with uwarp's binaries and DPDK's libraries.
 #
 # Usage: scripts/siw-vm/build.sh [CACHE_DIR]      (default: target/siw-vm)
 #
@@ -176,7 +178,8 @@ place() {
     done
     order+=("$name")
 }
-for name in crc32c_generic virtio_pci virtio_net ib_core ib_uverbs iw_cm rdma_cm rdma_ucm siw; do
+for name in crc32c_generic virtio_pci virtio_net ib_core ib_uverbs iw_cm rdma_cm rdma_ucm siw \
+    vfio_pci vfio_iommu_type1; do
     place "$name"
 done
 for name in "${order[@]}"; do

@@ -1,11 +1,16 @@
 #!/bin/sh
-# The siw VM's /init (busybox sh), put into the initramfs by build.sh.
+# The VMs' /init (busybox sh), put into the initramfs by build.sh.
 #
 # It loads the kernel modules in /modules/order (siw.ko with the
 # parameters of uwsiw.siw), gives eth0 the address uwsiw.ip, attaches siw
 # to it (`rdma link add siw0 type siw netdev eth0`), runs the command of
 # uwsiw.cmd, and powers off. uwsiw.siw and uwsiw.cmd are base64 on the
 # kernel command line (run.sh writes them), so they may hold any octets.
+#
+# The PCI VMs (scripts/vm/run.sh) also name their DPDK NICs, uwsiw.vfio=
+# BDF[,BDF...]: the kernel's drivers never take them (driver_override is
+# set before the modules load), vfio-pci does, and hugetlbfs is mounted
+# at /dev/hugepages (the pages come from hugepages=N on the command line).
 #
 # Everything the command prints goes to the second serial port, which
 # run.sh reads: first the line "uwsiw: ready" (siw is attached, the command
@@ -33,7 +38,30 @@ finish() {
     reboot -f
 }
 
+# Keeps the PCI devices of uwsiw.vfio from the kernel's drivers.
+reserve_for_vfio() {
+    for bdf in $(param uwsiw.vfio | tr , ' '); do
+        [ -e "/sys/bus/pci/devices/$bdf" ] || { echo "no PCI device $bdf"; return 1; }
+        echo vfio-pci > "/sys/bus/pci/devices/$bdf/driver_override" || return 1
+    done
+}
+
+# Gives the devices of uwsiw.vfio to vfio-pci, for DPDK.
+bind_vfio() {
+    vfio="$(param uwsiw.vfio | tr , ' ')"
+    [ -n "$vfio" ] || return 0
+    # The emulated IOMMU remaps no interrupts; vfio refuses it without this.
+    echo 1 > /sys/module/vfio_iommu_type1/parameters/allow_unsafe_interrupts || return 1
+    for bdf in $vfio; do
+        [ -e "/sys/bus/pci/drivers/vfio-pci/$bdf" ] || echo "$bdf" > /sys/bus/pci/drivers_probe
+        [ -e "/sys/bus/pci/drivers/vfio-pci/$bdf" ] || { echo "vfio-pci did not take $bdf"; return 1; }
+    done
+    mkdir -p /dev/hugepages /var/run
+    mount -t hugetlbfs nodev /dev/hugepages || return 1
+}
+
 setup() {
+    reserve_for_vfio || return 1
     siw_params="$(param uwsiw.siw | base64 -d)" || return 1
     while read -r module; do
         args=""
@@ -46,6 +74,7 @@ setup() {
     ip addr add "$(param uwsiw.ip)" dev eth0 || return 1
     ip link set eth0 up || return 1
     rdma link add siw0 type siw netdev eth0 || return 1
+    bind_vfio
 }
 
 if ! setup > "$out" 2>&1; then

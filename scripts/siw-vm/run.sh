@@ -72,31 +72,9 @@ out="$cache/out"
 [ -f "$out/versions" ] || "$here/build.sh" "$cache" >/dev/null
 mkdir -p "$cache/log"
 
-# Whether KVM boots this kernel: /dev/kvm may open where nested
-# virtualization still cannot run a guest (the kernel then hangs right
-# after the real-mode setup). A kernel with no root file system panics and
-# reboots within a second under a working KVM; the answer is kept per host
-# kernel and qemu.
-kvm_works() {
-    [ -r /dev/kvm ] && [ -w /dev/kvm ] || return 1
-    local stamp
-    stamp="$cache/log/kvm-$(uname -r)-$(qemu-system-x86_64 --version | head -n 1 | tr -c 'A-Za-z0-9.\n' _)"
-    if [ ! -f "$stamp" ]; then
-        if timeout 10 qemu-system-x86_64 -accel kvm -cpu max -m 128 -nodefaults -display none \
-            -no-reboot -kernel "$out/vmlinuz" -append "console=ttyS0 panic=-1" -serial stdio \
-            < /dev/null 2>/dev/null | grep -q "Kernel panic"; then
-            echo yes > "$stamp"
-        else
-            echo no > "$stamp"
-        fi
-    fi
-    [ "$(cat "$stamp")" = yes ]
-}
-case "$accel" in
-auto) if kvm_works; then accel=kvm; else accel=tcg; fi ;;
-kvm|tcg) ;;
-*) usage ;;
-esac
+# shellcheck source=scripts/siw-vm/accel.sh
+. "$here/accel.sh"
+accel="$(vm_accel "$accel" "$out/vmlinuz" "$cache/log")" || usage
 console="$cache/log/console-$tap.log"
 pidfile="$cache/log/qemu-$tap.pid"
 
