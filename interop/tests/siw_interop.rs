@@ -9,7 +9,7 @@
 //! `rping_crc_off`, `rping_crc_on`, `peer_to_peer_write_rtr` and
 //! `peer_to_peer_read_rtr` boot the VM once with one set of siw's module
 //! parameters and run, at 64, 3000 and 65535 octets (rping's largest),
-//! 100 pings each, data validated by both sides (`-V`):
+//! 30 pings each, data validated by both sides (`-V`):
 //!
 //! 1. siw's `rping -s` once per size, each served to uwarp's rping client
 //!    (the VM announces each server; the client retries while the port
@@ -51,7 +51,7 @@ use uwarp_testing::{root_or_skip, serial};
 
 /// Ping sizes: small, larger than one TCP segment, rping's largest.
 const SIZES: [usize; 3] = [64, 3000, rping::MAX_SIZE];
-const PINGS: u64 = 100;
+const PINGS: u64 = 30;
 /// Any one rping step (a completion, a connection) under TCG.
 const STEP_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long uwarp's client keeps retrying a refused connection (siw's
