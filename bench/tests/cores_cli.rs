@@ -17,6 +17,17 @@ fn loopback_runs_every_operation_on_two_cores_per_end() {
             let value = report["dpdk"][field].as_f64().unwrap_or(0.0);
             assert!(value > 0.0, "{op}: {field} = {value}");
         }
+        // Each end's frames, by the core whose queue they came from.
+        for end in ["counters", "server_counters"] {
+            let host = &report["dpdk"][end]["host"];
+            let per_core: Vec<u64> = host["frames_received_per_core"]
+                .as_array()
+                .map(|cores| cores.iter().filter_map(|n| n.as_u64()).collect())
+                .unwrap_or_default();
+            assert_eq!(per_core.len(), 2, "{op}, {end}: {host}");
+            let total = host["frames_received"].as_u64();
+            assert_eq!(Some(per_core.iter().sum()), total, "{op}, {end}: {host}");
+        }
     }
 }
 

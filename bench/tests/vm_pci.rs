@@ -1,29 +1,68 @@
 //! uwarp on PCI NICs driven by DPDK's own poll-mode drivers, inside VMs:
-//! `scripts/vm/run.sh` boots two guests on one bridge, gives each a NIC
-//! for DPDK bound to vfio-pci behind the guest's emulated IOMMU, and runs
-//! `uwarp-perf`'s two-host mode between them (this build's `uwarp-perf`,
-//! copied into the guests).
+//! `scripts/vm/run.sh` boots two guests on one bridge, gives each a
+//! virtio-net and an e1000e NIC for DPDK, bound to vfio-pci behind the
+//! guest's emulated IOMMU, and runs `uwarp-perf`'s two-host modes between
+//! them (this build's `uwarp-perf`, copied into the guests), in one boot:
 //!
-//! - virtio-net-pci with two queue pairs and the device's RSS on, driven
-//!   by `net_virtio`, RDMA Writes;
-//! - e1000e (Intel 82574), driven by `net_e1000_em`, RDMA Reads.
+//! - `virtio-write-bw`: RDMA Writes on virtio-net with two queue pairs
+//!   and the device's RSS on (`net_virtio`), one dataplane core;
+//! - `e1000e-read-bw`: RDMA Reads on e1000e (Intel 82574,
+//!   `net_e1000_em`);
+//! - `virtio-rss`: Writes over 8 connections, two dataplane cores on each
+//!   side, one per queue of the virtio NIC.
 //!
-//! Each checks that both guests probed the NIC with the PMD named, through
-//! IOMMU type 1, and that both sides verified the data (the server finds
-//! the client's pattern after the last Write; the client the server's
-//! after the last Read).
+//! Each scenario must pass with its data verified (the server finds the
+//! client's pattern after the last Write; the client the server's after
+//! the last Read), and both guests must have probed each NIC with its
+//! PMD through IOMMU type 1. With RSS, each side's two cores must both
+//! have received frames from their queues, all 8 connections handed
+//! over, and no segment forwarded from one core to another: the device's
+//! hash put every connection's segments on the queue of the core that
+//! owns it (the server's cores own what lands on their queue; the
+//! client's choose source ports the device's Toeplitz hash sends back to
+//! them).
 //!
 //! Needs root (taps, a bridge), qemu and cpio (`scripts/setup.sh`). Under
-//! TCG each scenario takes about 30 s.
+//! TCG the boot and the three scenarios take about 40 s.
 
 use std::path::Path;
 use std::process::Command;
 
 use uwarp_testing::{root_or_skip, serial};
 
-/// Runs `scenario` and checks its output: both VMs probed the NIC with
-/// `pmd` through the IOMMU, and `verified` is in the client's report.
-fn run(scenario: &str, pmd: &str, verified: &str) {
+/// The scenarios, each with what its client's "data verified" line says.
+const SCENARIOS: [(&str, &str); 3] = [
+    ("virtio-write-bw", "the server found the client's pattern"),
+    ("e1000e-read-bw", "the client found the server's pattern"),
+    ("virtio-rss", "the server found the client's pattern"),
+];
+
+/// The lines VM `vm` printed for each scenario, in order: those up to and
+/// including its `uwvm: NAME ROLE rc=` line.
+fn sections<'a>(stdout: &'a str, vm: &str) -> Vec<(String, Vec<&'a str>)> {
+    let prefix = format!("{vm}: ");
+    let mut sections = Vec::new();
+    let mut lines = Vec::new();
+    for line in stdout.lines().filter_map(|line| line.strip_prefix(&prefix)) {
+        lines.push(line);
+        if let Some(end) = line.strip_prefix("uwvm: ") {
+            let name = end.split_whitespace().next().unwrap_or_default();
+            sections.push((name.to_owned(), std::mem::take(&mut lines)));
+        }
+    }
+    sections
+}
+
+/// The frames each core received, from a `host:` line's "(A/B per core)".
+fn per_core(host: &str) -> Vec<u64> {
+    host.split_once(" per core)")
+        .and_then(|(before, _)| before.rsplit_once('('))
+        .map(|(_, counts)| counts.split('/').filter_map(|n| n.parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn uwarp_perf_between_two_vms_on_virtio_and_e1000e_with_rss() {
     if !root_or_skip("the PCI VMs (taps, a bridge)") {
         return;
     }
@@ -35,54 +74,65 @@ fn run(scenario: &str, pmd: &str, verified: &str) {
             "--perf",
             env!("CARGO_BIN_EXE_uwarp-perf"),
             "--timeout",
-            "240",
+            "300",
         ])
-        .arg(scenario)
+        .args(SCENARIOS.map(|(name, _)| name))
         .output()
         .expect("run scripts/vm/run.sh");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     let shown = format!("stdout:\n{stdout}\nstderr:\n{stderr}");
-    assert!(output.status.success(), "{scenario} failed:\n{shown}");
-    assert!(
-        stdout.contains(&format!("vm: {scenario}: passed")),
-        "no verdict:\n{shown}"
-    );
+    assert!(output.status.success(), "run.sh failed:\n{shown}");
+
     for vm in ["a", "b"] {
-        let lines: Vec<&str> = stdout
-            .lines()
-            .filter_map(|line| line.strip_prefix(&format!("{vm}: ")))
-            .collect();
         for wanted in [
-            &format!("Probe PCI driver: {pmd}") as &str,
+            "Probe PCI driver: net_virtio",
+            "Probe PCI driver: net_e1000_em",
             "Using IOMMU type 1",
         ] {
             assert!(
-                lines.iter().any(|line| line.contains(wanted)),
+                stdout
+                    .lines()
+                    .any(|l| l.starts_with(vm) && l.contains(wanted)),
                 "VM {vm} never said {wanted:?}:\n{shown}"
             );
         }
     }
-    let client_verified = stdout
-        .lines()
-        .any(|line| line.starts_with("b: data verified: ") && line.contains(verified));
-    assert!(client_verified, "the client verified no data:\n{shown}");
-}
+    let (servers, clients) = (sections(&stdout, "a"), sections(&stdout, "b"));
+    assert_eq!(servers.len(), SCENARIOS.len(), "server sections:\n{shown}");
+    assert_eq!(clients.len(), SCENARIOS.len(), "client sections:\n{shown}");
+    for (i, (name, verified)) in SCENARIOS.into_iter().enumerate() {
+        assert!(
+            stdout.contains(&format!("vm: {name}: passed")),
+            "{name}: no verdict:\n{shown}"
+        );
+        for (side, (section, lines)) in [("server", &servers[i]), ("client", &clients[i])] {
+            assert_eq!(section, name, "the {side}'s scenario {i}:\n{shown}");
+            assert_eq!(
+                lines.last().copied(),
+                Some(&format!("uwvm: {name} {side} rc=0") as &str),
+                "{name}'s {side}:\n{shown}"
+            );
+        }
+        let client_verified = clients[i]
+            .1
+            .iter()
+            .any(|line| line.starts_with("data verified: ") && line.contains(verified));
+        assert!(client_verified, "{name}: no data verified:\n{shown}");
+    }
 
-#[test]
-fn rdma_writes_between_two_vms_on_virtio_net_with_rss() {
-    run(
-        "virtio-write-bw",
-        "net_virtio",
-        "the server found the client's pattern",
-    );
-}
-
-#[test]
-fn rdma_reads_between_two_vms_on_e1000e() {
-    run(
-        "e1000e-read-bw",
-        "net_e1000_em",
-        "the client found the server's pattern",
-    );
+    // RSS: both queues of each side in use, nothing forwarded.
+    for (side, (_, lines)) in [("server", &servers[2]), ("client", &clients[2])] {
+        let host = lines
+            .iter()
+            .find(|line| line.starts_with("host: "))
+            .unwrap_or_else(|| panic!("the {side} printed no host counters:\n{shown}"));
+        assert!(
+            host.contains("connections handed over 8, segments forwarded 0,"),
+            "{side}: {host}"
+        );
+        let cores = per_core(host);
+        assert_eq!(cores.len(), 2, "{side}: {host}");
+        assert!(cores.iter().all(|&frames| frames > 0), "{side}: {host}");
+    }
 }

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Boots two VMs on one link and runs uwarp between them on a PCI NIC
-# driven by DPDK's own poll-mode driver: VM a is the server, VM b the
-# client. Prints both VMs' output, then a summary line; exits 0 when the
-# scenario passed.
+# Boots two VMs on one link and runs uwarp between them on PCI NICs
+# driven by DPDK's own poll-mode drivers: VM a is the server, VM b the
+# client. Runs the scenarios in turn in one boot, prints both VMs' output,
+# then a line per scenario; exits 0 when every scenario passed.
 #
-# Usage: scripts/vm/run.sh [OPTIONS] SCENARIO
+# Usage: scripts/vm/run.sh [OPTIONS] SCENARIO...
 #
 # Scenarios, NIC-MODE:
 #   NIC   virtio  virtio-net-pci, 2 queue pairs, the device's RSS on
@@ -12,11 +12,15 @@
 #         e1000e  Intel 82574 (DPDK's net_e1000_em)
 #   MODE  write-bw, read-bw, send-bw, write-lat, read-lat, send-lat:
 #         uwarp-perf's two-host mode, data checked by both sides
-# e.g. virtio-write-bw, e1000e-read-lat.
+# e.g. virtio-write-bw, e1000e-read-lat; and
+#   virtio-rss        write-bw with 2 dataplane cores on each side, one
+#                     per queue of the virtio NIC, over 8 connections
 #
 # Options:
 #   --size N          message size (default 65536)
 #   --iters N         messages, round trips for latency (default 200)
+#   --cores N         dataplane cores on each side (default 1)
+#   --qps N           connections, bandwidth modes (default 1)
 #   --accel MODE      auto (the default: kvm when it can boot a guest here,
 #                     tcg otherwise), kvm or tcg
 #   --timeout SECS    power the VMs off after SECS (default 300)
@@ -24,31 +28,35 @@
 #   --cache DIR       scripts/siw-vm/build.sh's cache (default target/siw-vm)
 #
 # Each VM: q35 with an emulated IOMMU (intel-iommu), Debian 12's kernel
-# and the siw VM's initramfs plus an archive of uwarp-perf and the DPDK
-# libraries it loads; a kernel NIC (virtio-net, eth0: the VM's address,
-# and siw) and the NIC for DPDK at 0000:00:04.0, bound to vfio-pci by
-# the init, with hugepages for DPDK's memory. The four NICs are taps on
-# one bridge, uwvm0, made for the run and removed on every exit path with
-# the VMs. Addresses on 10.88.0.0/24: VM a's kernel .2 and uwarp .12,
-# VM b's kernel .3 and uwarp .13; the host has none.
+# and the siw VM's initramfs plus an archive of uwarp-perf, the DPDK
+# libraries it loads and side.sh; a kernel NIC (virtio-net, eth0: the
+# VM's address, and siw) and two NICs for DPDK, virtio at 0000:00:04.0
+# and e1000e at 0000:00:05.0, bound to vfio-pci by the init, with
+# hugepages for DPDK's memory. The six NICs are taps on one bridge, uwvm0,
+# made for the run and removed on every exit path with the VMs. Addresses
+# on 10.88.0.0/24: VM a's kernel .2 and uwarp .12, VM b's kernel .3 and
+# uwarp .13; the host has none.
 #
-# Output: each VM's lines prefixed "a: " and "b: ", then "vm: SCENARIO:
-# passed" or "vm: SCENARIO: failed: REASON". Exit status: 0 passed, 1
-# failed, 2 usage. The kernels' consoles go to CACHE/log/vm-console-*.log.
+# Output: each VM's lines prefixed "a: " and "b: ", then for each
+# scenario "vm: SCENARIO: passed" or "vm: SCENARIO: failed: REASON" (the
+# first failure ends the run). Exit status: 0 all passed, 1 a failure, 2
+# usage. The kernels' consoles go to CACHE/log/vm-console-*.log.
 # Needs root (taps, bridge) and qemu-system-x86, cpio (scripts/setup.sh).
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 
-usage() { sed -n 's/^# \{0,1\}//;2,38p' "$0" >&2; exit 2; }
+usage() { sed -n 's/^# \{0,1\}//;2,42p' "$0" >&2; exit 2; }
 
-size=65536 iters=200 accel=auto timeout=300
+size=65536 iters=200 cores=1 qps=1 accel=auto timeout=300
 perf="$repo/target/debug/uwarp-perf" cache="$repo/target/siw-vm"
 while [ $# -gt 0 ]; do
     case "$1" in
     --size) size="$2"; shift 2 ;;
     --iters) iters="$2"; shift 2 ;;
+    --cores) cores="$2"; shift 2 ;;
+    --qps) qps="$2"; shift 2 ;;
     --accel) accel="$2"; shift 2 ;;
     --timeout) timeout="$2"; shift 2 ;;
     --perf) perf="$2"; shift 2 ;;
@@ -58,14 +66,23 @@ while [ $# -gt 0 ]; do
     *) break ;;
     esac
 done
-[ $# -eq 1 ] || usage
-scenario="$1"
-nic="${scenario%%-*}" mode="${scenario#*-}"
-case "$nic" in virtio|e1000e) ;; *) usage ;; esac
-case "$mode" in write-bw|read-bw|send-bw|write-lat|read-lat|send-lat) ;; *) usage ;; esac
+[ $# -ge 1 ] || usage
+scenarios=("$@")
+# What side.sh runs: NAME,PCI,MODE,CORES,SIZE,ITERS,QPS per scenario.
+specs=()
+for scenario in "${scenarios[@]}"; do
+    if [ "$scenario" = virtio-rss ]; then
+        nic=virtio mode=write-bw c=2 q=8
+    else
+        nic="${scenario%%-*}" mode="${scenario#*-}" c="$cores" q="$qps"
+    fi
+    case "$nic" in virtio) pci=0000:00:04.0 ;; e1000e) pci=0000:00:05.0 ;; *) usage ;; esac
+    case "$mode" in write-bw|read-bw|send-bw|write-lat|read-lat|send-lat) ;; *) usage ;; esac
+    specs+=("$scenario,$pci,$mode,$c,$size,$iters,$q")
+done
 [ -x "$perf" ] || { echo "vm: no uwarp-perf at $perf (cargo build -p uwarp-bench)" >&2; exit 1; }
 
-net=10.88.0 bridge=uwvm0 pci=0000:00:04.0 port=18515
+net=10.88.0 bridge=uwvm0
 log="$cache/log"
 work="$cache/pci"
 mkdir -p "$log" "$work"
@@ -75,7 +92,7 @@ exec {lock}>"$log/$bridge.lock"
 flock -w "$timeout" "$lock" || { echo "vm: $bridge stays busy" >&2; exit 1; }
 
 log_step() { echo "vm [${SECONDS}s]: $*" >&2; }
-fail() { echo "vm: $scenario: failed: $*"; exit 1; }
+fail() { echo "vm: failed: $*"; exit 1; }
 
 # --- the initramfs: the siw VM's, and uwarp's binaries ------------------
 
@@ -90,6 +107,7 @@ overlay="$work/root"
 rm -rf "$overlay"
 mkdir -p "$overlay/usr/bin" "$overlay/usr/lib/x86_64-linux-gnu" "$overlay/usr/lib/dpdk-pmds"
 strip --strip-debug -o "$overlay/usr/bin/uwarp-perf" "$perf"
+install -m 0755 "$here/side.sh" "$overlay/usr/bin/uwvm-side"
 pmds=(librte_mempool_ring librte_net_virtio librte_net_e1000)
 for pmd in "${pmds[@]}"; do
     cp -L "/usr/lib/x86_64-linux-gnu/$pmd.so.23" "$overlay/usr/lib/dpdk-pmds/$pmd.so"
@@ -113,7 +131,7 @@ accel="$(vm_accel "$accel" "$out/vmlinuz" "$log")" || usage
 
 # --- the link and the VMs -----------------------------------------------
 
-taps=(uwvm-ak uwvm-ad uwvm-bk uwvm-bd)
+taps=(uwvm-ak uwvm-av uwvm-ae uwvm-bk uwvm-bv uwvm-be)
 # shellcheck disable=SC2317  # run by the EXIT trap
 cleanup() {
     local pidfile
@@ -130,63 +148,39 @@ cleanup
 ip link add "$bridge" type bridge
 ip link set "$bridge" up
 
-# The DPDK NIC's qemu arguments for VM $1's tap $2.
-dpdk_nic() {
-    local mac="52:54:00:88:0$1:04"
-    case "$nic" in
-    virtio)
-        echo "-netdev tap,id=d0,ifname=$2,script=no,downscript=no,queues=2,vhost=off" \
-            "-device virtio-net-pci,netdev=d0,addr=0x4,mac=$mac,disable-legacy=on,iommu_platform=on,mq=on,rss=on,hash=on,vectors=6" ;;
-    e1000e)
-        echo "-netdev tap,id=d0,ifname=$2,script=no,downscript=no" \
-            "-device e1000e,netdev=d0,addr=0x4,mac=$mac" ;;
-    esac
-}
-
 # Boots VM $1 (a or b; $2 its number) with the shell line $3, in the
 # background; its output goes to $work/$1.out.
 boot() {
-    local name="$1" n="$2" line="$3" ktap="uwvm-$1k" dtap="uwvm-$1d" queues=()
-    ip tuntap add dev "$ktap" mode tap
-    [ "$nic" = virtio ] && queues=(multi_queue)
-    ip tuntap add dev "$dtap" mode tap "${queues[@]}"
-    for tap in "$ktap" "$dtap"; do
-        ip link set "$tap" master "$bridge" up
+    local name="$1" n="$2" line="$3" tap
+    ip tuntap add dev "uwvm-${name}k" mode tap
+    ip tuntap add dev "uwvm-${name}v" mode tap multi_queue
+    ip tuntap add dev "uwvm-${name}e" mode tap
+    for tap in k v e; do
+        ip link set "uwvm-$name$tap" master "$bridge" up
     done
     local append="console=ttyS0 panic=-1 intel_iommu=on hugepages=192"
-    append+=" uwsiw.ip=$net.$((n + 1))/24 uwsiw.vfio=$pci uwsiw.siw="
+    append+=" uwsiw.ip=$net.$((n + 1))/24 uwsiw.vfio=0000:00:04.0,0000:00:05.0 uwsiw.siw="
     append+=" uwsiw.cmd=$(printf '%s' "$line" | base64 -w0)"
     : > "$work/$name.out"
-    # The word splitting of dpdk_nic's output is wanted.
-    # shellcheck disable=SC2046
     timeout "$timeout" qemu-system-x86_64 -machine q35 -accel "$accel" -cpu max -m 1024 -smp 2 \
         -nodefaults -display none -no-reboot -pidfile "$work/qemu-$name.pid" \
         -device intel-iommu,intremap=off \
         -kernel "$out/vmlinuz" -initrd "$work/initramfs.cpio.gz" -append "$append" \
-        -netdev "tap,id=k0,ifname=$ktap,script=no,downscript=no" \
+        -netdev "tap,id=k0,ifname=uwvm-${name}k,script=no,downscript=no" \
         -device "virtio-net-pci,netdev=k0,addr=0x3,mac=52:54:00:88:0$n:03,csum=off,guest_csum=off" \
-        $(dpdk_nic "$n" "$dtap") \
+        -netdev "tap,id=v0,ifname=uwvm-${name}v,script=no,downscript=no,queues=2,vhost=off" \
+        -device "virtio-net-pci,netdev=v0,addr=0x4,mac=52:54:00:88:0$n:04,disable-legacy=on,iommu_platform=on,mq=on,rss=on,hash=on,vectors=6" \
+        -netdev "tap,id=e0,ifname=uwvm-${name}e,script=no,downscript=no" \
+        -device "e1000e,netdev=e0,addr=0x5,mac=52:54:00:88:0$n:05" \
         -serial "file:$log/vm-console-$name.log" \
         -chardev "file,id=out,path=$work/$name.out" -serial chardev:out \
         < /dev/null > "$work/qemu-$name.log" 2>&1 &
 }
 
-eal="-a $pci -d /usr/lib/dpdk-pmds"
-server_ip="$net.12"
-server="uwarp-perf $mode --server --port $port --eal '$eal' --ip $server_ip/24"
-# The client waits until uwarp answers ARP for the server's address (its
-# port is up; it listens right after), then connects, again while the
-# server refuses (not listening yet), at most 5 times.
-client_run="uwarp-perf $mode --connect $server_ip:$port --eal '$eal' --ip $net.13/24 -s $size -n $iters"
-client="n=0; until arping -q -c 1 -w 2 -I eth0 $server_ip; do n=\$((n+1)); \
-[ \$n -lt 60 ] || { echo 'vm: the server never answered ARP'; exit 1; }; done; \
-n=0; while :; do n=\$((n+1)); $client_run > /tmp/client.out 2>&1; rc=\$?; cat /tmp/client.out; \
-grep -q 'refused the connection' /tmp/client.out && [ \$n -lt 5 ] || exit \$rc; sleep 1; done"
-
-log_step "booting VMs a (server) and b (client), $nic, $accel"
-boot a 1 "$server"
+log_step "booting VMs a (server) and b (client), $accel: ${scenarios[*]}"
+boot a 1 "uwvm-side server ${specs[*]}"
 pid_a=$!
-boot b 2 "$client"
+boot b 2 "uwvm-side client ${specs[*]}"
 pid_b=$!
 
 # The exit status VM $1 reported, empty while it runs.
@@ -199,7 +193,7 @@ while kill -0 "$pid_a" 2>/dev/null || kill -0 "$pid_b" 2>/dev/null; do
     sleep 0.5
 done
 for name in a b; do
-    sed "s/^/$name: /" "$work/$name.out"
+    tr -d '\r' < "$work/$name.out" | sed "s/^/$name: /"
 done
 
 for name in a b; do
@@ -208,10 +202,17 @@ for name in a b; do
         [ "$status" != 125 ] || fail "VM $name did not set up (above)"
         fail "VM $name did not boot (see $log/vm-console-$name.log and $work/qemu-$name.log)"
     fi
-    case "$status" in
-    0) ;;
-    "") fail "VM $name did not finish within $timeout s, or was stopped after the other failed" ;;
-    *) fail "VM $name's command exited $status (above)" ;;
-    esac
 done
-echo "vm: $scenario: passed"
+# Each scenario: both sides' verdicts, in turn.
+for scenario in "${scenarios[@]}"; do
+    server="$(sed -n "s/^uwvm: $scenario server rc=\([0-9]*\).*/\1/p" "$work/a.out")"
+    client="$(sed -n "s/^uwvm: $scenario client rc=\([0-9]*\).*/\1/p" "$work/b.out")"
+    if [ "$server" = 0 ] && [ "$client" = 0 ]; then
+        echo "vm: $scenario: passed"
+        continue
+    fi
+    why="the server exited ${server:-no status} and the client ${client:-no status}"
+    [ -n "$(status_of a)" ] && [ -n "$(status_of b)" ] || why+=" (stopped: one side failed, or $timeout s passed)"
+    echo "vm: $scenario: failed: $why"
+    exit 1
+done

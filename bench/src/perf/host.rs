@@ -109,13 +109,30 @@ fn words(counts: &[Count]) -> String {
     words.join(", ")
 }
 
-/// One line for people: the counts, the frames dropped and why, the
-/// mbufs dropped at shutdown.
+/// The frames each dataplane core received from its queue, in core order.
+fn per_core(r: &HostReport) -> Vec<u64> {
+    r.dataplanes.iter().map(|d| d.rx_frames).collect()
+}
+
+/// One line for people: the counts, the frames each core received (with
+/// more than one), the frames dropped and why, the mbufs dropped at
+/// shutdown.
 pub fn text(r: &HostReport) -> String {
     let drops = drops(r);
+    let per_core: Vec<String> = per_core(r).iter().map(u64::to_string).collect();
+    let counted: Vec<String> = counts(r)
+        .iter()
+        .map(|&(name, label, value)| {
+            if name == "frames_received" && per_core.len() > 1 {
+                format!("{label} {value} ({} per core)", per_core.join("/"))
+            } else {
+                format!("{label} {value}")
+            }
+        })
+        .collect();
+    let counted = counted.join(", ");
     format!(
-        "host: {}, frames dropped {} ({}), mbufs dropped at shutdown {}\n",
-        words(&counts(r)),
+        "host: {counted}, frames dropped {} ({}), mbufs dropped at shutdown {}\n",
         total(&drops),
         words(&drops),
         r.dropped_at_shutdown,
@@ -123,7 +140,8 @@ pub fn text(r: &HostReport) -> String {
 }
 
 /// The same as a JSON object: each count and drop by its name, their
-/// total `frames_dropped`, and `dropped_at_shutdown`.
+/// total `frames_dropped`, `frames_received_per_core` and
+/// `dropped_at_shutdown`.
 pub fn json(r: &HostReport) -> Value {
     let drops = drops(r);
     let dropped = total(&drops);
@@ -133,6 +151,7 @@ pub fn json(r: &HostReport) -> Value {
         .map(|(name, _, value)| (name.to_string(), value.into()))
         .collect();
     out.insert("frames_dropped".into(), dropped.into());
+    out.insert("frames_received_per_core".into(), per_core(r).into());
     out.insert(
         "dropped_at_shutdown".into(),
         (r.dropped_at_shutdown as u64).into(),
