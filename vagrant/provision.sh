@@ -3,8 +3,9 @@
 # root on every boot. It installs the system packages (scripts/setup.sh)
 # and, for the user vagrant, Rust (rustup) when cargo is missing; builds
 # uwarp-perf in release and links it as /usr/local/bin/uwarp-perf; reserves
-# hugepages (scripts/hugepages.sh); loads vfio-pci in no-IOMMU mode and
-# binds the NIC with DPDK_MAC to it with dpdk-devbind.py.
+# hugepages (scripts/hugepages.sh); loads vfio-pci and binds the NIC with
+# DPDK_MAC to it with dpdk-devbind.py, behind the VM's IOMMU (Debian 12's
+# kernel has no VFIO no-IOMMU mode; the provider must give the VM one).
 #
 # Usage: vagrant/provision.sh DPDK_MAC HUGEPAGES
 #          DPDK_MAC   the MAC the Vagrantfile gave the NIC for DPDK
@@ -50,10 +51,22 @@ ln -sfn "$repo/target/release/uwarp-perf" /usr/local/bin/uwarp-perf
 
 bash "$repo/scripts/hugepages.sh" up "$pages"
 
-# VMs usually have no IOMMU; without one, vfio-pci takes a device only in
-# no-IOMMU mode (which taints the kernel, as the VM's testbed role allows).
+# vfio-pci needs the VM's IOMMU: Debian 12's kernel is built without VFIO's
+# no-IOMMU mode (CONFIG_VFIO_NOIOMMU), which a kernel that has it is put
+# in instead. An emulated IOMMU without interrupt remapping is refused
+# unless vfio_iommu_type1 allows it (as scripts/vm/ does).
 modprobe vfio-pci
-echo 1 > /sys/module/vfio/parameters/enable_unsafe_noiommu_mode
+modprobe vfio_iommu_type1 allow_unsafe_interrupts=1
+echo 1 > /sys/module/vfio_iommu_type1/parameters/allow_unsafe_interrupts
+if [ -z "$(ls -A /sys/kernel/iommu_groups 2>/dev/null)" ]; then
+    if [ -e /sys/module/vfio/parameters/enable_unsafe_noiommu_mode ]; then
+        echo 1 > /sys/module/vfio/parameters/enable_unsafe_noiommu_mode
+    else
+        echo "provision.sh: this VM has no IOMMU and its kernel no VFIO no-IOMMU mode;" \
+            "give the VM an IOMMU (see vagrant/README.md)" >&2
+        exit 1
+    fi
+fi
 
 iface=""
 for dev in /sys/class/net/*; do
