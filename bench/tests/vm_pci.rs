@@ -68,14 +68,14 @@ fn uwarp_perf_between_two_vms_on_virtio_and_e1000e_with_rss() {
     }
     let _serial = serial();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/vm/run.sh");
+    let bin = Path::new(env!("CARGO_BIN_EXE_uwarp-perf"))
+        .parent()
+        .expect("uwarp-perf's directory");
     let output = Command::new("bash")
         .arg(script)
-        .args([
-            "--perf",
-            env!("CARGO_BIN_EXE_uwarp-perf"),
-            "--timeout",
-            "300",
-        ])
+        .arg("--bin")
+        .arg(bin)
+        .args(["--timeout", "300"])
         .args(SCENARIOS.map(|(name, _)| name))
         .output()
         .expect("run scripts/vm/run.sh");

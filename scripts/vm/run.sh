@@ -15,6 +15,10 @@
 # e.g. virtio-write-bw, e1000e-read-lat; and
 #   virtio-rss        write-bw with 2 dataplane cores on each side, one
 #                     per queue of the virtio NIC, over 8 connections
+#   siw-rping         Debian's rping on uwarp's drop-in libraries over
+#                     DPDK (virtio) in VM b against Debian's rping on siw
+#                     in VM a, both roles (--iters pings of --size octets,
+#                     default 10 of 3000 here)
 #
 # Options:
 #   --size N          message size (default 65536)
@@ -24,7 +28,8 @@
 #   --accel MODE      auto (the default: kvm when it can boot a guest here,
 #                     tcg otherwise), kvm or tcg
 #   --timeout SECS    power the VMs off after SECS (default 300)
-#   --perf PATH       the uwarp-perf to run (default target/debug/uwarp-perf)
+#   --bin DIR         where cargo put uwarp-perf, uwarp-run and
+#                     libuwarp_verbs.so (default target/debug)
 #   --cache DIR       scripts/siw-vm/build.sh's cache (default target/siw-vm)
 #
 # Each VM: q35 with an emulated IOMMU (intel-iommu), Debian 12's kernel
@@ -47,19 +52,20 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 
-usage() { sed -n 's/^# \{0,1\}//;2,42p' "$0" >&2; exit 2; }
+usage() { sed -n 's/^# \{0,1\}//;2,49p' "$0" >&2; exit 2; }
 
-size=65536 iters=200 cores=1 qps=1 accel=auto timeout=300
-perf="$repo/target/debug/uwarp-perf" cache="$repo/target/siw-vm"
+size=65536 iters=200 cores=1 qps=1 accel=auto timeout=300 size_given="" iters_given=""
+needs_perf="" needs_verbs=""
+bin="$repo/target/debug" cache="$repo/target/siw-vm"
 while [ $# -gt 0 ]; do
     case "$1" in
-    --size) size="$2"; shift 2 ;;
-    --iters) iters="$2"; shift 2 ;;
+    --size) size="$2" size_given="$2"; shift 2 ;;
+    --iters) iters="$2" iters_given="$2"; shift 2 ;;
     --cores) cores="$2"; shift 2 ;;
     --qps) qps="$2"; shift 2 ;;
     --accel) accel="$2"; shift 2 ;;
     --timeout) timeout="$2"; shift 2 ;;
-    --perf) perf="$2"; shift 2 ;;
+    --bin) bin="$2"; shift 2 ;;
     --cache) cache="$2"; shift 2 ;;
     -h|--help) usage ;;
     -*) usage ;;
@@ -71,16 +77,34 @@ scenarios=("$@")
 # What side.sh runs: NAME,PCI,MODE,CORES,SIZE,ITERS,QPS per scenario.
 specs=()
 for scenario in "${scenarios[@]}"; do
-    if [ "$scenario" = virtio-rss ]; then
-        nic=virtio mode=write-bw c=2 q=8
-    else
-        nic="${scenario%%-*}" mode="${scenario#*-}" c="$cores" q="$qps"
-    fi
+    s="$size" i="$iters" c="$cores" q="$qps"
+    case "$scenario" in
+    virtio-rss) nic=virtio mode=write-bw c=2 q=8 ;;
+    siw-rping) nic=virtio mode=siw-rping s="${size_given:-3000}" i="${iters_given:-10}" ;;
+    *) nic="${scenario%%-*}" mode="${scenario#*-}" ;;
+    esac
     case "$nic" in virtio) pci=0000:00:04.0 ;; e1000e) pci=0000:00:05.0 ;; *) usage ;; esac
-    case "$mode" in write-bw|read-bw|send-bw|write-lat|read-lat|send-lat) ;; *) usage ;; esac
-    specs+=("$scenario,$pci,$mode,$c,$size,$iters,$q")
+    case "$mode" in
+    write-bw|read-bw|send-bw|write-lat|read-lat|send-lat) needs_perf=1 ;;
+    siw-rping) needs_verbs=1 ;;
+    *) usage ;;
+    esac
+    specs+=("$scenario,$pci,$mode,$c,$s,$i,$q")
 done
-[ -x "$perf" ] || { echo "vm: no uwarp-perf at $perf (cargo build -p uwarp-bench)" >&2; exit 1; }
+perf="$bin/uwarp-perf" run="$bin/uwarp-run"
+if [ -n "$needs_perf" ] && [ ! -x "$perf" ]; then
+    echo "vm: no uwarp-perf in $bin (cargo build -p uwarp-bench)" >&2; exit 1
+fi
+# The drop-in library: the newer of where cargo build and cargo test put it.
+library=""
+for candidate in "$bin/libuwarp_verbs.so" "$bin/deps/libuwarp_verbs.so"; do
+    if [ -f "$candidate" ] && { [ -z "$library" ] || [ "$candidate" -nt "$library" ]; }; then
+        library="$candidate"
+    fi
+done
+if [ -n "$needs_verbs" ] && { [ ! -x "$run" ] || [ -z "$library" ]; }; then
+    echo "vm: no uwarp-run or libuwarp_verbs.so in $bin (cargo build -p uwarp-verbs)" >&2; exit 1
+fi
 
 net=10.88.0 bridge=uwvm0
 log="$cache/log"
@@ -106,13 +130,25 @@ out="$(bash "$repo/scripts/siw-vm/build.sh" "$cache")"
 overlay="$work/root"
 rm -rf "$overlay"
 mkdir -p "$overlay/usr/bin" "$overlay/usr/lib/x86_64-linux-gnu" "$overlay/usr/lib/dpdk-pmds"
-strip --strip-debug -o "$overlay/usr/bin/uwarp-perf" "$perf"
 install -m 0755 "$here/side.sh" "$overlay/usr/bin/uwvm-side"
+binaries=()
+if [ -n "$needs_perf" ]; then
+    strip --strip-debug -o "$overlay/usr/bin/uwarp-perf" "$perf"
+    binaries+=("$perf")
+fi
+if [ -n "$needs_verbs" ]; then
+    # The installed layout uwarp-run looks for: PREFIX/lib/uwarp/ beside
+    # PREFIX/bin/.
+    mkdir -p "$overlay/usr/lib/uwarp"
+    strip --strip-debug -o "$overlay/usr/bin/uwarp-run" "$run"
+    strip --strip-debug -o "$overlay/usr/lib/uwarp/libuwarp_verbs.so" "$library"
+    binaries+=("$run" "$library")
+fi
 pmds=(librte_mempool_ring librte_net_virtio librte_net_e1000)
 for pmd in "${pmds[@]}"; do
     cp -L "/usr/lib/x86_64-linux-gnu/$pmd.so.23" "$overlay/usr/lib/dpdk-pmds/$pmd.so"
 done
-for file in "$perf" "$overlay"/usr/lib/dpdk-pmds/*.so; do
+for file in "${binaries[@]}" "$overlay"/usr/lib/dpdk-pmds/*.so; do
     ldd_out="$(ldd "$file")"
     if grep -q 'not found' <<< "$ldd_out"; then
         fail "$(basename "$file") needs libraries this host does not have: $ldd_out"

@@ -6,42 +6,107 @@
 # SCENARIO: NAME,PCI,MODE,CORES,SIZE,ITERS,QPS, e.g.
 #   virtio-write-bw,0000:00:04.0,write-bw,1,65536,200,1
 #
-# Runs the scenarios in turn with uwarp-perf on the NIC at PCI: the
-# server listens at SERVER_IP; the client waits until uwarp answers ARP
-# for it (its port is up; it listens right after), then connects, again
-# while the server refuses (not listening yet), at most 5 times. Prints
-# "uwvm: NAME ROLE rc=STATUS" after each and stops at the first failure
-# (the other side would wait for it), with that status.
+# Runs the scenarios in turn on uwarp on the NIC at PCI (VM a is the
+# "server" side, VM b the "client" side). A uwarp-perf MODE: the server
+# listens at SERVER_IP; the client waits until uwarp answers ARP for it
+# (its port is up; it listens right after), then connects, again while
+# the server refuses (not listening yet), at most 10 times. MODE siw-rping:
+# Debian's rping, ITERS pings of SIZE octets checked (-V), on uwarp's
+# drop-in libraries over DPDK in VM b (uwarp-run) against Debian's rping
+# on siw in VM a (eth0, KERNEL_IP), siw serving first, then uwarp.
+# Prints "uwvm: NAME ROLE rc=STATUS" after each and stops at the first
+# failure (the other side would wait for it), with that status.
 
 SERVER_IP=10.88.0.12
 CLIENT_IP=10.88.0.13
+KERNEL_IP=10.88.0.2
 PORT=18515
 PMDS=/usr/lib/dpdk-pmds
+# The longest any one program may run (a few seconds is usual under TCG):
+# a hang fails its scenario with status 124, its output shown.
+LIMIT=120
 
+# busybox's sh has pipefail: a status survives `| tee`.
+# shellcheck disable=SC3040
+set -o pipefail
 role="$1"
 shift
 
-# uwarp-perf's client, after the server's ARP answer, retried while refused.
-connect() {
+# Waits until something answers ARP for address $1 (at most 2 minutes).
+await_arp() {
     n=0
-    until arping -q -c 1 -w 2 -I eth0 "$SERVER_IP"; do
+    until arping -q -c 1 -w 2 -I eth0 "$1"; do
         n=$((n + 1))
-        [ "$n" -lt 60 ] || { echo "uwvm: the server never answered ARP"; return 1; }
+        [ "$n" -lt 60 ] || { echo "uwvm: nothing answered ARP for $1"; return 1; }
     done
+}
+
+# Runs the command line "$@" (its output shown and kept in /tmp/side.out),
+# again while it says $RETRY_WHILE (the server is not listening yet), at most 10 times;
+# returns its status.
+retried() {
     n=0
     while :; do
         n=$((n + 1))
-        # $extra is several options; the word splitting is wanted.
-        # shellcheck disable=SC2086
-        uwarp-perf "$mode" --connect "$SERVER_IP:$PORT" --eal "-a $pci -d $PMDS" \
-            --ip "$CLIENT_IP/24" --cores "$cores" $extra > /tmp/client.out 2>&1
+        "$@" 2>&1 | tee /tmp/side.out
         rc=$?
-        cat /tmp/client.out
-        if ! grep -q 'refused the connection' /tmp/client.out || [ "$n" -ge 5 ]; then
+        if ! grep -q "$RETRY_WHILE" /tmp/side.out || [ "$n" -ge 10 ]; then
             return "$rc"
         fi
         sleep 1
     done
+}
+
+# Debian's program "$@" on uwarp's drop-in libraries over DPDK on the NIC
+# at $pci, uwarp's address $UWARP_IP, saying which device it opened and
+# the PMD that probed the NIC; a client holds its first FPDU back after
+# the MPA Reply (siw's accept race, docs/siw-interop.md).
+on_uwarp() {
+    timeout "$LIMIT" uwarp-run --transport dpdk --eal "-a $pci -d $PMDS --log-level=info" \
+        --ip "$UWARP_IP/24" --log info --first-fpdu-delay-ms 200 "$@"
+}
+
+# Whether the rping run whose output is /tmp/side.out and status $1 went
+# well: exit 0, or 255 right after rping's own exit race (its CM thread
+# finds the event channel closed as it exits); with $2, that many pings
+# printed (-v).
+rping_ok() {
+    if [ "$1" -ne 0 ]; then
+        [ "$1" -eq 255 ] && grep -q 'rdma_get_cm_event: Bad file descriptor' /tmp/side.out \
+            || return 1
+    fi
+    ! grep -q 'data mismatch' /tmp/side.out || return 1
+    [ -z "$2" ] || [ "$(grep -c '^ping data: rdma-ping-' /tmp/side.out)" -eq "$2" ]
+}
+
+# One side of siw-rping: siw's server and uwarp's client, then uwarp's
+# server and siw's client.
+siw_rping() {
+    RETRY_WHILE='REJECTED\|refused\|unreachable'
+    case "$role" in
+    server)
+        timeout "$LIMIT" rping -s -a "$KERNEL_IP" -C "$iters" -S "$size" -V 2>&1 | tee /tmp/side.out
+        rping_ok "$?" || return 1
+        await_arp "$CLIENT_IP" || return 1
+        retried timeout "$LIMIT" rping -c -a "$CLIENT_IP" -C "$iters" -S "$size" -V -v
+        rping_ok "$?" "$iters" ;;
+    client)
+        UWARP_IP=$CLIENT_IP
+        retried on_uwarp rping -c -a "$KERNEL_IP" -C "$iters" -S "$size" -V -v
+        rping_ok "$?" "$iters" || return 1
+        on_uwarp rping -s -a "$CLIENT_IP" -C "$iters" -S "$size" -V 2>&1 | tee /tmp/side.out
+        rping_ok "$?" ;;
+    esac
+}
+
+# uwarp-perf's client, after the server's ARP answer, retried while refused.
+connect() {
+    await_arp "$SERVER_IP" || return 1
+    RETRY_WHILE='refused the connection'
+    # $extra is several options; the word splitting is wanted.
+    # shellcheck disable=SC2086
+    retried timeout "$LIMIT" uwarp-perf "$mode" --connect "$SERVER_IP:$PORT" --eal "-a $pci -d $PMDS" \
+        --ip "$CLIENT_IP/24" --cores "$cores" $extra
 }
 
 for scenario in "$@"; do
@@ -50,11 +115,12 @@ $scenario
 EOF
     extra="-s $size -n $iters"
     case "$mode" in *-bw) extra="$extra -q $qps" ;; esac
-    case "$role" in
-    server)
-        uwarp-perf "$mode" --server --port "$PORT" --eal "-a $pci -d $PMDS" \
+    case "$mode,$role" in
+    siw-rping,server|siw-rping,client) siw_rping ;;
+    *,server)
+        timeout "$LIMIT" uwarp-perf "$mode" --server --port "$PORT" --eal "-a $pci -d $PMDS" \
             --ip "$SERVER_IP/24" --cores "$cores" 2>&1 ;;
-    client) connect ;;
+    *,client) connect ;;
     *) echo "uwvm: no role $role"; exit 2 ;;
     esac
     rc=$?
