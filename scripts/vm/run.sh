@@ -19,6 +19,10 @@
 #                     DPDK (virtio) in VM b against Debian's rping on siw
 #                     in VM a, both roles (--iters pings of --size octets,
 #                     default 10 of 3000 here)
+#   kernel-tcp        uwarp's TCP (uwarp-perf tcp, virtio) in VM b against
+#                     VM a's kernel TCP, --size octets each way (default
+#                     16 MiB here; at most a few hundred MiB in 1 GiB VMs),
+#                     SHA-256 compared
 #
 # Options:
 #   --size N          message size (default 65536)
@@ -52,7 +56,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 
-usage() { sed -n 's/^# \{0,1\}//;2,49p' "$0" >&2; exit 2; }
+usage() { sed -n 's/^# \{0,1\}//;2,53p' "$0" >&2; exit 2; }
 
 size=65536 iters=200 cores=1 qps=1 accel=auto timeout=300 size_given="" iters_given=""
 needs_perf="" needs_verbs=""
@@ -81,11 +85,12 @@ for scenario in "${scenarios[@]}"; do
     case "$scenario" in
     virtio-rss) nic=virtio mode=write-bw c=2 q=8 ;;
     siw-rping) nic=virtio mode=siw-rping s="${size_given:-3000}" i="${iters_given:-10}" ;;
+    kernel-tcp) nic=virtio mode=kernel-tcp s="${size_given:-16777216}" ;;
     *) nic="${scenario%%-*}" mode="${scenario#*-}" ;;
     esac
     case "$nic" in virtio) pci=0000:00:04.0 ;; e1000e) pci=0000:00:05.0 ;; *) usage ;; esac
     case "$mode" in
-    write-bw|read-bw|send-bw|write-lat|read-lat|send-lat) needs_perf=1 ;;
+    write-bw|read-bw|send-bw|write-lat|read-lat|send-lat|kernel-tcp) needs_perf=1 ;;
     siw-rping) needs_verbs=1 ;;
     *) usage ;;
     esac
@@ -239,11 +244,36 @@ for name in a b; do
         fail "VM $name did not boot (see $log/vm-console-$name.log and $work/qemu-$name.log)"
     fi
 done
+# kernel-tcp's digests: what the kernel received against what uwarp's
+# source sent, what the kernel sent against what uwarp's sink received.
+compare_digests() {
+    local got
+    got="$(tr -d '\r' < "$work/a.out")"
+    local kernel_received kernel_sent uwarp_sent uwarp_received
+    kernel_received="$(sed -n 's/^uwvm: kernel received //p' <<< "$got")"
+    kernel_sent="$(sed -n 's/^uwvm: kernel sent //p' <<< "$got")"
+    got="$(tr -d '\r' < "$work/b.out")"
+    uwarp_sent="$(sed -n 's/^  sha256 sent *//p' <<< "$got" | head -n 1)"
+    uwarp_received="$(sed -n 's/^  sha256 received *//p' <<< "$got" | tail -n 1)"
+    if [ -z "$kernel_received" ] || [ "$kernel_received" != "$uwarp_sent" ]; then
+        echo "vm: kernel-tcp: failed: uwarp sent SHA-256 ${uwarp_sent:-none}, the kernel received ${kernel_received:-none}"
+        return 1
+    fi
+    if [ -z "$kernel_sent" ] || [ "$kernel_sent" != "$uwarp_received" ]; then
+        echo "vm: kernel-tcp: failed: the kernel sent SHA-256 ${kernel_sent:-none}, uwarp received ${uwarp_received:-none}"
+        return 1
+    fi
+    echo "vm: kernel-tcp: SHA-256 equal both ways ($uwarp_sent, $kernel_sent)"
+}
+
 # Each scenario: both sides' verdicts, in turn.
 for scenario in "${scenarios[@]}"; do
     server="$(sed -n "s/^uwvm: $scenario server rc=\([0-9]*\).*/\1/p" "$work/a.out")"
     client="$(sed -n "s/^uwvm: $scenario client rc=\([0-9]*\).*/\1/p" "$work/b.out")"
     if [ "$server" = 0 ] && [ "$client" = 0 ]; then
+        if [ "$scenario" = kernel-tcp ]; then
+            compare_digests || exit 1
+        fi
         echo "vm: $scenario: passed"
         continue
     fi

@@ -13,7 +13,11 @@
 # the server refuses (not listening yet), at most 10 times. MODE siw-rping:
 # Debian's rping, ITERS pings of SIZE octets checked (-V), on uwarp's
 # drop-in libraries over DPDK in VM b (uwarp-run) against Debian's rping
-# on siw in VM a (eth0, KERNEL_IP), siw serving first, then uwarp.
+# on siw in VM a (eth0, KERNEL_IP), siw serving first, then uwarp. MODE
+# kernel-tcp: SIZE octets each way between uwarp's TCP in VM b
+# (uwarp-perf tcp) and VM a's kernel TCP (nc); each side prints the
+# SHA-256 of what it sent and received ("uwvm: kernel sent|received HEX"
+# in VM a), which run.sh compares.
 # Prints "uwvm: NAME ROLE rc=STATUS" after each and stops at the first
 # failure (the other side would wait for it), with that status.
 
@@ -99,6 +103,29 @@ siw_rping() {
     esac
 }
 
+# One side of kernel-tcp: the kernel receives, then sends; uwarp sends,
+# then receives. busybox's nc half-closes when its input ends, and ends
+# when the peer closes.
+kernel_tcp() {
+    RETRY_WHILE='reset: sent 0 B, received 0 B'
+    case "$role" in
+    server)
+        timeout "$LIMIT" nc -l -p 5201 < /dev/null | sha256sum > /tmp/sum || return 1
+        echo "uwvm: kernel received $(cut -d' ' -f1 /tmp/sum)"
+        mkfifo /tmp/sent
+        sha256sum < /tmp/sent > /tmp/sum &
+        head -c "$size" /dev/urandom | tee /tmp/sent | timeout "$LIMIT" nc -l -p 5202 > /dev/null \
+            || return 1
+        wait
+        echo "uwvm: kernel sent $(cut -d' ' -f1 /tmp/sum)" ;;
+    client)
+        set -- --eal "-a $pci -d $PMDS" --ip "$CLIENT_IP/24"
+        retried timeout "$LIMIT" uwarp-perf tcp --role source --bytes "$size" \
+            --connect "$KERNEL_IP:5201" "$@" || return 1
+        retried timeout "$LIMIT" uwarp-perf tcp --role sink --connect "$KERNEL_IP:5202" "$@" ;;
+    esac
+}
+
 # uwarp-perf's client, after the server's ARP answer, retried while refused.
 connect() {
     await_arp "$SERVER_IP" || return 1
@@ -117,6 +144,7 @@ EOF
     case "$mode" in *-bw) extra="$extra -q $qps" ;; esac
     case "$mode,$role" in
     siw-rping,server|siw-rping,client) siw_rping ;;
+    kernel-tcp,server|kernel-tcp,client) kernel_tcp ;;
     *,server)
         timeout "$LIMIT" uwarp-perf "$mode" --server --port "$PORT" --eal "-a $pci -d $PMDS" \
             --ip "$SERVER_IP/24" --cores "$cores" 2>&1 ;;
