@@ -25,10 +25,7 @@
 //! Needs root (taps, a bridge), qemu and cpio (`scripts/setup.sh`). Under
 //! TCG the boot and the three scenarios take about 40 s.
 
-use std::path::Path;
-use std::process::Command;
-
-use uwarp_testing::{root_or_skip, serial};
+use uwarp_testing::{pci_vms, root_or_skip, serial};
 
 /// The scenarios, each with what its client's "data verified" line says.
 const SCENARIOS: [(&str, &str); 3] = [
@@ -67,22 +64,11 @@ fn uwarp_perf_between_two_vms_on_virtio_and_e1000e_with_rss() {
         return;
     }
     let _serial = serial();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/vm/run.sh");
-    let bin = Path::new(env!("CARGO_BIN_EXE_uwarp-perf"))
-        .parent()
-        .expect("uwarp-perf's directory");
-    let output = Command::new("bash")
-        .arg(script)
-        .arg("--bin")
-        .arg(bin)
-        .args(["--timeout", "300"])
-        .args(SCENARIOS.map(|(name, _)| name))
-        .output()
-        .expect("run scripts/vm/run.sh");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let shown = format!("stdout:\n{stdout}\nstderr:\n{stderr}");
-    assert!(output.status.success(), "run.sh failed:\n{shown}");
+    let run = pci_vms::run(
+        env!("CARGO_BIN_EXE_uwarp-perf"),
+        &SCENARIOS.map(|(name, _)| name),
+    );
+    let (stdout, shown) = (&run.stdout, &run.shown);
 
     for vm in ["a", "b"] {
         for wanted in [
@@ -98,7 +84,7 @@ fn uwarp_perf_between_two_vms_on_virtio_and_e1000e_with_rss() {
             );
         }
     }
-    let (servers, clients) = (sections(&stdout, "a"), sections(&stdout, "b"));
+    let (servers, clients) = (sections(stdout, "a"), sections(stdout, "b"));
     assert_eq!(servers.len(), SCENARIOS.len(), "server sections:\n{shown}");
     assert_eq!(clients.len(), SCENARIOS.len(), "client sections:\n{shown}");
     for (i, (name, verified)) in SCENARIOS.into_iter().enumerate() {

@@ -9,10 +9,7 @@
 //!
 //! Needs root (taps, a bridge), qemu and cpio (`scripts/setup.sh`).
 
-use std::path::Path;
-use std::process::Command;
-
-use uwarp_testing::{root_or_skip, serial};
+use uwarp_testing::{pci_vms, root_or_skip, serial};
 
 /// The pings each client sends.
 const PINGS: usize = 10;
@@ -23,27 +20,12 @@ fn debian_rping_on_uwarp_in_a_vm_against_siw_in_another_both_roles() {
         return;
     }
     let _serial = serial();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/vm/run.sh");
-    let bin = Path::new(env!("CARGO_BIN_EXE_uwarp-run"))
-        .parent()
-        .expect("uwarp-run's directory");
-    let output = Command::new("bash")
-        .arg(script)
-        .arg("--bin")
-        .arg(bin)
-        .args([
-            "--timeout",
-            "300",
-            "--iters",
-            &PINGS.to_string(),
-            "siw-rping",
-        ])
-        .output()
-        .expect("run scripts/vm/run.sh");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let shown = format!("stdout:\n{stdout}\nstderr:\n{stderr}");
-    assert!(output.status.success(), "run.sh failed:\n{shown}");
+    let pings = PINGS.to_string();
+    let run = pci_vms::run(
+        env!("CARGO_BIN_EXE_uwarp-run"),
+        &["--iters", &pings, "siw-rping"],
+    );
+    let (stdout, shown) = (&run.stdout, &run.shown);
     assert!(
         stdout.contains("vm: siw-rping: passed"),
         "no verdict:\n{shown}"
