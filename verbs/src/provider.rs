@@ -158,9 +158,14 @@ fn open() -> Result<Opened, (i32, String)> {
     })
 }
 
-/// `UWARP_FIRST_FPDU_DELAY_MS`, zero when unset.
+/// The environment variable `name`, when it is set and not empty.
+fn setting(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|value| !value.is_empty())
+}
+
+/// `UWARP_FIRST_FPDU_DELAY_MS`, zero when unset or empty.
 fn first_fpdu_delay_setting() -> Result<Duration, String> {
-    let Ok(value) = std::env::var("UWARP_FIRST_FPDU_DELAY_MS") else {
+    let Some(value) = setting("UWARP_FIRST_FPDU_DELAY_MS") else {
         return Ok(Duration::ZERO);
     };
     value
@@ -190,8 +195,7 @@ fn describe(address: &Option<Ipv4Addr>) -> String {
 
 /// The DPDK transport's settings from the environment.
 fn dpdk_config() -> Result<DpdkConfig, String> {
-    let var = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
-    let mut eal: Vec<String> = var("UWARP_EAL")
+    let mut eal: Vec<String> = setting("UWARP_EAL")
         .ok_or("UWARP_TRANSPORT=dpdk needs UWARP_EAL, e.g. \"--vdev net_tap0,iface=uw0\"")?
         .split_whitespace()
         .map(str::to_owned)
@@ -199,18 +203,18 @@ fn dpdk_config() -> Result<DpdkConfig, String> {
     if !eal.iter().any(|arg| arg.starts_with("--log-level")) {
         eal.push(log::level().eal_argument().to_owned());
     }
-    let ip = var("UWARP_IP").ok_or("UWARP_TRANSPORT=dpdk needs UWARP_IP, e.g. 10.0.0.2/24")?;
+    let ip = setting("UWARP_IP").ok_or("UWARP_TRANSPORT=dpdk needs UWARP_IP, e.g. 10.0.0.2/24")?;
     let mut host = HostConfig::from_cidr(&ip).map_err(|e| format!("UWARP_IP={e}"))?;
-    if let Some(mac) = var("UWARP_MAC") {
+    if let Some(mac) = setting("UWARP_MAC") {
         host.mac = Some(parse_mac(&mac).map_err(|e| format!("UWARP_MAC={e}"))?);
     }
-    if let Some(gateway) = var("UWARP_GATEWAY") {
+    if let Some(gateway) = setting("UWARP_GATEWAY") {
         let parsed: Ipv4Addr = gateway
             .parse()
             .map_err(|_| format!("UWARP_GATEWAY={gateway}: expected an IPv4 address"))?;
         host.gateway = Some(parsed);
     }
-    match (var("UWARP_CORES"), var("UWARP_CPUS")) {
+    match (setting("UWARP_CORES"), setting("UWARP_CPUS")) {
         (Some(_), Some(_)) => {
             return Err(
                 "give UWARP_CORES (how many cores) or UWARP_CPUS (which CPUs), not both"
@@ -232,7 +236,7 @@ fn dpdk_config() -> Result<DpdkConfig, String> {
         }
         (None, None) => {}
     }
-    let port = match var("UWARP_PORT") {
+    let port = match setting("UWARP_PORT") {
         Some(name) => DpdkPort::Named(name),
         None => DpdkPort::first_in_eal(&eal)
             .ok_or("name the DPDK port with UWARP_PORT, or give a --vdev or -a in UWARP_EAL")?,
