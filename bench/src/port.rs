@@ -9,12 +9,13 @@
 
 use smoltcp::wire::{EthernetAddress, Ipv4Address};
 use uwarp::{parse_mac, CoreThreads, DpdkConfig, DpdkPort, HostConfig};
-use uwarp_dataplane::runtime::Placement;
+use uwarp_dataplane::runtime::{ImpairConfig, Placement};
 use uwarp_dataplane::{Device, Eal};
 
 /// A DPDK port and this host's addresses on it, as the command line
-/// gives them (`--eal`, `--device`, `--ip`, `--mac`, `--gateway`), and
-/// its cores (`--cores`, `--cpus`).
+/// gives them (`--eal`, `--device`, `--ip`, `--mac`, `--gateway`), its
+/// cores (`--cores`, `--cpus`), and how its frames go (`--impair-rx`,
+/// `--payloads-by-reference`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct PortHost {
     /// EAL arguments (e.g. `--vdev net_tap0,iface=uw0`).
@@ -33,12 +34,17 @@ pub struct PortHost {
     pub cores: u16,
     /// Where the cores' threads run (`--cpus`).
     pub placement: Placement,
+    /// What the receive path's impairment stage does (`--impair-rx`).
+    pub impair_rx: ImpairConfig,
+    /// Send TCP payloads by reference where the device allows
+    /// (`--payloads-by-reference`, `HostConfig::payloads_by_reference`).
+    pub payloads_by_reference: bool,
 }
 
 impl PortHost {
     /// The host of the options: `eal` split at white space, `ip` as
     /// ADDRESS/PREFIX, `mac` as six hex octets; one dataplane core,
-    /// unpinned.
+    /// unpinned; no impairment; payloads copied.
     pub fn parse(
         eal: &str,
         device: Option<&str>,
@@ -59,6 +65,8 @@ impl PortHost {
             gateway,
             cores: 1,
             placement: Placement::Unpinned,
+            impair_rx: ImpairConfig::default(),
+            payloads_by_reference: false,
         })
     }
 
@@ -77,6 +85,8 @@ impl PortHost {
         host.gateway = self.gateway;
         host.dataplane_cores = self.cores;
         host.placement = self.placement.clone();
+        host.impairment.rx = self.impair_rx;
+        host.payloads_by_reference = self.payloads_by_reference;
         let mut dpdk = DpdkConfig::new(port, host, threads);
         dpdk.eal = Some(self.eal.clone());
         Ok(dpdk)

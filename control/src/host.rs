@@ -60,10 +60,11 @@ pub struct HostConfig {
     /// [`PortConfig::memory_link_offloads`]: uwarp_dataplane::PortConfig::memory_link_offloads
     pub memory_link_offloads: bool,
     /// Send TCP payloads by reference where the device allows (see
-    /// [`PortConfig::payloads_by_reference`]: today a memory link with
-    /// `memory_link_offloads`): from the send queue, or from registered
-    /// memory for payloads that zero-copy transmit leaves there. Off by
-    /// default.
+    /// [`PortConfig::payloads_by_reference`]: a memory link with
+    /// `memory_link_offloads`, or a PCI NIC with TCP checksum offload on
+    /// VFIO, for which the memory is DMA-mapped): from the send queue, or
+    /// from registered memory for payloads that zero-copy transmit leaves
+    /// there. Off by default.
     ///
     /// [`PortConfig::payloads_by_reference`]: uwarp_dataplane::PortConfig::payloads_by_reference
     pub payloads_by_reference: bool,

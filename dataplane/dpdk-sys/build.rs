@@ -110,7 +110,8 @@ fn main() {
             "rte_(eal_init|eal_cleanup|eal_iova_mode|eal_process_type|eal_hotplug_(add|remove)\
              |strerror|socket_id|lcore_to_socket_id|lcore_count|get_main_lcore\
              |eth_.*|pktmbuf_pool_create.*|pktmbuf_free_bulk|mempool_.*\
-             |ring_(create|free|lookup)|vdev_(init|uninit)|mem_virt2iova|thread_(register|unregister))",
+             |ring_(create|free|lookup)|vdev_(init|uninit)|mem_virt2iova|thread_(register|unregister)\
+             |dev_bus|bus_name|vfio_container_dma_(map|unmap))",
         )
         .allowlist_function("shim_.*")
         .allowlist_type("rte_eth_(link|stats|xstat|xstat_name|dev_info|conf|rxconf|txconf)")
@@ -118,7 +119,7 @@ fn main() {
         .allowlist_var(
             "RTE_(ETH|MBUF|PKTMBUF|MEMPOOL|RING|IOVA|MAX|ETHER|PMD|MEMZONE|LOGTYPE)_.*\
              |RTE_ETH_(LINK|SPEED|RSS|MQ)_.*|RTE_MBUF_F_.*|RTE_BAD_IOVA|LCORE_ID_ANY|SOCKET_ID_ANY\
-             |RING_F_.*|RTE_PKTMBUF_HEADROOM|RTE_MBUF_DEFAULT_.*",
+             |RING_F_.*|RTE_PKTMBUF_HEADROOM|RTE_MBUF_DEFAULT_.*|RTE_VFIO_DEFAULT_CONTAINER_FD",
         )
         // The errno values DPDK returns negated.
         .allowlist_var("E(NOTSUP|NODEV|INVAL|NOMEM|NOSPC|EXIST|OVERFLOW|NOENT|AGAIN|BUSY|PERM|IO)");

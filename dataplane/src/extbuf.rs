@@ -11,12 +11,19 @@
 //! and unmoved for as long as any device or mbuf can read them.
 //! [`Mbuf::from_external`] is the one-mbuf case, with no `unsafe` on the
 //! caller's side.
+//!
+//! For a PCI device the holder also keeps the region's DMA mapping
+//! ([`ExternalRegion::map_for_dma`], [`crate::dma`]), made by the first
+//! frame that needs it and dropped before the owner, when the last frame
+//! is freed: the memory stays mapped for as long as a device may read it.
 
 use std::ffi::c_void;
 use std::ops::Range;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::OnceLock;
 
+use crate::dma::{self, DmaMapping};
 use crate::eal::Eal;
 use crate::error::{Error, Result};
 use crate::mbuf::Mbuf;
@@ -26,12 +33,24 @@ use crate::mempool::Mempool;
 /// limit (the handle holds one more).
 const MAX_ATTACHED: u16 = u16::MAX - 1;
 
-/// The buffer's owner and the DPDK record of it, in one allocation whose
-/// address does not change. `shinfo` comes first, so a pointer to the
-/// holder is a pointer to it.
+/// What every holder starts with, whatever its owner: the DPDK record of
+/// the buffer, and its DMA mapping once a frame needed one. `shinfo`
+/// comes first, so a pointer to the head is a pointer to it.
+#[repr(C)]
+struct HolderHead {
+    shinfo: dpdk_sys::rte_mbuf_ext_shared_info,
+    /// Set by the first [`ExternalRegion::map_for_dma`]: the mapping, or
+    /// `None` when it was refused.
+    dma: OnceLock<Option<DmaMapping>>,
+}
+
+/// The buffer's owner, after the head, in one allocation whose address
+/// does not change. The head comes first, so a pointer to the holder is a
+/// pointer to it; it is also dropped first, so the memory is unmapped
+/// before its owner frees it.
 #[repr(C)]
 struct ExtHolder<B> {
-    shinfo: dpdk_sys::rte_mbuf_ext_shared_info,
+    head: HolderHead,
     owner: B,
 }
 
@@ -51,15 +70,18 @@ unsafe extern "C" fn free_holder<B>(_addr: *mut c_void, opaque: *mut c_void) {
 /// whose callback frees the box.
 fn hold<B: Send + 'static>(owner: B) -> NonNull<ExtHolder<B>> {
     let holder = Box::into_raw(Box::new(ExtHolder {
-        shinfo: dpdk_sys::rte_mbuf_ext_shared_info {
-            free_cb: Some(free_holder::<B>),
-            fcb_opaque: std::ptr::null_mut(),
-            refcnt: 1,
+        head: HolderHead {
+            shinfo: dpdk_sys::rte_mbuf_ext_shared_info {
+                free_cb: Some(free_holder::<B>),
+                fcb_opaque: std::ptr::null_mut(),
+                refcnt: 1,
+            },
+            dma: OnceLock::new(),
         },
         owner,
     }));
     // SAFETY: holder is a live, leaked box, exclusively ours.
-    unsafe { (*holder).shinfo.fcb_opaque = holder.cast::<c_void>() };
+    unsafe { (*holder).head.shinfo.fcb_opaque = holder.cast::<c_void>() };
     // SAFETY: Box::into_raw never gives null.
     unsafe { NonNull::new_unchecked(holder) }
 }
@@ -68,7 +90,7 @@ fn hold<B: Send + 'static>(owner: B) -> NonNull<ExtHolder<B>> {
 /// handle and every such mbuf are gone.
 #[derive(Debug)]
 pub struct ExternalRegion {
-    shinfo: NonNull<dpdk_sys::rte_mbuf_ext_shared_info>,
+    head: NonNull<HolderHead>,
     base: *const u8,
     len: usize,
 }
@@ -76,8 +98,8 @@ pub struct ExternalRegion {
 // SAFETY: the handle's only state is the holder, whose owner is Send, and
 // its reference count, which is atomic (DPDK's builtins and ours).
 unsafe impl Send for ExternalRegion {}
-// SAFETY: `&ExternalRegion` only reads base/len and adds references
-// atomically.
+// SAFETY: `&ExternalRegion` only reads base/len, adds references
+// atomically, and sets the DMA mapping through a `OnceLock`.
 unsafe impl Sync for ExternalRegion {}
 
 impl ExternalRegion {
@@ -90,7 +112,7 @@ impl ExternalRegion {
     /// send queue rewrites only acknowledged octets).
     pub unsafe fn new<B: Send + 'static>(owner: B, base: *const u8, len: usize) -> Self {
         ExternalRegion {
-            shinfo: hold(owner).cast(),
+            head: hold(owner).cast(),
             base,
             len,
         }
@@ -109,7 +131,7 @@ impl ExternalRegion {
         ExternalRegion {
             base: bytes.as_ptr(),
             len: bytes.len(),
-            shinfo: holder.cast(),
+            head: holder.cast(),
         }
     }
 
@@ -118,7 +140,26 @@ impl ExternalRegion {
         // SAFETY: the shared info lives as long as any reference, and this
         // handle holds one; DPDK updates the field with atomic builtins
         // only, which AtomicU16 matches.
-        unsafe { AtomicU16::from_ptr(&raw mut (*self.shinfo.as_ptr()).refcnt) }
+        unsafe { AtomicU16::from_ptr(&raw mut (*self.shinfo()).refcnt) }
+    }
+
+    /// The DPDK record of the buffer, first in the holder.
+    fn shinfo(&self) -> *mut dpdk_sys::rte_mbuf_ext_shared_info {
+        self.head.as_ptr().cast()
+    }
+
+    /// Maps the region's memory for DMA by a PCI device ([`crate::dma`])
+    /// unless a call did already; whether it is mapped. The first call
+    /// decides: a region whose mapping was refused stays unmapped (its
+    /// frames are copied), and a mapped one stays mapped until its last
+    /// frame is freed.
+    pub fn map_for_dma(&self) -> bool {
+        // SAFETY: the head lives as long as any reference, and this handle
+        // holds one; `OnceLock` makes the first caller's mapping the only
+        // one, whichever thread calls.
+        let dma = unsafe { &(*self.head.as_ptr()).dma };
+        dma.get_or_init(|| dma::map(self.base, self.len).ok())
+            .is_some()
     }
 
     /// Where `bytes` begins in the region, when it lies inside it.
@@ -188,7 +229,7 @@ impl ExternalRegion {
                 addr.cast_mut().cast::<c_void>(),
                 addr as u64,
                 len,
-                self.shinfo.as_ptr(),
+                self.shinfo(),
             );
             // attach_extbuf leaves data_len 0 at offset 0: cover the bytes.
             let p = dpdk_sys::shim_rte_pktmbuf_append(raw, len);
@@ -208,7 +249,7 @@ impl Drop for ExternalRegion {
             // region, so the holder goes, through the callback DPDK would
             // have called.
             unsafe {
-                let shinfo = self.shinfo.as_ptr();
+                let shinfo = self.shinfo();
                 if let Some(free) = (*shinfo).free_cb {
                     free(self.base.cast_mut().cast(), (*shinfo).fcb_opaque);
                 }

@@ -6,6 +6,7 @@
 //! - [`mempool`]: pktmbuf pools, one per core, freed on drop.
 //! - [`mbuf`]: owned mbufs ([`Mbuf`]), slices of their data, chains.
 //! - [`extbuf`]: mbufs over caller memory for zero-copy transmit.
+//! - [`dma`]: that memory DMA-mapped for PCI devices.
 //! - [`device`]: claiming ethdev ports, virtual devices, net_ring pairs.
 //! - [`port`]: configuring ports with N queue pairs, RSS and offloads.
 //! - [`queue`]: the receive and transmit bursts of one queue.
@@ -23,6 +24,7 @@
 //! configuring handle) so that the API needs no `unsafe` from its callers.
 
 pub mod device;
+pub mod dma;
 pub mod eal;
 pub mod error;
 pub mod extbuf;

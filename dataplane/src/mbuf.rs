@@ -25,6 +25,9 @@ const TX_CHECKSUM_FLAGS: u64 = dpdk_sys::RTE_MBUF_F_TX_IPV4
     | dpdk_sys::RTE_MBUF_F_TX_IP_CKSUM
     | dpdk_sys::RTE_MBUF_F_TX_TCP_CKSUM;
 
+/// The transmit flags that ask the device for a frame's TCP checksum only.
+const TX_TCP_CHECKSUM_FLAGS: u64 = dpdk_sys::RTE_MBUF_F_TX_IPV4 | dpdk_sys::RTE_MBUF_F_TX_TCP_CKSUM;
+
 /// An owned mbuf (the head of a chain of one or more segments).
 ///
 /// The layout is that of a `*mut rte_mbuf`, so a `[Mbuf]` can be passed to
@@ -221,9 +224,22 @@ impl Mbuf {
     ///
     /// [`TxQueue::offloads_tcp_checksums`]: crate::queue::TxQueue::offloads_tcp_checksums
     pub fn offload_tcp_checksums(&mut self, l2_len: u8, l3_len: u16) {
+        self.request_offloads(TX_CHECKSUM_FLAGS, l2_len, l3_len);
+    }
+
+    /// Like [`offload_tcp_checksums`](Self::offload_tcp_checksums), for
+    /// the TCP checksum alone (a device that fills no IPv4 header
+    /// checksum, as virtio's): the frame's IPv4 checksum must be the right
+    /// one, its TCP checksum field the pseudo-header's sum.
+    pub fn offload_tcp_checksum(&mut self, l2_len: u8, l3_len: u16) {
+        self.request_offloads(TX_TCP_CHECKSUM_FLAGS, l2_len, l3_len);
+    }
+
+    /// Sets the offload request `flags` and the header lengths they need.
+    fn request_offloads(&mut self, flags: u64, l2_len: u8, l3_len: u16) {
         // SAFETY: self owns a valid mbuf; &mut self makes this the only view.
         let head = unsafe { self.0.as_mut() };
-        head.ol_flags |= TX_CHECKSUM_FLAGS;
+        head.ol_flags |= flags;
         // The `tx_offload` word packs l2_len in bits 0-6 and l3_len in
         // bits 7-15.
         head.__bindgen_anon_3.tx_offload =

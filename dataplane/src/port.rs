@@ -60,9 +60,13 @@ pub struct PortConfig {
     /// ([`FrameSink::send_tcp_frame_referencing`]), instead of copied into
     /// the frame. A memory link with
     /// [`memory_link_offloads`](Self::memory_link_offloads) allows it
-    /// (its peer reads the bytes where they lie); other devices copy, for
-    /// now (a NIC needs the memory DMA-mapped). Off by default: on the
-    /// loopback it measured slower than the copy (see ARCHITECTURE.md).
+    /// (its peer reads the bytes where they lie), and so does a PCI
+    /// device with TCP checksum offload when the EAL runs in IOVA-as-VA
+    /// mode (VFIO): each region is mapped for its DMA by the first frame
+    /// that references it ([`crate::dma`]; where that is refused, its
+    /// frames are copied). Other virtual devices copy. Off by default: on
+    /// the loopback it measured slower than the copy (see
+    /// ARCHITECTURE.md).
     ///
     /// [`FrameSink::send_tcp_frame_referencing`]: crate::net::FrameSink::send_tcp_frame_referencing
     pub payloads_by_reference: bool,
@@ -172,6 +176,9 @@ pub(crate) struct PortShared {
     pub(crate) memory_link_offloads: bool,
     /// [`PortConfig::payloads_by_reference`], where the device allows it.
     pub(crate) payloads_by_reference: bool,
+    /// Whether memory sent by reference is first mapped for the device's
+    /// DMA: a PCI device, with the EAL in IOVA-as-VA mode.
+    pub(crate) map_payloads_for_dma: bool,
     _rx_pools: Vec<Arc<Mempool>>,
 }
 
@@ -195,6 +202,26 @@ pub struct Queues {
     pub tx: Vec<TxQueue>,
 }
 
+/// The name of the bus `device` is on (`pci`, `vdev`, ...), if it has one.
+fn bus_name(device: *mut dpdk_sys::rte_device) -> Option<&'static str> {
+    if device.is_null() {
+        return None;
+    }
+    // SAFETY: `device` is the live device of a port from
+    // `rte_eth_dev_info_get`; a bus and its name are static in DPDK.
+    unsafe {
+        let bus = dpdk_sys::rte_dev_bus(device);
+        if bus.is_null() {
+            return None;
+        }
+        let name = dpdk_sys::rte_bus_name(bus);
+        if name.is_null() {
+            return None;
+        }
+        std::ffi::CStr::from_ptr(name).to_str().ok()
+    }
+}
+
 /// A configured ethdev port.
 #[derive(Debug)]
 pub struct Port {
@@ -212,7 +239,7 @@ impl Port {
     /// `rx_pools[q]`, or from `rx_pools[0]` when only one pool is given.
     /// The port is left stopped.
     pub fn configure(
-        _eal: &Eal,
+        eal: &Eal,
         device: Device,
         config: &PortConfig,
         rx_pools: &[Arc<Mempool>],
@@ -332,11 +359,18 @@ impl Port {
         }
 
         let memory_link_offloads = config.memory_link_offloads && device.is_memory_link();
-        let payloads_by_reference = config.payloads_by_reference && memory_link_offloads;
+        // A PCI device reads external buffers by DMA at their I/O address,
+        // which is the virtual one in IOVA-as-VA mode, once the memory is
+        // mapped for it (`crate::dma`); virtual devices other than memory
+        // links copy, as before.
+        let map_payloads_for_dma = eal.iova_is_va() && bus_name(info.device) == Some("pci");
+        let payloads_by_reference =
+            config.payloads_by_reference && (memory_link_offloads || map_payloads_for_dma);
         let shared = Arc::new(PortShared {
             port_id,
             memory_link_offloads,
             payloads_by_reference,
+            map_payloads_for_dma,
             device,
             started: AtomicBool::new(false),
             tx_offloads,

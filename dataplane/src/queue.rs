@@ -80,15 +80,22 @@ impl TxQueue {
         self.queue
     }
 
-    /// Whether the port computes the IPv4 header and TCP checksums of
-    /// frames sent with [`Mbuf::offload_tcp_checksums`] (both offloads
-    /// reported by the device and enabled), or a memory link stands in for
-    /// such a device ([`PortConfig::memory_link_offloads`]).
+    /// Whether the port computes the TCP checksums of frames sent with
+    /// [`Mbuf::offload_tcp_checksum`] (the offload reported by the device
+    /// and enabled), or a memory link stands in for such a device
+    /// ([`PortConfig::memory_link_offloads`]).
     ///
     /// [`PortConfig::memory_link_offloads`]: crate::PortConfig::memory_link_offloads
     pub fn offloads_tcp_checksums(&self) -> bool {
-        let both = dpdk_sys::RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | dpdk_sys::RTE_ETH_TX_OFFLOAD_TCP_CKSUM;
-        self.port.tx_offloads & both == both || self.port.memory_link_offloads
+        self.port.tx_offloads & dpdk_sys::RTE_ETH_TX_OFFLOAD_TCP_CKSUM != 0
+            || self.port.memory_link_offloads
+    }
+
+    /// Whether it also computes their IPv4 header checksums
+    /// ([`Mbuf::offload_tcp_checksums`]); virtio, for one, does not.
+    pub fn offloads_ipv4_checksums(&self) -> bool {
+        self.port.tx_offloads & dpdk_sys::RTE_ETH_TX_OFFLOAD_IPV4_CKSUM != 0
+            || self.port.memory_link_offloads
     }
 
     /// Whether frames carry their TCP payload by reference, in an
@@ -100,6 +107,12 @@ impl TxQueue {
     /// [`PortConfig::payloads_by_reference`]: crate::PortConfig::payloads_by_reference
     pub fn references_payloads(&self) -> bool {
         self.port.payloads_by_reference && self.offloads_tcp_checksums()
+    }
+
+    /// Whether the memory a frame's payload is referenced in must first be
+    /// mapped for the device's DMA ([`crate::dma`]): on a PCI device.
+    pub fn maps_payloads_for_dma(&self) -> bool {
+        self.port.map_payloads_for_dma
     }
 
     /// Transmits the packets of `pkts` from the front; returns how many the

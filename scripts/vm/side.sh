@@ -3,8 +3,10 @@
 # into the guests as /usr/bin/uwvm-side; busybox sh).
 #
 # Usage: uwvm-side server|client SCENARIO...
-# SCENARIO: NAME,PCI,MODE,CORES,SIZE,ITERS,QPS, e.g.
-#   virtio-write-bw,0000:00:04.0,write-bw,1,65536,200,1
+# SCENARIO: NAME,PCI,MODE,CORES,SIZE,ITERS,QPS,VARIANT, e.g.
+#   virtio-write-bw,0000:00:04.0,write-bw,1,65536,200,1,plain
+# (VARIANT zero-copy: both sides send payloads of 1024 octets and more
+# from registered memory by reference and lose 1% of what they receive).
 #
 # Runs the scenarios in turn on uwarp on the NIC at PCI (VM a is the
 # "server" side, VM b the "client" side). A uwarp-perf MODE: the server
@@ -133,21 +135,27 @@ connect() {
     # $extra is several options; the word splitting is wanted.
     # shellcheck disable=SC2086
     retried timeout "$LIMIT" uwarp-perf "$mode" --connect "$SERVER_IP:$PORT" --eal "-a $pci -d $PMDS" \
-        --ip "$CLIENT_IP/24" --cores "$cores" $extra
+        --ip "$CLIENT_IP/24" --cores "$cores" $extra $both
 }
 
 for scenario in "$@"; do
-    IFS=, read -r name pci mode cores size iters qps <<EOF
+    IFS=, read -r name pci mode cores size iters qps variant <<EOF
 $scenario
 EOF
     extra="-s $size -n $iters"
     case "$mode" in *-bw) extra="$extra -q $qps" ;; esac
+    # Options of both sides.
+    both=""
+    if [ "$variant" = zero-copy ]; then
+        both="--payloads-by-reference --zero-copy-from 1024 --impair-rx loss=0.01"
+    fi
     case "$mode,$role" in
     siw-rping,server|siw-rping,client) siw_rping ;;
     kernel-tcp,server|kernel-tcp,client) kernel_tcp ;;
     *,server)
+        # shellcheck disable=SC2086
         timeout "$LIMIT" uwarp-perf "$mode" --server --port "$PORT" --eal "-a $pci -d $PMDS" \
-            --ip "$SERVER_IP/24" --cores "$cores" 2>&1 ;;
+            --ip "$SERVER_IP/24" --cores "$cores" $both 2>&1 ;;
     *,client) connect ;;
     *) echo "uwvm: no role $role"; exit 2 ;;
     esac

@@ -79,6 +79,17 @@ pub(super) struct TwoHostArgs {
     /// acknowledges them. 0 turns it off; default 4096 (jumbo frames).
     #[arg(long, value_name = "BYTES")]
     zero_copy_from: Option<usize>,
+    /// Send payloads by reference (dpdk): each frame's TCP payload an
+    /// external-buffer segment into the send queue or the registered
+    /// memory zero-copy transmit sends from, not a copy. On a PCI NIC
+    /// (VFIO, IOVA as VA) that memory is mapped for the NIC's DMA;
+    /// devices that allow neither copy.
+    #[arg(long)]
+    payloads_by_reference: bool,
+    /// Impair what this side receives (dpdk), e.g. `loss=0.01` (`loss`,
+    /// `reorder`, `dup` probabilities, `delay`, `seed`; default off).
+    #[arg(long, value_name = "SPEC")]
+    impair_rx: Option<String>,
     /// Message size in octets (default: 65536 for bandwidth, 8 for
     /// latency).
     #[arg(long, short = 's', conflicts_with = "all")]
@@ -236,6 +247,10 @@ fn two_host_config(mode: Mode, args: &TwoHostArgs) -> Result<TwoHost, String> {
             )?;
             host.cores = args.cores.unwrap_or(1);
             host.placement = args.cpus.clone().unwrap_or(Placement::Unpinned);
+            host.payloads_by_reference = args.payloads_by_reference;
+            if let Some(impair) = &args.impair_rx {
+                host.impair_rx = impair.parse().map_err(|e| format!("--impair-rx: {e}"))?;
+            }
             if args.spin && host.placement == Placement::Unpinned {
                 return Err("--spin needs the cores on threads of their own (--cpus): \
                             inline, the measuring thread runs them as it waits"
@@ -254,9 +269,12 @@ fn two_host_config(mode: Mode, args: &TwoHostArgs) -> Result<TwoHost, String> {
                 || args.cores.is_some()
                 || args.cpus.is_some()
                 || args.zero_copy_from.is_some()
+                || args.payloads_by_reference
+                || args.impair_rx.is_some()
             {
-                return Err("--eal, --device, --mac, --gateway, --cores, --cpus and \
-                            --zero-copy-from are for --transport dpdk"
+                return Err("--eal, --device, --mac, --gateway, --cores, --cpus, \
+                            --zero-copy-from, --payloads-by-reference and --impair-rx \
+                            are for --transport dpdk"
                     .into());
             }
             let bind = args

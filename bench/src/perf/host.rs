@@ -2,8 +2,8 @@
 //! ([`uwarp::Device::close`]'s [`HostReport`], summed over the
 //! dataplane cores), as one line of text and as the JSON object `host`:
 //! the connection set-up of the control core, the frames received, those
-//! sent by reference and those gathered from pieces, and every way a
-//! frame was dropped.
+//! sent by reference (or copied for want of a DMA mapping) and those
+//! gathered from pieces, and every way a frame was dropped.
 
 use serde_json::{Map, Value};
 use uwarp::HostReport;
@@ -19,7 +19,7 @@ fn sum<T>(items: &[T], value: impl Fn(&T) -> u64) -> u64 {
 /// The control core's TCP, the connections reset at shutdown, the frames
 /// received, and the frames sent and received in pieces (payloads by
 /// reference).
-fn counts(r: &HostReport) -> [Count; 10] {
+fn counts(r: &HostReport) -> [Count; 11] {
     let s = &r.setup;
     [
         ("handed_over", "connections handed over", s.handed_over),
@@ -46,6 +46,11 @@ fn counts(r: &HostReport) -> [Count; 10] {
             "frames_referenced",
             "sent by reference",
             sum(&r.transmit, |t| t.payloads_referenced),
+        ),
+        (
+            "frames_unmapped",
+            "copied for want of a DMA mapping",
+            sum(&r.transmit, |t| t.payloads_unmapped),
         ),
         (
             "frames_gathered",

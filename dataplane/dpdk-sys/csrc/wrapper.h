@@ -14,5 +14,7 @@
 #include <rte_eth_ring.h>
 #include <rte_bus_vdev.h>
 #include <rte_dev.h>
+#include <rte_bus.h>
+#include <rte_vfio.h>
 
 #include "shim.h"

@@ -88,29 +88,31 @@ pub fn write_headers(
     HEADERS_LEN
 }
 
+/// A TCP datagram's addressing from 10.0.0.1 to 10.0.0.2, for tests.
+#[cfg(test)]
+pub(crate) fn test_header() -> Ipv4Header {
+    Ipv4Header {
+        src_mac: EthernetAddress([2, 0, 0, 0, 0, 1]),
+        dst_mac: EthernetAddress([2, 0, 0, 0, 0, 2]),
+        src: Ipv4Address::new(10, 0, 0, 1),
+        dst: Ipv4Address::new(10, 0, 0, 2),
+        protocol: IpProtocol::Tcp,
+        ttl: DEFAULT_TTL,
+        ident: 0x1234,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn header() -> Ipv4Header {
-        Ipv4Header {
-            src_mac: EthernetAddress([2, 0, 0, 0, 0, 1]),
-            dst_mac: EthernetAddress([2, 0, 0, 0, 0, 2]),
-            src: Ipv4Address::new(10, 0, 0, 1),
-            dst: Ipv4Address::new(10, 0, 0, 2),
-            protocol: IpProtocol::Tcp,
-            ttl: DEFAULT_TTL,
-            ident: 0x1234,
-        }
-    }
-
     #[test]
     fn headers_parse_back_with_smoltcp() {
         let mut buf = [0xaa; HEADERS_LEN + 100];
-        assert_eq!(write_headers(&mut buf, &header(), 100, false), 34);
+        assert_eq!(write_headers(&mut buf, &test_header(), 100, false), 34);
         let eth = EthernetFrame::new_checked(&buf[..]).unwrap();
-        assert_eq!(eth.src_addr(), header().src_mac);
-        assert_eq!(eth.dst_addr(), header().dst_mac);
+        assert_eq!(eth.src_addr(), test_header().src_mac);
+        assert_eq!(eth.dst_addr(), test_header().dst_mac);
         assert_eq!(eth.ethertype(), EthernetProtocol::Ipv4);
         let ip = Ipv4Packet::new_checked(eth.payload()).unwrap();
         assert!(ip.verify_checksum());
@@ -120,7 +122,10 @@ mod tests {
         assert_eq!(ip.ident(), 0x1234);
         assert_eq!(ip.hop_limit(), DEFAULT_TTL);
         assert_eq!(ip.next_header(), IpProtocol::Tcp);
-        assert_eq!((ip.src_addr(), ip.dst_addr()), (header().src, header().dst));
+        assert_eq!(
+            (ip.src_addr(), ip.dst_addr()),
+            (test_header().src, test_header().dst)
+        );
         // The payload is left alone.
         assert!(buf[HEADERS_LEN..].iter().all(|&b| b == 0xaa));
     }
@@ -128,7 +133,7 @@ mod tests {
     #[test]
     fn checksum_offload_leaves_the_checksum_zero() {
         let mut buf = [0; HEADERS_LEN];
-        write_headers(&mut buf, &header(), 0, true);
+        write_headers(&mut buf, &test_header(), 0, true);
         let ip = Ipv4Packet::new_checked(&buf[ETHERNET_HEADER_LEN..]).unwrap();
         assert_eq!(ip.checksum(), 0);
     }
@@ -136,7 +141,7 @@ mod tests {
     #[test]
     fn the_largest_payload_fits() {
         let mut buf = [0; HEADERS_LEN];
-        write_headers(&mut buf, &header(), MAX_PAYLOAD_LEN, false);
+        write_headers(&mut buf, &test_header(), MAX_PAYLOAD_LEN, false);
         let ip = Ipv4Packet::new_unchecked(&buf[ETHERNET_HEADER_LEN..]);
         assert_eq!(ip.total_len(), u16::MAX);
     }
@@ -144,6 +149,11 @@ mod tests {
     #[test]
     #[should_panic(expected = "does not fit")]
     fn an_oversized_payload_is_refused() {
-        write_headers(&mut [0; HEADERS_LEN], &header(), MAX_PAYLOAD_LEN + 1, false);
+        write_headers(
+            &mut [0; HEADERS_LEN],
+            &test_header(),
+            MAX_PAYLOAD_LEN + 1,
+            false,
+        );
     }
 }

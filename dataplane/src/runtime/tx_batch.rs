@@ -13,6 +13,8 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 
+use smoltcp::wire::Ipv4Packet;
+
 use crate::extbuf::ExternalRegion;
 use crate::mbuf::Mbuf;
 use crate::mempool::Mempool;
@@ -48,6 +50,9 @@ pub struct TxCounters {
     pub checksums_offloaded: u64,
     /// TCP frames queued with their payload by reference (not copied).
     pub payloads_referenced: u64,
+    /// TCP frames whose payload was copied after all because its memory
+    /// could not be mapped for the device's DMA ([`crate::dma`]).
+    pub payloads_unmapped: u64,
 }
 
 /// A transmit queue with its mempool and the frames waiting for it.
@@ -62,10 +67,15 @@ pub struct TxBatch {
     /// (on a memory link the peer frees our mbufs, so they come back
     /// cold).
     spare: Vec<Mbuf>,
-    /// Whether the device fills the checksums of TCP frames.
+    /// Whether the device fills the TCP checksums of TCP frames.
     offload_checksums: bool,
+    /// Whether it fills their IPv4 header checksums too; if not, the
+    /// batch sums each header (20 octets) itself.
+    offload_ipv4_checksums: bool,
     /// Whether TCP payloads may go out by reference.
     reference_payloads: bool,
+    /// Whether their memory must first be mapped for the device's DMA.
+    map_payloads: bool,
     pending: Vec<Mbuf>,
     /// How many frames at the front of `pending` went through the
     /// impairment already.
@@ -90,7 +100,9 @@ impl TxBatch {
         let impair = Box::new(Stage::new(Arc::default(), Direction::Tx, queue.queue_id()));
         TxBatch {
             offload_checksums: queue.offloads_tcp_checksums(),
+            offload_ipv4_checksums: queue.offloads_ipv4_checksums(),
             reference_payloads: queue.references_payloads(),
+            map_payloads: queue.maps_payloads_for_dma(),
             queue,
             pool,
             spare: Vec::with_capacity(BURST),
@@ -249,9 +261,13 @@ impl FrameSink for TxBatch {
         if !self.offload_checksums {
             return self.send_frame(len, &mut |frame| fill(frame, false));
         }
+        let ipv4_offloaded = self.offload_ipv4_checksums;
         let queued = self.build_and_push(len, &mut |mbuf, len| {
-            let filled = fill_frame(mbuf, len, &mut |frame| fill(frame, true));
-            mbuf.offload_tcp_checksums(ETHERNET_HEADER_LEN as u8, IPV4_HEADER_LEN as u16);
+            let filled = fill_frame(mbuf, len, &mut |frame| {
+                fill(frame, true);
+                sum_ipv4_header_unless(ipv4_offloaded, frame);
+            });
+            request_checksums(mbuf, ipv4_offloaded);
             filled
         });
         self.counters.checksums_offloaded += u64::from(queued);
@@ -273,6 +289,10 @@ impl FrameSink for TxBatch {
         if !self.reference_payloads {
             return None;
         }
+        if self.map_payloads && !region.map_for_dma() {
+            self.counters.payloads_unmapped += 1;
+            return None;
+        }
         let headers_len = u16::try_from(headers_len).ok()?;
         let trailer_len = u16::try_from(trailer_len).ok()?;
         // Every mbuf first: a failure leaves the caller free to copy.
@@ -282,7 +302,11 @@ impl FrameSink for TxBatch {
             0 => None,
             len => Some(self.take_mbuf(len)?),
         };
-        let head_filled = fill_frame(&mut head, headers_len, &mut |out| fill(Piece::Head, out));
+        let ipv4_offloaded = self.offload_ipv4_checksums;
+        let head_filled = fill_frame(&mut head, headers_len, &mut |out| {
+            fill(Piece::Head, out);
+            sum_ipv4_header_unless(ipv4_offloaded, out);
+        });
         if !head_filled || head.chain(referenced).is_err() {
             return None;
         }
@@ -292,7 +316,7 @@ impl FrameSink for TxBatch {
                 return None;
             }
         }
-        head.offload_tcp_checksums(ETHERNET_HEADER_LEN as u8, IPV4_HEADER_LEN as u16);
+        request_checksums(&mut head, ipv4_offloaded);
         let queued = self.push(head);
         self.counters.checksums_offloaded += u64::from(queued);
         self.counters.payloads_referenced += u64::from(queued);
@@ -312,6 +336,30 @@ pub(crate) fn build_frame(
     fill_frame(&mut mbuf, len, fill).then_some(mbuf)
 }
 
+/// Asks the device for the checksums of the TCP frame `mbuf` holds: the
+/// TCP checksum, and the IPv4 header's too when `ipv4_offloaded`.
+fn request_checksums(mbuf: &mut Mbuf, ipv4_offloaded: bool) {
+    let (l2, l3) = (ETHERNET_HEADER_LEN as u8, IPV4_HEADER_LEN as u16);
+    if ipv4_offloaded {
+        mbuf.offload_tcp_checksums(l2, l3);
+    } else {
+        mbuf.offload_tcp_checksum(l2, l3);
+    }
+}
+
+/// Fills the IPv4 header checksum of `frame` (Ethernet, then IPv4),
+/// which its writer left 0 for the device, unless the device fills it
+/// (`ipv4_offloaded`) (RFC 791 section 3.1).
+fn sum_ipv4_header_unless(ipv4_offloaded: bool, frame: &mut [u8]) {
+    if ipv4_offloaded {
+        return;
+    }
+    if let Some(header) = frame.get_mut(ETHERNET_HEADER_LEN..ETHERNET_HEADER_LEN + IPV4_HEADER_LEN)
+    {
+        Ipv4Packet::new_unchecked(header).fill_checksum();
+    }
+}
+
 /// Appends `len` octets to `mbuf` and has `fill` write them; false when
 /// they do not fit.
 fn fill_frame(mbuf: &mut Mbuf, len: u16, fill: &mut dyn FnMut(&mut [u8])) -> bool {
@@ -321,5 +369,42 @@ fn fill_frame(mbuf: &mut Mbuf, len: u16, fill: &mut dyn FnMut(&mut [u8])) -> boo
             true
         }
         Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::ipv4::test_header;
+    use crate::net::write_headers;
+
+    /// A TCP frame's headers written for a device that fills the checksums.
+    fn frame_for_offload() -> Vec<u8> {
+        let mut frame = vec![0; ETHERNET_HEADER_LEN + IPV4_HEADER_LEN + 20];
+        write_headers(&mut frame, &test_header(), 20, true);
+        frame
+    }
+
+    fn ipv4(frame: &mut [u8]) -> Ipv4Packet<&mut [u8]> {
+        Ipv4Packet::new_checked(&mut frame[ETHERNET_HEADER_LEN..]).unwrap()
+    }
+
+    #[test]
+    fn the_ipv4_checksum_a_device_does_not_fill_is_summed_here() {
+        let mut frame = frame_for_offload();
+        assert_eq!(ipv4(&mut frame).checksum(), 0, "left for the device");
+        sum_ipv4_header_unless(false, &mut frame);
+        assert!(ipv4(&mut frame).verify_checksum());
+        assert_ne!(ipv4(&mut frame).checksum(), 0);
+    }
+
+    #[test]
+    fn the_ipv4_checksum_a_device_fills_is_left_to_it_and_a_short_frame_alone() {
+        let mut frame = frame_for_offload();
+        sum_ipv4_header_unless(true, &mut frame);
+        assert_eq!(ipv4(&mut frame).checksum(), 0);
+        let mut short = vec![0xff; ETHERNET_HEADER_LEN + 10];
+        sum_ipv4_header_unless(false, &mut short);
+        assert!(short.iter().all(|&octet| octet == 0xff));
     }
 }

@@ -6,7 +6,8 @@
 //! A buffer has one of two origins:
 //!
 //! - **allocated** ([`MemoryBuffer::new`]): a zeroed heap allocation,
-//!   aligned to 64, that the buffer owns and frees when dropped;
+//!   starting on a page of its own ([`PAGE_ALIGN`]), that the buffer owns
+//!   and frees when dropped;
 //! - **foreign** ([`MemoryBuffer::from_raw_parts`]): memory the
 //!   application owns (a member of a struct, a `malloc`ed or `mmap`ed
 //!   range, shared memory), of any alignment, which the buffer only
@@ -52,8 +53,38 @@ use std::alloc::{self, Layout};
 
 use super::error::MemError;
 
-/// Alignment of every allocation: one cache line.
-const ALIGN: usize = 64;
+/// Alignment of every allocation uwarp sends from by reference (a
+/// [`MemoryBuffer`]'s, a TCP send queue's): a page of ordinary memory, so
+/// that no two share a page and a device can map each for DMA on its own
+/// (the dataplane's `dma` module maps whole pages).
+pub const PAGE_ALIGN: usize = 4096;
+
+/// `len` zeroed octets aligned to [`PAGE_ALIGN`], for
+/// [`dealloc_page_aligned`] to free. Aborts like `Vec` when the allocation
+/// fails; panics if `len` is 0 or exceeds `isize::MAX` rounded down to
+/// the alignment.
+pub(crate) fn alloc_page_aligned(len: usize) -> NonNull<u8> {
+    let layout = page_layout(len);
+    // SAFETY: `layout` has a non-zero size (`page_layout`).
+    let raw = unsafe { alloc::alloc_zeroed(layout) };
+    NonNull::new(raw).unwrap_or_else(|| alloc::handle_alloc_error(layout))
+}
+
+/// Frees what [`alloc_page_aligned`] gave for `len`.
+///
+/// # Safety
+/// `ptr` must come from `alloc_page_aligned(len)`, with this `len`, and be
+/// freed only once.
+pub(crate) unsafe fn dealloc_page_aligned(ptr: NonNull<u8>, len: usize) {
+    // SAFETY: see the function's contract.
+    unsafe { alloc::dealloc(ptr.as_ptr(), page_layout(len)) }
+}
+
+/// The layout of a page-aligned allocation of `len` (non-zero) octets.
+fn page_layout(len: usize) -> Layout {
+    assert!(len > 0, "no zero-sized page-aligned allocation");
+    Layout::from_size_align(len, PAGE_ALIGN).expect("allocation length too large")
+}
 
 /// Fixed-size memory that can be registered with a
 /// [`StagTable`](super::StagTable): allocated by the buffer or borrowed
@@ -68,7 +99,7 @@ pub struct MemoryBuffer {
 /// Where a [`MemoryBuffer`]'s octets come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Origin {
-    /// A zeroed allocation of `len` octets aligned to [`ALIGN`] that the
+    /// A zeroed allocation of `len` octets aligned to [`PAGE_ALIGN`] that the
     /// buffer owns and frees on drop (none for `len` 0).
     Allocated,
     /// Memory owned elsewhere, valid until the buffer is dropped
@@ -90,9 +121,9 @@ unsafe impl Send for MemoryBuffer {}
 unsafe impl Sync for MemoryBuffer {}
 
 impl MemoryBuffer {
-    /// A buffer of `len` zeroed octets, aligned to 64. Aborts like `Vec`
-    /// when the allocation fails; panics if `len` exceeds `isize::MAX`
-    /// rounded down to the alignment.
+    /// A buffer of `len` zeroed octets starting on a page of its own
+    /// ([`PAGE_ALIGN`]). Aborts like `Vec` when the allocation fails;
+    /// panics if `len` exceeds `isize::MAX` rounded down to the alignment.
     pub fn new(len: usize) -> Self {
         let origin = Origin::Allocated;
         if len == 0 {
@@ -102,10 +133,7 @@ impl MemoryBuffer {
                 origin,
             };
         }
-        let layout = Layout::from_size_align(len, ALIGN).expect("MemoryBuffer length too large");
-        // SAFETY: `layout` has a non-zero size (checked above).
-        let raw = unsafe { alloc::alloc_zeroed(layout) };
-        let ptr = NonNull::new(raw).unwrap_or_else(|| alloc::handle_alloc_error(layout));
+        let ptr = alloc_page_aligned(len);
         Self { ptr, len, origin }
     }
 
@@ -270,12 +298,10 @@ impl Drop for MemoryBuffer {
         if self.origin == Origin::Foreign || self.len == 0 {
             return;
         }
-        let layout = Layout::from_size_align(self.len, ALIGN)
-            .expect("layout was valid when the buffer was allocated");
         // SAFETY: an allocated buffer's non-empty `ptr` came from
-        // `alloc_zeroed` with this same layout and is freed exactly once,
-        // here, when the last owner goes away.
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) }
+        // `alloc_page_aligned(self.len)` and is freed exactly once, here,
+        // when the last owner goes away.
+        unsafe { dealloc_page_aligned(self.ptr, self.len) }
     }
 }
 
@@ -298,7 +324,7 @@ mod tests {
         let buf = MemoryBuffer::new(100);
         assert_eq!(buf.len(), 100);
         assert!(!buf.is_empty());
-        assert_eq!(buf.addr() % ALIGN as u64, 0);
+        assert_eq!(buf.addr() % PAGE_ALIGN as u64, 0);
         let mut out = [0xFFu8; 100];
         buf.read_at(0, &mut out).unwrap();
         assert_eq!(out, [0u8; 100]);

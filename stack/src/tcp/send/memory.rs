@@ -34,6 +34,8 @@
 use core::ptr::{self, NonNull};
 use std::sync::Arc;
 
+use crate::mem::{alloc_page_aligned, dealloc_page_aligned};
+
 /// A fixed-size, zero-initialised allocation whose address never changes.
 /// See the module documentation for the access contract.
 #[derive(Debug)]
@@ -53,11 +55,11 @@ unsafe impl Send for SendMemory {}
 unsafe impl Sync for SendMemory {}
 
 impl SendMemory {
-    /// `len` zeroed octets (at least one), shared from the start.
+    /// `len` zeroed octets (at least one) starting on a page of their own
+    /// (so that a device can map them for DMA), shared from the start.
     pub(crate) fn new(len: usize) -> Arc<SendMemory> {
-        let bytes = vec![0u8; len.max(1)].into_boxed_slice();
-        let len = bytes.len();
-        let ptr = NonNull::from(Box::leak(bytes)).cast::<u8>();
+        let len = len.max(1);
+        let ptr = alloc_page_aligned(len);
         Arc::new(SendMemory { ptr, len })
     }
 
@@ -121,9 +123,8 @@ impl SendMemory {
 
 impl Drop for SendMemory {
     fn drop(&mut self) {
-        let octets = ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len);
-        // SAFETY: ptr/len came from Box::leak of a boxed slice of this
-        // length, and the last holder drops it once.
-        drop(unsafe { Box::from_raw(octets) });
+        // SAFETY: ptr/len came from `alloc_page_aligned(len)`, and the last
+        // holder drops it once.
+        unsafe { dealloc_page_aligned(self.ptr, self.len) }
     }
 }
