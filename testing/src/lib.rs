@@ -48,27 +48,35 @@ pub fn root_or_skip(what: &str) -> bool {
 
 /// The example `name` of the workspace package `package`, built for the
 /// calling test binary's profile and target directory (it lies next to
-/// the test's own directory, `target/<profile>/deps/..`). It is built
-/// first so that it is current (`cargo test --test NAME` alone does not
-/// build examples); if that build fails while the tree is being edited, a
-/// binary already there is used.
+/// the test's own directory, `target/<profile>/deps/..`).
+///
+/// It is brought up to date with `cargo test --workspace --no-run`, the
+/// build `cargo test --workspace` makes, examples included: after that
+/// command (CI's) nothing is left to build, while a build of the example
+/// alone (`cargo build -p PACKAGE --example NAME`) would resolve other
+/// features and rebuild the crates below it (over a minute on two CPUs).
+/// After `cargo test --test NAME`, which builds no example, it builds
+/// the workspace's tests once. If that build fails while the tree is
+/// being edited, a binary already there is used.
 pub fn example_binary(package: &str, name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
     let deps = exe.parent().expect("the deps directory");
     let profile_dir = deps.parent().expect("the profile directory");
     let target_dir = profile_dir.parent().expect("the target directory");
-    let profile = match profile_dir.file_name().and_then(|name| name.to_str()) {
-        Some("debug") => "dev".to_string(),
-        Some(other) => other.to_string(),
+    // `cargo test`'s own profile for each directory: its default (test
+    // targets with `test`, the rest with `dev`) puts everything in debug.
+    let profile: Vec<String> = match profile_dir.file_name().and_then(|name| name.to_str()) {
+        Some("debug") => Vec::new(),
+        Some("release") => vec!["--release".into()],
+        Some(other) => vec!["--profile".into(), other.into()],
         None => panic!("{} names no profile", profile_dir.display()),
     };
     let binary = profile_dir
         .join("examples")
         .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     let status = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "-p", package, "--example", name])
-        .arg("--profile")
-        .arg(&profile)
+        .args(["test", "--quiet", "--workspace", "--no-run"])
+        .args(&profile)
         .arg("--target-dir")
         .arg(target_dir)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -77,9 +85,9 @@ pub fn example_binary(package: &str, name: &str) -> PathBuf {
     if !status.success() {
         assert!(
             binary.exists(),
-            "cargo build --example {name} failed and there is no binary"
+            "cargo test --no-run failed and there is no {package} example {name}"
         );
-        eprintln!("cargo build --example {name} failed; using the binary already built");
+        eprintln!("cargo test --no-run failed; using the {name} example already built");
     }
     assert!(binary.exists(), "{} is missing", binary.display());
     binary
