@@ -59,6 +59,17 @@ modprobe vfio-pci
 modprobe vfio_iommu_type1 allow_unsafe_interrupts=1
 echo 1 > /sys/module/vfio_iommu_type1/parameters/allow_unsafe_interrupts
 if [ -z "$(ls -A /sys/kernel/iommu_groups 2>/dev/null)" ]; then
+    # Debian's kernel leaves an Intel IOMMU off unless told: tell it, once,
+    # and have the user reboot the VM (the Vagrantfile gives it one).
+    if ! grep -q 'intel_iommu=on' /proc/cmdline; then
+        if ! grep -q 'intel_iommu=on' /etc/default/grub; then
+            sed -i 's/^GRUB_CMDLINE_LINUX="/&intel_iommu=on /' /etc/default/grub
+            update-grub
+        fi
+        echo "provision.sh: the kernel now boots with intel_iommu=on;" \
+            "run 'vagrant reload' to boot it and finish" >&2
+        exit 1
+    fi
     if [ -e /sys/module/vfio/parameters/enable_unsafe_noiommu_mode ]; then
         echo 1 > /sys/module/vfio/parameters/enable_unsafe_noiommu_mode
     else

@@ -9,7 +9,8 @@
 # from registered memory by reference and lose 1% of what they receive).
 #
 # Runs the scenarios in turn on uwarp on the NIC at PCI (VM a is the
-# "server" side, VM b the "client" side). A uwarp-perf MODE: the server
+# "server" side, VM b the "client" side; PCI "none" for the baselines
+# below). A uwarp-perf MODE: the server
 # listens at SERVER_IP; the client waits until uwarp answers ARP for it
 # (its port is up; it listens right after), then connects, again while
 # the server refuses (not listening yet), at most 10 times. MODE siw-rping:
@@ -19,9 +20,14 @@
 # kernel-tcp: SIZE octets each way between uwarp's TCP in VM b
 # (uwarp-perf tcp) and VM a's kernel TCP (nc); each side prints the
 # SHA-256 of what it sent and received ("uwvm: kernel sent|received HEX"
-# in VM a), which run.sh compares.
-# Prints "uwvm: NAME ROLE rc=STATUS" after each and stops at the first
-# failure (the other side would wait for it), with that status.
+# in VM a), which run.sh compares. MODE socket-M: uwarp-perf's mode M on
+# uwarp's socket transport over the kernel NICs, served at KERNEL_IP.
+# MODE siw-M: perftest's tool for M (ib_write_bw for write-bw, ...) with
+# -R on siw in both VMs, served at KERNEL_IP.
+# Prints "uwvm-took: NAME ROLE SECONDS" (wall clock, from /proc/uptime:
+# perftest's own clock is not to be trusted under TCG) and "uwvm: NAME
+# ROLE rc=STATUS" after each and stops at the first failure (the other
+# side would wait for it), with that status.
 
 SERVER_IP=10.88.0.12
 CLIENT_IP=10.88.0.13
@@ -128,6 +134,40 @@ kernel_tcp() {
     esac
 }
 
+# One side of socket-M: uwarp-perf's mode M over the kernel's TCP.
+socket_perf() {
+    m="${mode#socket-}"
+    case "$role" in
+    server)
+        timeout "$LIMIT" uwarp-perf "$m" --server --port "$PORT" --transport socket \
+            --ip "$KERNEL_IP" 2>&1 ;;
+    client)
+        RETRY_WHILE='refused the connection'
+        # shellcheck disable=SC2086
+        retried timeout "$LIMIT" uwarp-perf "$m" --connect "$KERNEL_IP:$PORT" --transport socket \
+            $extra ;;
+    esac
+}
+
+# One side of siw-M: perftest's tool for mode M on siw, rdma_cm (-R).
+siw_perftest() {
+    m="${mode#siw-}"
+    tool="ib_$(echo "$m" | tr - _)"
+    # perftest's own options: -s, -n, and -q for the bandwidth tools.
+    opts="-R -F -p $PORT -s $size -n $iters"
+    case "$m" in *-bw) opts="$opts -q $qps" ;; esac
+    case "$role" in
+    server)
+        # shellcheck disable=SC2086
+        timeout "$LIMIT" "$tool" $opts 2>&1 ;;
+    client)
+        # Not listening yet: rdma_cm's connection is rejected.
+        RETRY_WHILE='Unable to perform rdma_client function'
+        # shellcheck disable=SC2086
+        retried timeout "$LIMIT" "$tool" $opts "$KERNEL_IP" ;;
+    esac
+}
+
 # uwarp-perf's client, after the server's ARP answer, retried while refused.
 connect() {
     await_arp "$SERVER_IP" || return 1
@@ -149,9 +189,12 @@ EOF
     if [ "$variant" = zero-copy ]; then
         both="--payloads-by-reference --zero-copy-from 1024 --impair-rx loss=0.01"
     fi
+    started=$(cut -d' ' -f1 /proc/uptime)
     case "$mode,$role" in
     siw-rping,server|siw-rping,client) siw_rping ;;
     kernel-tcp,server|kernel-tcp,client) kernel_tcp ;;
+    socket-*) socket_perf ;;
+    siw-*) siw_perftest ;;
     *,server)
         # shellcheck disable=SC2086
         timeout "$LIMIT" uwarp-perf "$mode" --server --port "$PORT" --eal "-a $pci -d $PMDS" \
@@ -160,6 +203,7 @@ EOF
     *) echo "uwvm: no role $role"; exit 2 ;;
     esac
     rc=$?
+    echo "uwvm-took: $name $role $(awk -v from="$started" '{printf "%.2f", $1 - from}' /proc/uptime)"
     echo "uwvm: $name $role rc=$rc"
     [ "$rc" -eq 0 ] || exit "$rc"
 done
