@@ -237,7 +237,7 @@ fn bad_arguments_are_refused_with_one_line() {
         assert!(reason.contains(cause), "{list:?}: {reason}");
     };
     // A socket client with one bad option each.
-    let clients: [(&str, &[&str], &str); 9] = [
+    let clients: [(&str, &[&str], &str); 11] = [
         ("write-lat", &["-q", "2"], "one queue pair"),
         ("write-bw", &["-q", "17"], "-q must be 1 to 16"),
         ("send-bw", &["-t", "0"], "-t (tx-depth) must be 1 to"),
@@ -259,12 +259,36 @@ fn bad_arguments_are_refused_with_one_line() {
             "are for --transport dpdk",
         ),
         ("send-lat", &["--cpus", "0,1"], "are for --transport dpdk"),
+        (
+            "write-bw",
+            &["--payloads-by-reference"],
+            "are for --transport dpdk",
+        ),
+        (
+            "read-bw",
+            &["--impair-rx", "loss=0.01"],
+            "are for --transport dpdk",
+        ),
     ];
     for (mode, bad, cause) in clients {
         let mut list = vec![mode, "--connect", "127.0.0.1:1", "--transport", "socket"];
         list.extend_from_slice(bad);
         refused(&list, cause);
     }
+    // A DPDK server's impairment that does not parse.
+    refused(
+        &[
+            "write-bw",
+            "--server",
+            "--eal",
+            "--vdev net_tap0",
+            "--ip",
+            "10.0.0.1/24",
+            "--impair-rx",
+            "loss=2",
+        ],
+        "--impair-rx",
+    );
     // DPDK servers without what they need.
     refused(
         &["write-bw", "--server", "--ip", "10.0.0.1/24"],
