@@ -275,35 +275,25 @@ fn bad_arguments_are_refused_with_one_line() {
         list.extend_from_slice(bad);
         refused(&list, cause);
     }
-    // A DPDK server's impairment that does not parse.
-    refused(
-        &[
+    // DPDK servers on net_tap0 with one thing wrong (`ip`, or `extra`).
+    let tap_server = |ip: &'static str, extra: &[&'static str], cause: &str| {
+        let mut list = vec![
             "write-bw",
             "--server",
             "--eal",
             "--vdev net_tap0",
             "--ip",
-            "10.0.0.1/24",
-            "--impair-rx",
-            "loss=2",
-        ],
-        "--impair-rx",
-    );
-    // DPDK servers without what they need.
+            ip,
+        ];
+        list.extend_from_slice(extra);
+        refused(&list, cause);
+    };
+    tap_server("10.0.0.1/24", &["--impair-rx", "loss=2"], "--impair-rx");
+    tap_server("10.0.0.1", &[], "expected ADDRESS/PREFIX");
+    // A DPDK server without its EAL.
     refused(
         &["write-bw", "--server", "--ip", "10.0.0.1/24"],
         "--transport dpdk needs --eal",
-    );
-    refused(
-        &[
-            "write-bw",
-            "--server",
-            "--eal",
-            "--vdev net_tap0",
-            "--ip",
-            "10.0.0.1",
-        ],
-        "expected ADDRESS/PREFIX",
     );
     // --cpus takes the syntax of `tcp --cpus`, and not perftest's
     // protocol.
