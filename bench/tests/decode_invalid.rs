@@ -2,11 +2,16 @@
 //! FPDU or startup frame beside the error, and Terminates whose control
 //! word reads both ways, decided by their context (issue 30).
 //!
-//! The bad queue number and bad RDMAP version cases are real siw captures
-//! (`tests/data/siw/tap/`). The rest are synthesised here with uwarp's
-//! emitters and capture writer: a host (10.99.0.1) sends the invalid FPDU
-//! and siw's side (10.99.0.2) answers with the Terminate siw sends for
-//! that error, in siw's layout and with the headers siw echoes (see
+//! Each invalid FPDU is a real capture of siw answering it
+//! (`tests/data/siw/tap/`: the bad queue number and RDMAP version from
+//! the project's start, the unknown opcode, bad DDP version, bad MSN, Send
+//! too long and Read Request with a bad STag written by
+//! `interop/tests/siw_invalid_fpdus.rs`). Two cases are synthesised here
+//! with uwarp's emitters and capture writer, as no single siw exchange
+//! holds them: a Terminate that only an earlier connection's Terminate of
+//! the same peer decides, and invalid startup frames. There a host
+//! (10.99.0.1) sends and siw's side (10.99.0.2) answers as siw does, in
+//! its layout and with the headers it echoes (see
 //! `tests/data/siw/README.md`).
 
 use std::net::SocketAddrV4;
@@ -19,7 +24,6 @@ use uwarp_bench::decode::{decode_streams, DecodeOptions, Record, RecordKind};
 use uwarp_stack::wire::ddp::{BufferModel, DdpRepr};
 use uwarp_stack::wire::fpdu;
 use uwarp_stack::wire::mpa::{EnhancedBlock, FrameKind, Revision, StartupRepr};
-use uwarp_stack::wire::rdmap::ReadRequest;
 use uwarp_stack::wire::terminate::TermError;
 
 const HOST: [u8; 4] = [10, 99, 0, 1];
@@ -47,14 +51,6 @@ fn untagged(rdmap: u8, qn: u32, msn: u32, payload: &[u8]) -> Vec<u8> {
 /// siw's Terminate ULPDU: `control` in siw's layout, then what it echoes.
 fn siw_terminate(control: [u8; 4], echo: &[u8]) -> Vec<u8> {
     untagged(0x47, 2, 1, &[&control[..], echo].concat())
-}
-
-/// What siw echoes of a segment it terminates for a DDP or RDMAP error:
-/// the DDP Segment Length (the payload's length, as siw writes it), the
-/// DDP header and, for a Read Request, its RDMAP header.
-fn echo_of(ulpdu: &[u8], header_len: usize) -> Vec<u8> {
-    let len = (ulpdu.len() - 18) as u16;
-    [&len.to_be_bytes()[..], &ulpdu[..header_len]].concat()
 }
 
 /// The MPA Request or Reply siw exchanges by default: revision 2, IRD and
@@ -150,16 +146,11 @@ fn check_exchange(fpdus: &[Value], fields: Value, error: Option<&str>, term: Ter
 fn unknown_opcode_keeps_its_fields_and_siw_answer_is_read_from_it() {
     // siw answers with only the control word, valid in both layouts:
     // RDMAP unexpected opcode as siw means it, insufficient IRD as RFC.
-    let sent = untagged(0x4c, 0, 1, &[0x5a; 16]);
-    let records = capture(&[&[
-        (true, sent),
-        (false, siw_terminate([0x20, 0x06, 0, 0], &[])),
-    ]]);
+    let fpdus = siw_capture("tap-7401-probe-unknown-opcode.pcap");
     let fields = json!({
         "ddp_ver": 1, "rdmap_ver": 1, "opcode": 12, "T": false, "L": true,
         "qn": 0, "msn": 1, "mo": 0, "payload_len": 16, "mpa_len": 34, "pad": "", "crc": "off",
     });
-    let fpdus = fpdus(&records);
     assert!(fpdus[0].get("op").is_none());
     check_exchange(
         &fpdus,
@@ -172,16 +163,12 @@ fn unknown_opcode_keeps_its_fields_and_siw_answer_is_read_from_it() {
 
 #[test]
 fn bad_ddp_version_keeps_every_other_field() {
-    let mut sent = untagged(0x43, 0, 1, &[0x5a; 16]);
-    sent[0] = 0x42;
-    let answer = siw_terminate([0x21, 0x06, 0, 0], &[]);
-    let records = capture(&[&[(true, sent), (false, answer)]]);
     let fields = json!({
         "ddp_ver": 2, "rdmap_ver": 1, "opcode": 3, "op": "Send", "L": true,
         "qn": 0, "msn": 1, "mo": 0, "payload_len": 16,
     });
     check_exchange(
-        &fpdus(&records),
+        &siw_capture("tap-7402-probe-bad-ddp-version.pcap"),
         fields,
         Some("DDP version 2, expected 1"),
         TermError::DdpUntaggedInvalidVersion,
@@ -191,11 +178,8 @@ fn bad_ddp_version_keeps_every_other_field() {
 
 #[test]
 fn bad_msn_is_named_against_the_queue_count() {
-    let sent = untagged(0x43, 0, 7, &[0x5a; 16]);
-    let answer = siw_terminate([0x21, 0x03, 0x03, 0], &echo_of(&sent, 18));
-    let records = capture(&[&[(true, sent), (false, answer)]]);
     check_exchange(
-        &fpdus(&records),
+        &siw_capture("tap-7403-probe-bad-msn.pcap"),
         json!({ "op": "Send", "qn": 0, "msn": 7 }),
         Some("MSN 7 on queue 0, expected 1"),
         TermError::DdpUntaggedMsnRange,
@@ -205,14 +189,11 @@ fn bad_msn_is_named_against_the_queue_count() {
 
 #[test]
 fn a_send_longer_than_the_receive_is_named_by_the_terminate() {
-    // Nothing on the wire says how long the receive was: the Send is
-    // valid, and siw's Terminate ("no buffer", where RFC 5041 has "too
-    // long") marks it.
-    let sent = untagged(0x43, 0, 1, &[0x5a; 200]);
-    let answer = siw_terminate([0x21, 0x02, 0x03, 0], &echo_of(&sent, 18));
-    let records = capture(&[&[(true, sent), (false, answer)]]);
+    // Nothing on the wire says how long the receive was (rping's is 16
+    // octets): the Send is valid, and siw's Terminate ("no buffer", where
+    // RFC 5041 has "too long") marks it.
     check_exchange(
-        &fpdus(&records),
+        &siw_capture("tap-7404-probe-send-too-long.pcap"),
         json!({ "op": "Send", "qn": 0, "msn": 1, "payload_len": 200 }),
         None,
         TermError::DdpUntaggedNoBuffer,
@@ -222,19 +203,9 @@ fn a_send_longer_than_the_receive_is_named_by_the_terminate() {
 
 #[test]
 fn invalid_stag_in_a_read_request_is_decided_by_the_echoed_headers() {
-    let request = ReadRequest {
-        sink_stag: 0x1234_5600,
-        sink_to: 0x7f00_0000_2000,
-        size: 64,
-        source_stag: 0xdead_0000,
-        source_to: 0x1000,
-    };
-    let sent = untagged(0x41, 1, 1, &request.to_bytes());
     // M, D and R in siw's layout; as RFC 5040 the same control word is a
-    // DDP local catastrophic error with reserved bits and 48 octets after.
-    let answer = siw_terminate([0x10, 0x00, 0x07, 0], &echo_of(&sent, 46));
-    let records = capture(&[&[(true, sent), (false, answer)]]);
-    let fpdus = fpdus(&records);
+    // DDP local catastrophic error with reserved bits set.
+    let fpdus = siw_capture("tap-7405-probe-read-request-bad-stag.pcap");
     check_exchange(
         &fpdus,
         json!({
