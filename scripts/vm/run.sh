@@ -27,6 +27,10 @@
 #                     DPDK (virtio) in VM b against Debian's rping on siw
 #                     in VM a, both roles (--iters pings of --size octets,
 #                     default 10 of 3000 here)
+#   siw-perftest      Debian's ib_write_bw -R on uwarp's drop-in libraries
+#                     over DPDK (virtio) in VM b against ib_write_bw -R on
+#                     siw in VM a (siw serving; --iters messages of
+#                     --size octets, default 200 of 65536)
 #   kernel-tcp        uwarp's TCP (uwarp-perf tcp, virtio) in VM b against
 #                     VM a's kernel TCP, --size octets each way (default
 #                     16 MiB here; at most a few hundred MiB in 1 GiB VMs),
@@ -64,7 +68,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 
-usage() { sed -n 's/^# \{0,1\}//;2,61p' "$0" >&2; exit 2; }
+usage() { sed -n 's/^# \{0,1\}//;2,65p' "$0" >&2; exit 2; }
 
 size=65536 iters=200 cores=1 qps=1 accel=auto timeout=300 size_given="" iters_given=""
 needs_perf="" needs_verbs=""
@@ -94,6 +98,7 @@ for scenario in "${scenarios[@]}"; do
     case "$scenario" in
     virtio-rss) nic=virtio mode=write-bw c=2 q=8 ;;
     siw-rping) nic=virtio mode=siw-rping s="${size_given:-3000}" i="${iters_given:-10}" ;;
+    siw-perftest) nic=virtio mode=siw-perftest ;;
     kernel-tcp) nic=virtio mode=kernel-tcp s="${size_given:-16777216}" ;;
     *-bw-zero-copy|*-lat-zero-copy)
         variant=zero-copy
@@ -108,10 +113,10 @@ for scenario in "${scenarios[@]}"; do
     esac
     case "${mode#socket-}" in
     write-bw|read-bw|send-bw|write-lat|read-lat|send-lat|kernel-tcp) needs_perf=1 ;;
-    siw-rping|siw-write-bw|siw-read-bw|siw-send-bw|siw-write-lat|siw-read-lat|siw-send-lat) ;;
+    siw-rping|siw-perftest) needs_verbs=1 ;;
+    siw-write-bw|siw-read-bw|siw-send-bw|siw-write-lat|siw-read-lat|siw-send-lat) ;;
     *) usage ;;
     esac
-    [ "$mode" != siw-rping ] || needs_verbs=1
     specs+=("$scenario,$pci,$mode,$c,$s,$i,$q,$variant")
 done
 perf="$bin/uwarp-perf" run="$bin/uwarp-run"

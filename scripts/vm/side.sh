@@ -20,7 +20,10 @@
 # kernel-tcp: SIZE octets each way between uwarp's TCP in VM b
 # (uwarp-perf tcp) and VM a's kernel TCP (nc); each side prints the
 # SHA-256 of what it sent and received ("uwvm: kernel sent|received HEX"
-# in VM a), which run.sh compares. MODE socket-M: uwarp-perf's mode M on
+# in VM a), which run.sh compares. MODE siw-perftest: Debian's
+# ib_write_bw -R, ITERS messages of SIZE octets, on uwarp's drop-in
+# libraries in VM b against siw's in VM a (see siw_perftest_drop_in).
+# MODE socket-M: uwarp-perf's mode M on
 # uwarp's socket transport over the kernel NICs, served at KERNEL_IP.
 # MODE siw-M: perftest's tool for M (ib_write_bw for write-bw, ...) with
 # -R on siw in both VMs, served at KERNEL_IP.
@@ -111,6 +114,80 @@ siw_rping() {
     esac
 }
 
+# Ports on the kernel NICs for siw-perftest's two messages: "ready" to
+# VM b (siw's server listens), the verdict to VM a.
+READY_PORT=5301
+VERDICT_PORT=5300
+CLIENT_KERNEL_IP=10.88.0.3
+
+# Sends the line $3 to port $2 of $1, again while nothing listens there
+# yet (at most 2 minutes).
+tell() {
+    n=0
+    until echo "$3" | nc "$1" "$2"; do
+        n=$((n + 1))
+        [ "$n" -lt 600 ] || return 1
+        sleep 0.2
+    done
+}
+
+# The line the next peer sends to port $1, within the time limit.
+heard() {
+    timeout "$LIMIT" nc -l -p "$1" < /dev/null
+}
+
+# One side of siw-perftest: siw's ib_write_bw server in VM a, uwarp's
+# client in VM b. perftest's server listens twice, and a client that comes
+# between the two is refused (RDMA_CM_EVENT_REJECTED) and cannot retry in
+# the same run, while the server waits for it for good. So the server's
+# side says "ready" once siw listens (its port in /proc/net/tcp), the
+# client says whether it was refused, and a refused run starts again, at
+# most 3 times.
+siw_perftest_drop_in() {
+    opts="-R -F -p $PORT -s $size -n $iters"
+    n=0
+    while [ "$n" -lt 3 ]; do
+        n=$((n + 1))
+        case "$role" in
+        server)
+            # shellcheck disable=SC2086
+            ib_write_bw $opts > /tmp/side.out 2>&1 &
+            p=$!
+            hex=$(printf '%04X' "$PORT")
+            until grep -q ":$hex 00000000:0000 0A" /proc/net/tcp || ! kill -0 "$p" 2>/dev/null; do
+                sleep 0.1
+            done
+            tell "$CLIENT_KERNEL_IP" "$READY_PORT" ready || return 1
+            verdict=$(heard "$VERDICT_PORT")
+            if [ "$verdict" = refused ]; then
+                kill "$p"
+                wait "$p"
+                echo "uwvm: siw's server run $n stopped: uwarp's client came between its listens"
+                continue
+            fi
+            timeout "$LIMIT" sh -c "while kill -0 $p 2>/dev/null; do sleep 0.2; done" || kill "$p"
+            wait "$p"
+            rc=$?
+            cat /tmp/side.out
+            return "$rc" ;;
+        client)
+            UWARP_IP=$CLIENT_IP
+            [ "$(heard "$READY_PORT")" = ready ] || return 1
+            # shellcheck disable=SC2086
+            on_uwarp ib_write_bw $opts "$KERNEL_IP" 2>&1 | tee /tmp/side.out
+            rc=$?
+            if grep -q RDMA_CM_EVENT_REJECTED /tmp/side.out; then
+                tell "$KERNEL_IP" "$VERDICT_PORT" refused || return 1
+                continue
+            fi
+            tell "$KERNEL_IP" "$VERDICT_PORT" served || return 1
+            return "$rc" ;;
+        esac
+    done
+    echo "uwvm: uwarp's ib_write_bw client refused 3 times"
+    return 1
+}
+
 # One side of kernel-tcp: the kernel receives, then sends; uwarp sends,
 # then receives. busybox's nc half-closes when its input ends, and ends
 # when the peer closes.
@@ -192,6 +269,7 @@ EOF
     started=$(cut -d' ' -f1 /proc/uptime)
     case "$mode,$role" in
     siw-rping,server|siw-rping,client) siw_rping ;;
+    siw-perftest,*) siw_perftest_drop_in ;;
     kernel-tcp,server|kernel-tcp,client) kernel_tcp ;;
     socket-*) socket_perf ;;
     siw-*) siw_perftest ;;

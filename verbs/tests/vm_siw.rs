@@ -6,6 +6,10 @@
 //! client, then uwarp serves siw's client; every ping's data is checked
 //! by both (`-V`), each client must print all its pings (`-v`), and every
 //! rping must end well (exit 0, or 255 after rping's own exit race).
+//! Then, in the same boot, Debian's unmodified `ib_write_bw -R` on the
+//! drop-ins is the client of `ib_write_bw -R` on siw
+//! (`scripts/vm/run.sh siw-perftest`): both must end well and print their
+//! result line for every message.
 //!
 //! Needs root (taps, a bridge), qemu and cpio (`scripts/setup.sh`).
 
@@ -14,8 +18,11 @@ use uwarp_testing::{pci_vms, root_or_skip, serial};
 /// The pings each client sends.
 const PINGS: usize = 10;
 
+/// The size of `ib_write_bw`'s messages (run.sh's default).
+const PERF_SIZE: &str = "65536";
+
 #[test]
-fn debian_rping_on_uwarp_in_a_vm_against_siw_in_another_both_roles() {
+fn debian_rping_and_ib_write_bw_on_uwarp_in_a_vm_against_siw_in_another() {
     if !root_or_skip("the PCI VMs (taps, a bridge)") {
         return;
     }
@@ -23,13 +30,27 @@ fn debian_rping_on_uwarp_in_a_vm_against_siw_in_another_both_roles() {
     let pings = PINGS.to_string();
     let run = pci_vms::run(
         env!("CARGO_BIN_EXE_uwarp-run"),
-        &["--iters", &pings, "siw-rping"],
+        &["--iters", &pings, "siw-rping", "siw-perftest"],
     );
     let (stdout, shown) = (&run.stdout, &run.shown);
-    assert!(
-        stdout.contains("vm: siw-rping: passed"),
-        "no verdict:\n{shown}"
-    );
+    for scenario in ["siw-rping", "siw-perftest"] {
+        assert!(
+            stdout.contains(&format!("vm: {scenario}: passed")),
+            "{scenario}: no verdict:\n{shown}"
+        );
+    }
+    // perftest's result line: size, iterations, peak, average, rate (the
+    // drop-in's last words on standard error may follow it on its line).
+    for (vm, who) in [("a", "siw's server"), ("b", "uwarp's client")] {
+        let result = stdout
+            .lines()
+            .filter_map(|line| line.strip_prefix(&format!("{vm}: ")))
+            .any(|line| {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                fields.len() >= 5 && fields[0] == PERF_SIZE && fields[1] == pings
+            });
+        assert!(result, "{who}'s ib_write_bw printed no result:\n{shown}");
+    }
     for (vm, who) in [("a", "siw's client"), ("b", "uwarp's client")] {
         let pings = stdout
             .lines()
