@@ -23,55 +23,16 @@ use uwarp_bench::capture::{read_capture, read_capture_bytes, PcapTcpWriter};
 use uwarp_bench::decode::{decode_streams, DecodeOptions, Record, RecordKind};
 use uwarp_stack::wire::ddp::{BufferModel, DdpRepr};
 use uwarp_stack::wire::fpdu;
-use uwarp_stack::wire::mpa::{EnhancedBlock, FrameKind, Revision, StartupRepr};
+use uwarp_stack::wire::mpa::FrameKind;
 use uwarp_stack::wire::terminate::TermError;
+use uwarp_testing::siw_frames::{startup, untagged};
 
 const HOST: [u8; 4] = [10, 99, 0, 1];
 const SIW: [u8; 4] = [10, 99, 0, 2];
 
-/// An untagged ULPDU: DDP version 1, L set, `rdmap` as the RDMAP control
-/// octet, on queue `qn` with MSN `msn`.
-fn untagged(rdmap: u8, qn: u32, msn: u32, payload: &[u8]) -> Vec<u8> {
-    let ddp = DdpRepr {
-        last: true,
-        reserved: 0,
-        ulp_control: rdmap,
-        model: BufferModel::Untagged {
-            ulp_word: 0,
-            qn,
-            msn,
-            mo: 0,
-        },
-    };
-    let mut ulpdu = vec![0; ddp.header_len()];
-    ddp.emit(&mut ulpdu).unwrap();
-    [ulpdu, payload.to_vec()].concat()
-}
-
 /// siw's Terminate ULPDU: `control` in siw's layout, then what it echoes.
 fn siw_terminate(control: [u8; 4], echo: &[u8]) -> Vec<u8> {
     untagged(0x47, 2, 1, &[&control[..], echo].concat())
-}
-
-/// The MPA Request or Reply siw exchanges by default: revision 2, IRD and
-/// ORD 1, no CRC.
-fn startup(kind: FrameKind) -> Vec<u8> {
-    StartupRepr {
-        kind,
-        markers: false,
-        crc: false,
-        reject: false,
-        reserved_flags: 0,
-        revision: Revision::Enhanced,
-        enhanced: Some(EnhancedBlock {
-            ird: 1,
-            ord: 1,
-            ..EnhancedBlock::default()
-        }),
-        private_data: &[],
-    }
-    .to_vec()
-    .unwrap()
 }
 
 /// A capture of connections from the host to siw, each the startup

@@ -33,10 +33,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use siw_vm::{announced_server, report_status, Vm, TAP, VM_IP};
-use uwarp_stack::wire::ddp::{BufferModel, DdpRepr};
 use uwarp_stack::wire::fpdu;
-use uwarp_stack::wire::mpa::{EnhancedBlock, FrameKind, Revision, StartupRepr, HEADER_LEN};
+use uwarp_stack::wire::mpa::{FrameKind, HEADER_LEN};
 use uwarp_stack::wire::rdmap::ReadRequest;
+use uwarp_testing::siw_frames::{startup, untagged};
 use uwarp_testing::{root_or_skip, serial};
 
 /// Where siw's rping listens.
@@ -55,25 +55,6 @@ struct Case {
     name: &'static str,
     /// The ULPDU the probe sends, framed without CRC.
     ulpdu: Vec<u8>,
-}
-
-/// An untagged ULPDU with L set: DDP version 1, `rdmap` as the RDMAP
-/// control octet, on queue `qn` with MSN `msn`.
-fn untagged(rdmap: u8, qn: u32, msn: u32, payload: &[u8]) -> Vec<u8> {
-    let ddp = DdpRepr {
-        last: true,
-        reserved: 0,
-        ulp_control: rdmap,
-        model: BufferModel::Untagged {
-            ulp_word: 0,
-            qn,
-            msn,
-            mo: 0,
-        },
-    };
-    let mut ulpdu = vec![0; ddp.header_len()];
-    ddp.emit(&mut ulpdu).expect("room for the DDP header");
-    [ulpdu, payload.to_vec()].concat()
 }
 
 /// RDMAP control octets: version 1 with the Send and Read Request
@@ -120,26 +101,6 @@ fn cases() -> Vec<Case> {
             ulpdu: untagged(READ_REQUEST, 1, 1, &read_request.to_bytes()),
         },
     ]
-}
-
-/// The MPA Request rping's client sends siw by default.
-fn request() -> Vec<u8> {
-    StartupRepr {
-        kind: FrameKind::Request,
-        markers: false,
-        crc: false,
-        reject: false,
-        reserved_flags: 0,
-        revision: Revision::Enhanced,
-        enhanced: Some(EnhancedBlock {
-            ird: 1,
-            ord: 1,
-            ..EnhancedBlock::default()
-        }),
-        private_data: &[],
-    }
-    .to_vec()
-    .expect("a valid Request")
 }
 
 /// tshark recording the connections to [`PORT`] on the tap into a file.
@@ -191,7 +152,9 @@ fn probe(ulpdu: &[u8]) -> Vec<u8> {
     let siw = SocketAddr::from((VM_IP, PORT));
     let mut stream = TcpStream::connect_timeout(&siw, STEP).expect("connect to siw's rping");
     stream.set_read_timeout(Some(STEP)).expect("a read timeout");
-    stream.write_all(&request()).expect("send the MPA Request");
+    stream
+        .write_all(&startup(FrameKind::Request))
+        .expect("send the MPA Request");
     let mut reply = [0; HEADER_LEN];
     stream.read_exact(&mut reply).expect("siw's MPA Reply");
     let pd_len = usize::from(u16::from_be_bytes([reply[18], reply[19]]));

@@ -9,6 +9,8 @@
 //!   iWARP devices on net_ring pairs.
 //! - [`siw_vm`]: the siw VM of `scripts/siw-vm/`, booted to run one
 //!   shell line, for tests against Linux soft-iWARP.
+//! - [`siw_frames`]: the startup frames and untagged ULPDUs a test peer
+//!   of siw sends.
 //! - [`pci_vms`]: the two VMs of `scripts/vm/run.sh`, on PCI NICs driven
 //!   by DPDK's own drivers.
 //! - [`serial`] and [`root_or_skip`]: running tests that need both CPUs,
@@ -23,6 +25,7 @@ use std::sync::{Mutex, MutexGuard};
 pub mod dpdk_rig;
 pub mod pair;
 pub mod pci_vms;
+pub mod siw_frames;
 pub mod siw_vm;
 
 /// Holds the tests of one binary that take both CPUs (busy-polling cores
