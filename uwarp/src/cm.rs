@@ -143,6 +143,8 @@ pub struct Listener {
     pub(crate) requests: crossbeam_channel::Receiver<IncomingRequest>,
     pub(crate) control: Sender<ControlCmd>,
     pub(crate) driver: Driver,
+    /// [`Listener::stop`] ran.
+    pub(crate) stopped: std::sync::atomic::AtomicBool,
 }
 
 impl Listener {
@@ -171,16 +173,30 @@ impl Listener {
 /// the port.
 const STOP_LISTENING_WAIT: Duration = Duration::from_secs(5);
 
-impl Drop for Listener {
+impl Listener {
     /// Stops listening, and returns once the port is closed (so a connect
     /// right after is refused, not accepted by a listener about to go),
-    /// or after 5 s if the control core does not answer.
-    fn drop(&mut self) {
+    /// or after 5 s if the control core does not answer. Requests not yet
+    /// taken are rejected; a thread waiting in
+    /// [`get_request`](Self::get_request) wakes with
+    /// [`Error::DeviceClosed`] once those are taken. Later calls do
+    /// nothing.
+    pub fn stop(&self) {
+        if self.stopped.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            return;
+        }
         let (done, closed) = crossbeam_channel::bounded(1);
         let cmd = ControlCmd::StopListening { id: self.id, done };
         if self.control.send(cmd).is_ok() {
             let _ = self.driver.recv(&closed, STOP_LISTENING_WAIT);
         }
+    }
+}
+
+impl Drop for Listener {
+    /// Stops listening ([`Listener::stop`]).
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 

@@ -185,6 +185,7 @@ impl Device {
             requests,
             control: self.control.clone(),
             driver: self.driver.clone(),
+            stopped: Default::default(),
         })
     }
 

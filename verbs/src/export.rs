@@ -41,11 +41,61 @@ pub fn set_errno(value: i32) {
 /// Runs the body of a C entry point. A panic must not unwind into C (it
 /// would abort the application): it becomes `failed`, with `errno` set to
 /// `EIO`, after the panic hook has printed where it happened.
+///
+/// The body runs with the thread's cancellation disabled
+/// ([`CancellationDeferred`]): a cancellation acted on inside it would
+/// unwind into `catch_unwind`, which cannot catch glibc's forced unwind
+/// and aborts the program ("FATAL: exception not rethrown"). A
+/// cancellation pending then is acted on at the thread's next
+/// cancellation point after the call. Verbs that wait (and so are
+/// cancellation points in rdma-core) wait outside the guard, in frames
+/// that only call `extern "C"` functions ([`wait_record`]).
 pub fn guard<T>(failed: T, body: impl FnOnce() -> T) -> T {
+    let _deferred = CancellationDeferred::new();
     catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|_| {
         set_errno(libc::EIO);
         failed
     })
+}
+
+/// `PTHREAD_CANCEL_DISABLE` of glibc's `<pthread.h>` (the `libc` crate
+/// has neither it nor the function).
+const PTHREAD_CANCEL_DISABLE: i32 = 1;
+
+extern "C" {
+    /// glibc's `pthread_setcancelstate`.
+    fn pthread_setcancelstate(state: i32, earlier: *mut i32) -> i32;
+}
+
+/// The calling thread's cancellation disabled while this lives, then its
+/// earlier state restored (`pthread_setcancelstate`).
+pub struct CancellationDeferred {
+    earlier: i32,
+}
+
+impl CancellationDeferred {
+    /// Disables cancellation, remembering the state to restore.
+    pub fn new() -> Self {
+        let mut earlier = 0;
+        // SAFETY: `earlier` is valid for the write; the state is a valid
+        // value.
+        unsafe { pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &raw mut earlier) };
+        Self { earlier }
+    }
+}
+
+impl Default for CancellationDeferred {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for CancellationDeferred {
+    fn drop(&mut self) {
+        let mut ignored = 0;
+        // SAFETY: restores the state `new` read.
+        unsafe { pthread_setcancelstate(self.earlier, &raw mut ignored) };
+    }
 }
 
 /// Runs the body of a C entry point that answers a pointer: `Ok` is the
@@ -196,17 +246,77 @@ fn errno_of_kind(kind: std::io::ErrorKind) -> i32 {
 /// as a handle the application already destroyed (perftest 4.5 connects
 /// again with a destroyed id, then destroys it a second time, after a
 /// rejection), fails with `EINVAL` instead of touching freed memory.
+///
+/// A destroyed handle's memory is not freed at once but retired
+/// ([`LiveHandles::retire`]): the last [`RETIRED_KEPT`] destroyed handles
+/// of a kind keep their addresses, so a stale handle among them is never
+/// mistaken for a new object made at the same address. Older stale
+/// handles are what they are in rdma-core: undefined behaviour of the
+/// program.
 #[derive(Debug)]
-pub struct LiveHandles(Mutex<BTreeSet<usize>>);
+pub struct LiveHandles {
+    live: Mutex<BTreeSet<usize>>,
+    retired: Mutex<std::collections::VecDeque<Retired>>,
+}
+
+/// How many destroyed handles of each kind keep their memory.
+pub const RETIRED_KEPT: usize = 256;
+
+/// A destroyed object's memory, and how to free it.
+struct Retired {
+    address: usize,
+    free: unsafe fn(usize),
+}
+
+impl std::fmt::Debug for Retired {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Retired({:#x})", self.address)
+    }
+}
 
 impl LiveHandles {
     /// An empty set.
     pub const fn new() -> Self {
-        Self(Mutex::new(BTreeSet::new()))
+        Self {
+            live: Mutex::new(BTreeSet::new()),
+            retired: Mutex::new(std::collections::VecDeque::new()),
+        }
     }
 
     fn set(&self) -> std::sync::MutexGuard<'_, BTreeSet<usize>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.live.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Keeps the memory of `object`, a destroyed handle already
+    /// [`remove`](Self::remove)d, until [`RETIRED_KEPT`] more have been
+    /// retired; then frees it.
+    pub fn retire<T>(&self, object: Box<T>) {
+        /// Frees what `retire` kept.
+        ///
+        /// # Safety
+        ///
+        /// `address` came from `Box::<T>::into_raw`, once.
+        unsafe fn free<T>(address: usize) {
+            // SAFETY: the caller's promise.
+            drop(unsafe { Box::from_raw(address as *mut T) });
+        }
+        let address = Box::into_raw(object) as usize;
+        let oldest = {
+            let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+            retired.push_back(Retired {
+                address,
+                free: free::<T>,
+            });
+            if retired.len() > RETIRED_KEPT {
+                retired.pop_front()
+            } else {
+                None
+            }
+        };
+        if let Some(oldest) = oldest {
+            // SAFETY: retired once, by `retire` with its own `free`.
+            unsafe { (oldest.free)(oldest.address) };
+        }
     }
 
     /// Records `handle` as alive.

@@ -11,10 +11,12 @@ use super::{errno, verbs, Input};
 use crate::abi::cm::*;
 use crate::abi::verbs::*;
 use crate::cm::addrinfo::to_sockaddr;
+use crate::cm::connect::*;
 use crate::cm::events::{
     rdma_ack_cm_event, rdma_create_event_channel, rdma_destroy_event_channel, rdma_get_cm_event,
 };
 use crate::cm::id::*;
+use crate::cm::listen::*;
 use crate::qp::ibv_destroy_qp;
 
 /// Connects to a listener of this process with the private data, IRD and

@@ -2,147 +2,177 @@
 //! `rdma_destroy_event_channel`, `rdma_get_cm_event`, `rdma_ack_cm_event`,
 //! `rdma_event_str`.
 //!
-//! A channel's descriptor is the read end of a pipe carrying one
-//! 8-octet record per event: the address of the event, which the
-//! application owns from `rdma_get_cm_event` to `rdma_ack_cm_event`. An
-//! event whose id was destroyed before the application read it is dropped
-//! when read (the kernel drops such events too).
+//! rdma-core's lifetimes, which programs are written against:
+//! - An event handed out counts against an id until it is acknowledged
+//!   ([`Liveness`]), and `rdma_destroy_id` waits for those: the id an
+//!   event names stays valid until the event is acknowledged. A
+//!   connection request counts against its listener, not against the new
+//!   id it carries, so the new id can be rejected and destroyed before the
+//!   request is acknowledged.
+//! - Handing out and destroying exclude each other: an event is either
+//!   handed out (and counted) before its id is marked destroyed, or
+//!   dropped.
+//! - An id's unread events are dropped when it is destroyed; a connection
+//!   request dropped so (its listener destroyed, its channel destroyed) is
+//!   rejected at once.
+//! - What an event tells about its id (its addresses once connected) is
+//!   written into the id by the thread that takes the event, never by a
+//!   library thread behind the application's back.
 
 use core::ffi::{c_char, c_int, CStr};
 use core::ptr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::net::SocketAddr;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
+use super::queue::{take_or_wait, EventQueue, TAKE_NOTHING};
 use crate::abi::cm::*;
-use crate::export::{fail, guard, set_errno, symbol_versions, wait_record, LiveHandles};
+use crate::export::{fail, guard, set_errno, symbol_versions, LiveHandles};
 
-/// An event channel: the `rdma_event_channel` applications hold, and
-/// its pipe's write end.
+/// An event channel: the `rdma_event_channel` applications hold, and its
+/// queue (shared with the ids whose events go there, which may outlive
+/// the channel: their events are then dropped).
 #[repr(C)]
 pub struct EventChannel {
     ibv: RdmaEventChannel,
-    read: OwnedFd,
-    write: OwnedFd,
+    queue: Arc<EventQueue>,
+    /// A synchronous id's own channel (its `channel`, as in rdma-core).
+    private: bool,
 }
 
 impl EventChannel {
-    /// A new channel, or the `errno` of the failure.
+    /// A new channel for the application, or the `errno` of the failure.
     pub fn new() -> Result<Box<EventChannel>, c_int> {
-        let mut fds = [0; 2];
-        // SAFETY: `fds` is valid for the two descriptors pipe2 writes.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(std::io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::EMFILE));
-        }
-        // SAFETY: both descriptors are open and owned by nothing else.
-        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        Self::made(false)
+    }
+
+    /// A new channel of a synchronous id's own.
+    pub fn private() -> Result<Box<EventChannel>, c_int> {
+        Self::made(true)
+    }
+
+    fn made(private: bool) -> Result<Box<EventChannel>, c_int> {
+        let queue = Arc::new(EventQueue::new()?);
         Ok(Box::new(EventChannel {
-            ibv: RdmaEventChannel {
-                fd: read.as_raw_fd(),
-            },
-            read,
-            write,
+            ibv: RdmaEventChannel { fd: queue.fd() },
+            queue,
+            private,
         }))
     }
 
-    /// The `rdma_event_channel` applications hold.
-    pub fn ibv(&mut self) -> *mut RdmaEventChannel {
-        &raw mut self.ibv
+    /// The channel's queue.
+    pub fn queue(&self) -> &Arc<EventQueue> {
+        &self.queue
+    }
+
+    /// Whether it is a synchronous id's own channel.
+    pub fn is_private(&self) -> bool {
+        self.private
     }
 
     /// The channel behind `channel`.
     ///
     /// # Safety
     ///
-    /// `channel` is a live channel made by [`EventChannel::new`].
+    /// `channel` was made by [`EventChannel::new`] and is live or retired
+    /// (its memory kept).
     pub unsafe fn from_ibv<'a>(channel: *mut RdmaEventChannel) -> &'a EventChannel {
-        // SAFETY: the caller promises a live channel; `ibv` is the first
+        // SAFETY: the caller promises such a channel; `ibv` is the first
         // field of the `#[repr(C)]` `EventChannel` it was boxed as.
         unsafe { &*channel.cast::<EventChannel>() }
     }
 
-    /// Queues `event`; the application takes it with `rdma_get_cm_event`.
-    /// The pipe holds 8 Ki events; a channel nobody reads that fills it
-    /// loses the event (counted by nothing: the application has stopped
-    /// listening).
-    pub fn post(&self, event: Box<Event>) {
-        let address = Box::into_raw(event) as u64;
-        let record = address.to_ne_bytes();
-        // SAFETY: writes 8 octets from `record` to the pipe this channel
-        // owns.
-        let written = unsafe { libc::write(self.write.as_raw_fd(), record.as_ptr().cast(), 8) };
-        if written != 8 {
-            // SAFETY: the event was not queued; take it back.
-            drop(unsafe { Box::from_raw(address as *mut Event) });
-        }
+    /// Publishes the channel: a live handle from now on.
+    pub fn publish(channel: Box<EventChannel>) -> *mut RdmaEventChannel {
+        let channel: *mut RdmaEventChannel = Box::into_raw(channel).cast();
+        LIVE_CHANNELS.insert(channel);
+        channel
     }
 
-    /// Takes the next event, blocking (a synchronous id's own wait).
-    pub fn take(&self) -> Result<Box<Event>, c_int> {
-        loop {
-            let mut address = 0u64;
-            // SAFETY: `address` is valid for its 8 octets of writes.
-            if unsafe { wait_record(self.read.as_raw_fd(), &raw mut address) } != 0 {
-                let errno = std::io::Error::last_os_error()
-                    .raw_os_error()
-                    .unwrap_or(libc::EIO);
-                if errno == libc::EINTR {
-                    continue;
-                }
-                return Err(errno);
-            }
-            // SAFETY: only `post` writes this pipe, and only addresses of
-            // boxed events.
-            let event = unsafe { Box::from_raw(address as *mut Event) };
-            if !event.owner.is_destroyed() {
-                return Ok(event);
-            }
+    /// Destroys a live channel: its queue closes (its events are dropped,
+    /// requests among them rejected) and its memory is retired.
+    /// `false` if `channel` is not a live channel.
+    pub fn destroy(channel: *mut RdmaEventChannel) -> bool {
+        if !LIVE_CHANNELS.remove(channel) {
+            return false;
         }
+        // SAFETY: a live channel, boxed by `publish`, now ours alone.
+        let owned = unsafe { Box::from_raw(channel.cast::<EventChannel>()) };
+        owned.queue.close();
+        LIVE_CHANNELS.retire(owned);
+        true
     }
 }
 
 /// What an id shares with its events: whether it was destroyed, and how
-/// many of its events the application holds (taken, not acknowledged).
+/// many events counted against it the application holds (taken, not
+/// acknowledged). Both under one lock, so that handing an event out and
+/// destroying its id exclude each other.
 #[derive(Default)]
 pub struct Liveness {
-    destroyed: AtomicBool,
-    held: Mutex<u64>,
+    state: Mutex<Held>,
     released: Condvar,
 }
 
+#[derive(Default)]
+struct Held {
+    destroyed: bool,
+    events: u64,
+}
+
 impl Liveness {
+    fn held(&self) -> MutexGuard<'_, Held> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Whether the id was destroyed.
     pub fn is_destroyed(&self) -> bool {
-        self.destroyed.load(Ordering::Acquire)
+        self.held().destroyed
     }
 
-    /// Marks the id destroyed: events of it not yet taken are dropped,
-    /// and no more are posted.
+    /// Marks the id destroyed: no event of it is handed out any more.
     pub fn mark_destroyed(&self) {
-        self.destroyed.store(true, Ordering::Release);
+        self.held().destroyed = true;
     }
 
-    /// Waits until the application has acknowledged every event of the id
-    /// that it took, as `rdma_destroy_id` must.
+    /// Counts an event as handed out, unless the id was destroyed
+    /// (`false`: drop the event).
+    fn hold(&self) -> bool {
+        let mut held = self.held();
+        if held.destroyed {
+            return false;
+        }
+        held.events += 1;
+        true
+    }
+
+    /// Counts an event as acknowledged.
+    fn release(&self) {
+        let mut held = self.held();
+        held.events = held.events.saturating_sub(1);
+        if held.events == 0 {
+            self.released.notify_all();
+        }
+    }
+
+    /// Waits until the application has acknowledged every event counted
+    /// against the id, as `rdma_destroy_id` and `rdma_migrate_id` do in
+    /// rdma-core.
     pub fn wait_released(&self) {
-        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let held = self.held();
         let _held = self
             .released
-            .wait_while(held, |held| *held > 0)
+            .wait_while(held, |held| held.events > 0)
             .unwrap_or_else(|e| e.into_inner());
     }
+}
 
-    fn taken(&self) {
-        *self.held.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-    }
-
-    fn acknowledged(&self) {
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        *held = held.saturating_sub(1);
-        self.released.notify_all();
-    }
+/// What taking an event does to its id, in the taking thread (rdma-core
+/// updates the id when it processes an event, in `rdma_get_cm_event`).
+pub trait HandOut: Send {
+    /// Runs once the event is counted as handed out; the event's `id`
+    /// (and, for a request, its listener) is alive until it is
+    /// acknowledged. An `errno` drops the event instead.
+    fn hand_out(self: Box<Self>, event: &mut RdmaCmEvent) -> Result<(), c_int>;
 }
 
 /// An event: the `rdma_cm_event` applications read, and what it owns.
@@ -152,21 +182,32 @@ pub struct Event {
     pub ibv: RdmaCmEvent,
     /// The octets `ibv.conn.private_data` points at.
     private_data: Vec<u8>,
-    /// The id's liveness.
-    owner: Arc<Liveness>,
+    /// The liveness of the id the event is about: it is dropped unread
+    /// when that id is destroyed, and counts against it when handed out
+    /// (a connection request's is its listener's).
+    about: Arc<Liveness>,
+    /// What handing the event out does (a request's new id is published;
+    /// an id's addresses are written); dropped unrun with the event.
+    hand_out: Option<Box<dyn HandOut>>,
 }
 
+// SAFETY: the raw pointers of `ibv` are addresses the event carries for
+// the application; no thread dereferences them through the event, and
+// the rest is Send.
+unsafe impl Send for Event {}
+
 impl Event {
-    /// An event of type `kind` for `id` (whose liveness is `owner`), with
-    /// `status` (0 or a negative `errno` value) and the peer's
-    /// `private_data`, and the IRD/ORD to report.
+    /// An event of type `kind` about the id at `id` (whose liveness is
+    /// `about`), with `status` (0 or a negative `errno` value), the peer's
+    /// `private_data`, and the responder resources and initiator depth to
+    /// report.
     pub fn new(
         id: *mut RdmaCmId,
-        owner: Arc<Liveness>,
+        about: Arc<Liveness>,
         kind: c_int,
         status: c_int,
         private_data: Vec<u8>,
-        ird_ord: (u8, u8),
+        resources_depth: (u8, u8),
     ) -> Box<Event> {
         let mut event = Box::new(Event {
             ibv: RdmaCmEvent {
@@ -177,8 +218,8 @@ impl Event {
                 conn: RdmaConnParam {
                     private_data: ptr::null(),
                     private_data_len: 0,
-                    responder_resources: ird_ord.0,
-                    initiator_depth: ird_ord.1,
+                    responder_resources: resources_depth.0,
+                    initiator_depth: resources_depth.1,
                     flow_control: 0,
                     retry_count: 0,
                     rnr_retry_count: 0,
@@ -188,7 +229,8 @@ impl Event {
                 _param_rest: [0; 4],
             },
             private_data,
-            owner,
+            about,
+            hand_out: None,
         });
         if !event.private_data.is_empty() {
             event.ibv.conn.private_data = event.private_data.as_ptr().cast();
@@ -197,6 +239,72 @@ impl Event {
         }
         event
     }
+
+    /// Runs `hand_out` when the event is handed out.
+    pub fn on_hand_out(mut self: Box<Self>, hand_out: Box<dyn HandOut>) -> Box<Self> {
+        self.hand_out = Some(hand_out);
+        self
+    }
+
+    /// Whether the event is about the id whose liveness is `about`.
+    pub fn is_about(&self, about: &Arc<Liveness>) -> bool {
+        Arc::ptr_eq(&self.about, about)
+    }
+
+    /// Hands the event out: counts it against its id and runs what taking
+    /// it does; `None` (the event dropped) if the id was destroyed.
+    fn hand_out(mut self: Box<Self>) -> Option<*mut RdmaCmEvent> {
+        if !self.about.hold() {
+            return None;
+        }
+        if let Some(hand_out) = self.hand_out.take() {
+            if hand_out.hand_out(&mut self.ibv).is_err() {
+                self.about.release();
+                return None;
+            }
+        }
+        Some(Box::into_raw(self).cast())
+    }
+}
+
+/// The writes to an id that an event carries: its addresses once it is
+/// connected (rdma-core reads them from the kernel when it processes
+/// `ESTABLISHED`).
+pub struct SetAddresses {
+    /// The id's local address.
+    pub local: SocketAddr,
+    /// Its peer's.
+    pub peer: SocketAddr,
+}
+
+impl HandOut for SetAddresses {
+    fn hand_out(self: Box<Self>, event: &mut RdmaCmEvent) -> Result<(), c_int> {
+        super::id::set_addresses(event.id, self.local, self.peer);
+        Ok(())
+    }
+}
+
+/// Takes the next event of `queue` for the application: the event (now
+/// counted against its id), `None` when nothing is queued. Events of ids
+/// destroyed meanwhile are dropped on the way.
+pub fn take_from(queue: &EventQueue) -> Option<*mut RdmaCmEvent> {
+    loop {
+        let event = queue.take(|_| true)?;
+        if let Some(handed) = event.hand_out() {
+            return Some(handed);
+        }
+    }
+}
+
+/// Acknowledges an event handed out: frees it and releases its id.
+///
+/// # Safety
+///
+/// `event` was handed out by [`take_from`] and not yet acknowledged.
+pub unsafe fn acknowledge(event: *mut RdmaCmEvent) {
+    // SAFETY: the caller's promise: boxed as an `Event` starting with it.
+    let event = unsafe { Box::from_raw(event.cast::<Event>()) };
+    event.about.release();
 }
 
 /// The channels `rdma_create_event_channel` made and
@@ -214,11 +322,7 @@ pub(crate) fn is_live(channel: *mut RdmaEventChannel) -> bool {
 #[no_mangle]
 pub extern "C" fn rdma_create_event_channel() -> *mut RdmaEventChannel {
     guard(ptr::null_mut(), || match EventChannel::new() {
-        Ok(channel) => {
-            let channel: *mut RdmaEventChannel = Box::into_raw(channel).cast();
-            LIVE_CHANNELS.insert(channel);
-            channel
-        }
+        Ok(channel) => EventChannel::publish(channel),
         Err(errno) => {
             set_errno(errno);
             ptr::null_mut()
@@ -226,101 +330,84 @@ pub extern "C" fn rdma_create_event_channel() -> *mut RdmaEventChannel {
     })
 }
 
-/// `rdma_destroy_event_channel`: closes the channel (events still queued
-/// are dropped with it); a channel not alive (destroyed already) is left
-/// alone.
+/// `rdma_destroy_event_channel`: closes the channel; events still queued
+/// are dropped with it (connection requests among them rejected), and
+/// events later posted for ids still on it are dropped. A channel not
+/// alive (destroyed already) is left alone.
 ///
 /// # Safety
 ///
-/// `channel` is not used by any id any more.
+/// `channel` is NULL or a channel `rdma_create_event_channel` made.
 #[no_mangle]
 pub unsafe extern "C" fn rdma_destroy_event_channel(channel: *mut RdmaEventChannel) {
-    if !LIVE_CHANNELS.remove(channel) {
-        return;
-    }
     guard((), || {
-        // SAFETY: the caller promises a live channel that
-        // rdma_create_event_channel boxed as an `EventChannel`.
-        let owned = unsafe { Box::from_raw(channel.cast::<EventChannel>()) };
-        // Drain what is queued, so the events are freed.
-        // SAFETY: fcntl on the channel's own descriptor.
-        unsafe { libc::fcntl(owned.read.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
-        while owned.take().is_ok() {}
+        EventChannel::destroy(channel);
     });
 }
 
 /// `rdma_get_cm_event`: waits for the next event on `channel` (or, if its
 /// descriptor is non-blocking, answers `EAGAIN`). 0, or -1 with `errno`
-/// set (`EINTR` when a signal without `SA_RESTART` interrupts the wait).
+/// set (`EINTR` when a signal without `SA_RESTART` interrupts the wait,
+/// `EINVAL` for a channel not alive).
 ///
 /// Like `ibv_get_cq_event`, it waits in a frame whose only calls are
 /// `extern "C"` ones, so a thread cancelled in it unwinds through it.
 ///
 /// # Safety
 ///
+/// `channel` is NULL or a channel `rdma_create_event_channel` made;
 /// `event` is NULL or valid for a write.
 #[no_mangle]
 pub unsafe extern "C" fn rdma_get_cm_event(
     channel: *mut RdmaEventChannel,
     event: *mut *mut RdmaCmEvent,
 ) -> c_int {
-    // SAFETY: `channel_fd` reads only a live channel.
-    let fd = unsafe { channel_fd(channel) };
-    if fd < 0 || event as usize == 0 {
+    if event as usize == 0 {
         return fail(libc::EINVAL);
     }
-    let mut address: u64 = 0;
-    loop {
-        // SAFETY: `address` is valid for its 8 octets of writes.
-        if unsafe { wait_record(fd, &raw mut address) } != 0 {
+    let mut args = (channel, event);
+    // SAFETY: `take_event` takes these arguments.
+    unsafe { take_or_wait(take_event, (&raw mut args).cast()) }
+}
+
+/// [`rdma_get_cm_event`]'s look at its channel (`args`: the channel and
+/// where to write the event): 0 with the next event written, or
+/// [`TAKE_NOTHING`] with the descriptor to wait on in `fd`; -1 with
+/// `errno` `EINVAL` for a channel not alive. A channel destroyed while a
+/// thread waits on it leaves `fd` on its closed queue, where the thread
+/// stays blocked as on the kernel's descriptor.
+///
+/// # Safety
+///
+/// `args` is a `(channel, out)` pair, `out` writable; `fd` is writable.
+unsafe extern "C" fn take_event(args: *mut core::ffi::c_void, fd: *mut c_int) -> c_int {
+    guard(-1, || {
+        // SAFETY: the caller's promise.
+        let (channel, out) =
+            unsafe { *args.cast::<(*mut RdmaEventChannel, *mut *mut RdmaCmEvent)>() };
+        if !is_live(channel) {
+            set_errno(libc::EINVAL);
             return -1;
         }
-        // SAFETY: the caller promises `event` is writable.
-        if unsafe { take_event(address, event) } == 0 {
-            return 0;
+        // SAFETY: a live channel.
+        let queue = unsafe { EventChannel::from_ibv(channel) }.queue();
+        match take_from(queue) {
+            Some(taken) => {
+                // SAFETY: the caller promises `out` is writable.
+                unsafe { out.write(taken) };
+                0
+            }
+            None => {
+                // SAFETY: the caller promises `fd` is writable.
+                unsafe { fd.write(queue.fd()) };
+                TAKE_NOTHING
+            }
         }
-    }
-}
-
-/// The channel's descriptor, or -1 for a channel not alive, read in a
-/// frame of its own.
-///
-/// # Safety
-///
-/// No other thread destroys `channel` meanwhile.
-unsafe extern "C" fn channel_fd(channel: *mut RdmaEventChannel) -> c_int {
-    if !is_live(channel) {
-        return -1;
-    }
-    // SAFETY: a live channel.
-    unsafe { (*channel).fd }
-}
-
-/// Hands the event at `address` to the application (0), or drops it
-/// because its id is gone (1).
-///
-/// # Safety
-///
-/// `address` was written by [`EventChannel::post`]; `out` is writable.
-unsafe extern "C" fn take_event(address: u64, out: *mut *mut RdmaCmEvent) -> c_int {
-    guard(1, || {
-        let event = address as *mut Event;
-        // SAFETY: a boxed event `post` queued, now ours.
-        let owner = unsafe { &(*event).owner };
-        if owner.is_destroyed() {
-            // SAFETY: as above; nobody else holds it.
-            drop(unsafe { Box::from_raw(event) });
-            return 1;
-        }
-        owner.taken();
-        // SAFETY: the caller promises `out` is writable; `ibv` is the
-        // event's first field.
-        unsafe { out.write(event.cast()) };
-        0
     })
 }
 
-/// `rdma_ack_cm_event`: frees an event `rdma_get_cm_event` returned. 0.
+/// `rdma_ack_cm_event`: frees an event `rdma_get_cm_event` returned. 0,
+/// or -1 with `errno` `EINVAL` for NULL.
 ///
 /// # Safety
 ///
@@ -332,10 +419,9 @@ pub unsafe extern "C" fn rdma_ack_cm_event(event: *mut RdmaCmEvent) -> c_int {
         return -1;
     }
     guard(-1, || {
-        // SAFETY: the caller promises an event from rdma_get_cm_event,
-        // boxed as an `Event` starting with it.
-        let event = unsafe { Box::from_raw(event.cast::<Event>()) };
-        event.owner.acknowledged();
+        // SAFETY: the caller promises an event handed out and not yet
+        // acknowledged.
+        unsafe { acknowledge(event) };
         0
     })
 }

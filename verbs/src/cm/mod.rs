@@ -11,15 +11,23 @@
 //! (created with no channel) gets a private channel, and its operations
 //! wait on it for their own event.
 //!
-//! - [`events`]: event channels, events, `rdma_get_cm_event`,
-//!   `rdma_ack_cm_event`.
-//! - [`id`]: identifiers and everything done with them.
+//! - [`queue`]: the queue of events behind a channel, and its descriptor.
+//! - [`events`]: event channels, events and their lifetimes,
+//!   `rdma_get_cm_event`, `rdma_ack_cm_event`.
+//! - [`id`]: identifiers: creation, destruction, migration, options, and
+//!   a synchronous id's wait.
+//! - [`listen`]: binding, listening, and requests.
+//! - [`connect`]: resolving, connecting, accepting, rejecting,
+//!   disconnecting, and watching a connection.
 //! - [`qp`]: the queue pair of an id.
 //! - [`addrinfo`]: `rdma_getaddrinfo`, addresses between C and Rust.
 //! - [`devices`]: `rdma_get_devices`, and `rpoll`.
 
 pub mod addrinfo;
+pub mod connect;
 pub mod devices;
 pub mod events;
 pub mod id;
+pub mod listen;
 pub mod qp;
+pub mod queue;

@@ -14,50 +14,7 @@
 #include <arpa/inet.h>
 #include <rdma/rdma_cma.h>
 
-#include "check.h"
-
-/* The next event on the channel: must be of type `type` for `id` (NULL:
- * any id); returns it unacknowledged. */
-static struct rdma_cm_event *expect(struct rdma_event_channel *ch, int type,
-				    struct rdma_cm_id *id)
-{
-	struct rdma_cm_event *event = NULL;
-	if (rdma_get_cm_event(ch, &event)) {
-		fprintf(stderr, "rdma_get_cm_event: errno %d\n", errno);
-		exit(2);
-	}
-	if (event->event != type || (id && event->id != id)) {
-		fprintf(stderr, "expected %s, got %s (status %d)\n",
-			rdma_event_str(type), rdma_event_str(event->event),
-			event->status);
-		exit(2);
-	}
-	return event;
-}
-
-static void make_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *cq)
-{
-	struct ibv_qp_init_attr attr = rc_qp_attr(cq, 8);
-	CHECK(rdma_create_qp(id, pd, &attr) == 0);
-	CHECK(id->qp != NULL && id->qp->qp_num != 0);
-	CHECK(attr.cap.max_send_wr >= 8 && attr.cap.max_inline_data >= 4);
-}
-
-/* A client id resolved to the listener at `port`. */
-static struct rdma_cm_id *resolved_client(struct rdma_event_channel *ch, const char *port)
-{
-	struct rdma_addrinfo *res = NULL;
-	CHECK(rdma_getaddrinfo("127.0.0.1", port, NULL, &res) == 0);
-	struct rdma_cm_id *id;
-	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0);
-	CHECK(rdma_resolve_addr(id, NULL, res->ai_dst_addr, 2000) == 0);
-	rdma_freeaddrinfo(res);
-	rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, id));
-	CHECK(id->verbs != NULL);
-	CHECK(rdma_resolve_route(id, 2000) == 0);
-	rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, id));
-	return id;
-}
+#include "cm.h"
 
 struct sync_server {
 	struct rdma_cm_id *listener;
@@ -83,27 +40,27 @@ int main(void)
 	CHECK(ch != NULL && ch->fd >= 0);
 
 	/* The listener, on a port the system chooses. */
-	struct rdma_cm_id *listener;
 	int marker;
-	CHECK(rdma_create_id(ch, &listener, &marker, RDMA_PS_TCP) == 0);
-	struct sockaddr_in sin;
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	CHECK(rdma_bind_addr(listener, (struct sockaddr *)&sin) == 0);
-	uint16_t port = ntohs(rdma_get_src_port(listener));
-	CHECK(port != 0);
+	uint16_t port;
+	struct rdma_cm_id *listener = loopback_listener(ch, &marker, &port);
 	CHECK(listener->verbs != NULL);
-	CHECK(rdma_listen(listener, 8) == 0);
+	struct sockaddr_in sin = loopback(0);
+
+	/* rdma_getaddrinfo finds the listener's address. */
 	char port_str[8];
 	snprintf(port_str, sizeof(port_str), "%u", port);
+	struct rdma_addrinfo *res = NULL;
+	CHECK(rdma_getaddrinfo("127.0.0.1", port_str, NULL, &res) == 0);
+	CHECK(res != NULL && res->ai_dst_addr != NULL &&
+	      ((struct sockaddr_in *)res->ai_dst_addr)->sin_port == htons(port));
+	rdma_freeaddrinfo(res);
 
 	struct ibv_pd *pd = ibv_alloc_pd(listener->verbs);
 	struct ibv_cq *cq = ibv_create_cq(listener->verbs, 64, NULL, NULL, 0);
 	CHECK(pd != NULL && cq != NULL);
 
 	/* Connect, with private data both ways. */
-	struct rdma_cm_id *client = resolved_client(ch, port_str);
+	struct rdma_cm_id *client = resolved_client(ch, port);
 	make_qp(client, pd, cq);
 	struct rdma_conn_param param;
 	memset(&param, 0, sizeof(param));
@@ -159,7 +116,7 @@ int main(void)
 	CHECK(rdma_destroy_id(child) == 0);
 
 	/* A rejection carries the responder's private data. */
-	client = resolved_client(ch, port_str);
+	client = resolved_client(ch, port);
 	make_qp(client, pd, cq);
 	CHECK(rdma_connect(client, NULL) == 0);
 	request = expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
@@ -177,7 +134,7 @@ int main(void)
 
 	/* Nothing listens: refused. */
 	CHECK(rdma_destroy_id(listener) == 0);
-	client = resolved_client(ch, port_str);
+	client = resolved_client(ch, port);
 	make_qp(client, pd, cq);
 	CHECK(rdma_connect(client, NULL) == 0);
 	struct rdma_cm_event *refused = expect(ch, RDMA_CM_EVENT_REJECTED, client);
