@@ -202,6 +202,22 @@ fn a_c_program_connects_accepts_rejects_and_disconnects() {
     assert_eq!(String::from_utf8_lossy(&output.stdout), "ok\n");
 }
 
+/// Regression (issue 39): a request reported the peer's IRD as the
+/// listener's responder resources and its ORD as the initiator depth,
+/// the wrong way round from Linux's iWARP connection manager, so a server
+/// accepting with the request's values (tgt's iSER target, for libiscsi's
+/// IRD 4 and ORD 0) could post no RDMA Read. Asymmetric values both ways;
+/// each side then reads the other as deep as allowed.
+#[test]
+fn a_request_reports_ird_and_ord_as_linux_iwarp_does() {
+    let program = compile_c("cm_ird_ord");
+    for (ird, ord) in [("4", "0"), ("0", "2"), ("3", "5")] {
+        let output = uwarp_run(&program, &[ird, ord]);
+        assert_success(&format!("cm_ird_ord {ird} {ord}"), &output);
+        assert_eq!(String::from_utf8_lossy(&output.stdout), "ok\n");
+    }
+}
+
 #[test]
 fn a_c_program_that_forks_and_exits_without_cleaning_up_leaves_nothing_behind() {
     let program = compile_c("fork_and_exit");

@@ -4,12 +4,14 @@
 use core::ffi::{c_char, c_int};
 use core::ptr;
 use std::ffi::CString;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use super::{errno, Input};
 use crate::abi::cm::*;
 use crate::abi::verbs::IBV_QPT_RC;
-use crate::cm::addrinfo::{from_sockaddr, rdma_freeaddrinfo, rdma_getaddrinfo};
+use crate::cm::addrinfo::{
+    family_of, from_sockaddr, hinted_addresses, rdma_freeaddrinfo, rdma_getaddrinfo,
+};
 
 /// More nodes than any answer has: a list this long does not end.
 const MAX_NODES: usize = 64;
@@ -17,10 +19,12 @@ const MAX_NODES: usize = 64;
 /// Calls `rdma_getaddrinfo` with arguments built from `data` and checks
 /// the answer: 0 with a list of well-formed nodes (the family asked for,
 /// an address of that family and of its length on the side `RAI_PASSIVE`
-/// says, the port of a numeric service, the address of a numeric node),
-/// or -1 with `errno` set and nothing returned. A numeric node the hints'
-/// family admits, with no service or a numeric one, must resolve. Panics
-/// otherwise.
+/// says, the port of a numeric service, the address of a numeric node,
+/// and on the other side nothing or the hints' address there), or -1
+/// with `errno` set and nothing returned. A numeric node the hints'
+/// family admits, with no service or a numeric one, must resolve; with
+/// neither node nor service, hints alone give one node of their own
+/// addresses (rdma-core's answer). Panics otherwise.
 ///
 /// The input: the hints' `ai_flags` (4 octets, little-endian); their
 /// family (0: `AF_UNSPEC`, 1: `AF_INET`, 2: `AF_INET6`, else the octet
@@ -78,6 +82,8 @@ pub fn getaddrinfo(data: &[u8]) {
         family: hints.as_ref().map_or(libc::AF_UNSPEC, |h| h.ai_family),
         ip: node.as_deref().and_then(|n| n.to_str().ok()?.parse().ok()),
         port: service.as_deref().and_then(|s| numeric_port(s.to_bytes())),
+        hinted: hints.as_ref().map_or((None, None), hinted_addresses),
+        hints_alone: node.is_none() && service.is_none(),
     };
     let mut res: *mut RdmaAddrinfo = ptr::null_mut();
     crate::export::set_errno(0);
@@ -102,6 +108,10 @@ pub fn getaddrinfo(data: &[u8]) {
             assert!(
                 !expected.must_resolve(service.is_some()),
                 "{node:?} with family {family} and service {service:?} did not resolve"
+            );
+            assert!(
+                !expected.hints_alone || hints.is_none(),
+                "hints alone did not resolve"
             );
         }
         other => panic!("rdma_getaddrinfo answered {other}"),
@@ -136,6 +146,10 @@ struct Expected {
     ip: Option<IpAddr>,
     /// The service's port, when it is a number.
     port: Option<u16>,
+    /// The hints' whole source and destination addresses.
+    hinted: (Option<SocketAddr>, Option<SocketAddr>),
+    /// Neither node nor service: the answer is the hints' own.
+    hints_alone: bool,
 }
 
 impl Expected {
@@ -153,6 +167,9 @@ impl Expected {
     /// Checks every node of the list `res` and that it ends.
     fn check(&self, res: *mut RdmaAddrinfo) {
         assert!(!res.is_null(), "success without a list");
+        if self.hints_alone {
+            return self.check_hints_alone(res);
+        }
         let mut next = res;
         let mut nodes = 0;
         while !next.is_null() {
@@ -163,6 +180,21 @@ impl Expected {
             self.check_node(node);
             next = node.ai_next;
         }
+    }
+
+    /// The one node made of the hints: their addresses, and their
+    /// family when they have none.
+    fn check_hints_alone(&self, res: *mut RdmaAddrinfo) {
+        // SAFETY: the list rdma_getaddrinfo returned.
+        let node = unsafe { &*res };
+        assert!(node.ai_next.is_null(), "hints alone give one node");
+        // SAFETY: the node's addresses, NULL or whole (their lengths are
+        // checked by `from_sockaddr_len` in the library).
+        let (src, dst) = hinted_addresses(node);
+        assert_eq!((src, dst), self.hinted, "not the hints' addresses");
+        let family = family_of(dst.or(src)).unwrap_or(self.family);
+        assert_eq!(node.ai_family, family);
+        assert_eq!(node.ai_flags & RAI_PASSIVE != 0, self.passive);
     }
 
     fn check_node(&self, node: &RdmaAddrinfo) {
@@ -192,10 +224,23 @@ impl Expected {
                 node.ai_src_len,
             )
         };
-        assert!(
-            other.is_null() && other_len == 0,
-            "an address on the wrong side"
-        );
+        let hinted_other = if self.passive {
+            self.hinted.1
+        } else {
+            self.hinted.0
+        };
+        match hinted_other {
+            // SAFETY: the node's other address, of its length.
+            Some(hinted) => assert_eq!(
+                unsafe { crate::cm::addrinfo::from_sockaddr_len(other, other_len) },
+                Some(hinted),
+                "the other side is not the hints' address"
+            ),
+            None => assert!(
+                other.is_null() && other_len == 0,
+                "an address on the wrong side"
+            ),
+        }
         assert_eq!(
             len as usize, length,
             "the address's length is not its family's"

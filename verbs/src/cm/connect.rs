@@ -468,7 +468,23 @@ pub unsafe extern "C" fn rdma_establish(id: *mut RdmaCmId) -> c_int {
     unsafe { with_id(id, |_: &mut Id| Ok(0)) }
 }
 
+/// `rdma_notify`: tells the connection manager that the program saw an
+/// asynchronous event on the id's queue pair, which InfiniBand uses to
+/// complete a connection; on iWARP it does nothing and answers 0, as the
+/// kernel's does (tgt's iSER target calls it on every connection). -1 with
+/// `errno` `EINVAL` for an id not alive.
+///
+/// # Safety
+///
+/// `id` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_notify(id: *mut RdmaCmId, _event: c_int) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { with_id(id, |_: &mut Id| Ok(0)) }
+}
+
 symbol_versions! {
+    rdma_notify => "RDMACM_1.0",
     rdma_resolve_addr => "RDMACM_1.0",
     rdma_resolve_route => "RDMACM_1.0",
     rdma_connect => "RDMACM_1.0",

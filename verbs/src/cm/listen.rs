@@ -119,13 +119,16 @@ fn serve(listener_id: &Shared, listener: &Listener, verbs: *mut IbvContext, cont
         let private_data = request.private_data().to_vec();
         let (ird, ord) = request.ird_ord().unwrap_or(DEFAULT_IRD_ORD);
         *child.shared.role() = Role::Requested(request);
+        // As Linux's iWARP connection manager reports a request (and so
+        // as servers accept it, passing these back): the initiator depth
+        // the peer's IRD allows, the responder resources its ORD needs.
         let mut event = Event::new(
             child.shared.c_id as *mut RdmaCmId,
             listener_id.liveness.clone(),
             RDMA_CM_EVENT_CONNECT_REQUEST,
             0,
             private_data,
-            (clamp(ird), clamp(ord)),
+            (clamp(ord), clamp(ird)),
         );
         event.ibv.listen_id = listener_id.c_id as *mut RdmaCmId;
         listener_id.post_event(event.on_hand_out(Box::new(NewId { child })));
