@@ -212,6 +212,13 @@ fn facts() -> Vec<Fact> {
     layout!(facts, "struct ibv_srq_init_attr", IbvSrqInitAttr {
         srq_context => "srq_context", attr => "attr",
     });
+    layout!(facts, "struct ibv_ece", IbvEce {
+        vendor_id => "vendor_id", options => "options", comp_mask => "comp_mask",
+    });
+    layout!(facts, "struct ibv_srq_init_attr_ex", IbvSrqInitAttrEx {
+        srq_context => "srq_context", attr => "attr", comp_mask => "comp_mask",
+        srq_type => "srq_type", pd => "pd", xrcd => "xrcd", cq => "cq", tm_cap => "tm_cap",
+    });
     layout!(facts, "struct rdma_event_channel", RdmaEventChannel { fd => "fd" });
     layout!(facts, "struct rdma_ib_addr", RdmaIbAddr { sgid => "sgid", dgid => "dgid", pkey => "pkey" });
     layout!(facts, "struct rdma_addr", RdmaAddr {
@@ -245,6 +252,12 @@ fn facts() -> Vec<Fact> {
         ai_route_len => "ai_route_len", ai_route => "ai_route",
         ai_connect_len => "ai_connect_len", ai_connect => "ai_connect", ai_next => "ai_next",
     });
+    constants!(
+        facts,
+        IBV_SRQ_INIT_ATTR_TYPE,
+        IBV_SRQ_INIT_ATTR_PD,
+        IBV_SRQT_BASIC
+    );
     constants!(
         facts,
         RDMA_PS_TCP,

@@ -434,6 +434,7 @@ pub struct IbvQpCap {
 
 /// `struct ibv_qp_init_attr`.
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub struct IbvQpInitAttr {
     /// `qp_context`.
     pub qp_context: *mut c_void,
@@ -743,6 +744,36 @@ pub struct IbvSrqInitAttr {
     pub attr: IbvSrqAttr,
 }
 
+/// `struct ibv_srq_init_attr_ex`: [`IbvSrqInitAttr`]'s fields, then which
+/// of the others are valid, the type, and the domain (the XRC domain, CQ
+/// and tag-matching capabilities name features uwarp does not offer).
+#[repr(C)]
+pub struct IbvSrqInitAttrEx {
+    /// `srq_context`.
+    pub srq_context: *mut c_void,
+    /// `attr`.
+    pub attr: IbvSrqAttr,
+    /// `comp_mask` (`IBV_SRQ_INIT_ATTR_*`).
+    pub comp_mask: u32,
+    /// `srq_type` (`enum ibv_srq_type`).
+    pub srq_type: c_int,
+    /// `pd`.
+    pub pd: *mut IbvPd,
+    /// `xrcd`.
+    pub xrcd: *mut c_void,
+    /// `cq`.
+    pub cq: *mut IbvCq,
+    /// `tm_cap` (`max_num_tags`, `max_ops`).
+    pub tm_cap: [u32; 2],
+}
+
+/// `IBV_SRQ_INIT_ATTR_TYPE`: `srq_type` is valid.
+pub const IBV_SRQ_INIT_ATTR_TYPE: u32 = 1 << 0;
+/// `IBV_SRQ_INIT_ATTR_PD`: `pd` is valid.
+pub const IBV_SRQ_INIT_ATTR_PD: u32 = 1 << 1;
+/// `IBV_SRQT_BASIC`: a plain shared receive queue.
+pub const IBV_SRQT_BASIC: c_int = 0;
+
 /// The head of `struct ibv_qp_init_attr_ex`: the fields of
 /// [`IbvQpInitAttr`] (packed after one another, with no padding at the
 /// end as that structure has), then `comp_mask` and `pd` (what
@@ -813,4 +844,16 @@ pub struct IbvGidEntry {
     pub gid_type: u32,
     /// `ndev_ifindex`: the network device's index (none: 0).
     pub ndev_ifindex: u32,
+}
+
+/// `struct ibv_ece`: InfiniBand's Enhanced Connection Establishment
+/// options.
+#[repr(C)]
+pub struct IbvEce {
+    /// `vendor_id`.
+    pub vendor_id: u32,
+    /// `options`.
+    pub options: u32,
+    /// `comp_mask`.
+    pub comp_mask: u32,
 }

@@ -34,6 +34,9 @@ use crate::qp::{queue_pair_numbered, Qp};
 pub struct Id {
     pub(super) ibv: RdmaCmId,
     pub(super) shared: Arc<Shared>,
+    /// A passive endpoint's queue pair attributes (`rdma_create_ep`): each
+    /// request's new id gets a queue pair made with them.
+    pub(super) endpoint_qp: Option<IbvQpInitAttr>,
 }
 
 /// What an id's threads share with it.
@@ -157,6 +160,7 @@ impl Id {
                 queue: Mutex::new(None),
                 role: Mutex::new(Role::Idle),
             }),
+            endpoint_qp: None,
         });
         let c_id = ptr::from_mut(&mut id.ibv) as usize;
         Arc::get_mut(&mut id.shared)

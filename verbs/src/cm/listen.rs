@@ -180,9 +180,10 @@ fn listener_source(listener: &Listener, request: &IncomingRequest) -> Option<Soc
 }
 
 /// `rdma_get_request`: a synchronous listener's next connection request:
-/// its new id (synchronous too), with the request event in the new id's
-/// `event` (acknowledged when the new id's next operation completes or it
-/// is destroyed), as rdma-core's. 0, or -1 with `errno` set (`EINVAL` for
+/// its new id (synchronous too, with a queue pair when the listener is an
+/// endpoint given queue pair attributes), with the request event in the
+/// new id's `event` (acknowledged when the new id's next operation
+/// completes or it is destroyed), as rdma-core's. 0, or -1 with `errno` set (`EINVAL` for
 /// an asynchronous listener, `EINTR` when a signal without `SA_RESTART`
 /// interrupts the wait).
 ///
@@ -238,6 +239,10 @@ unsafe extern "C" fn take_request(args: *mut c_void, fd: *mut c_int) -> c_int {
                 return Err(errno);
             }
             let child = (*event).id;
+            if let Err(errno) = super::endpoint::give_queue_pair(listener, child) {
+                listener.ibv.event = event;
+                return Err(errno);
+            }
             Id::from_ibv(child).ibv.event = event;
             id.write(child);
             Ok(0)

@@ -19,6 +19,9 @@
 //! - [`listen`]: binding, listening, and requests.
 //! - [`connect`]: resolving, connecting, accepting, rejecting,
 //!   disconnecting, and watching a connection.
+//! - [`endpoint`]: `rdma_create_ep` and its family, and an id's shared
+//!   receive queue.
+//! - [`ib_only`]: multicast and ECE, as the kernel answers them on iWARP.
 //! - [`qp`]: the queue pair of an id.
 //! - [`addrinfo`]: `rdma_getaddrinfo`, addresses between C and Rust.
 //! - [`devices`]: `rdma_get_devices`, and `rpoll`.
@@ -26,7 +29,9 @@
 pub mod addrinfo;
 pub mod connect;
 pub mod devices;
+pub mod endpoint;
 pub mod events;
+pub mod ib_only;
 pub mod id;
 pub mod listen;
 pub mod qp;

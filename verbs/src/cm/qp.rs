@@ -1,8 +1,10 @@
 //! The queue pair of an id: `rdma_create_qp`, `rdma_create_qp_ex`,
 //! `rdma_destroy_qp`. As librdmacm does, a NULL protection domain takes
-//! the process's default one, and missing completion queues are made for
-//! the id (each with a completion channel), kept in its `send_cq` and
-//! `recv_cq` and destroyed with the queue pair.
+//! the id's (an endpoint's) or else the process's default one, the id's
+//! shared receive queue is used when the attributes name none, and
+//! missing completion queues are made for the id (each with a completion
+//! channel), kept in its `send_cq` and `recv_cq` and destroyed with the
+//! queue pair.
 
 use core::ffi::c_int;
 use core::ptr;
@@ -19,7 +21,7 @@ use crate::qp::{ibv_create_qp, ibv_destroy_qp};
 
 /// The process's default protection domain (librdmacm's per-device one),
 /// allocated on first use and kept.
-fn default_pd() -> Result<*mut IbvPd, c_int> {
+pub(super) fn default_pd() -> Result<*mut IbvPd, c_int> {
     static PD: OnceLock<Result<usize, c_int>> = OnceLock::new();
     let made = PD.get_or_init(|| {
         let context = shared_context()?;
@@ -76,7 +78,12 @@ unsafe fn create(id: *mut RdmaCmId, pd: *mut IbvPd, attr: *mut IbvQpInitAttr) ->
             set_errno(libc::EINVAL);
             return -1;
         }
-        let pd = if pd.is_null() { default_pd() } else { Ok(pd) };
+        // An endpoint's domain (`rdma_create_ep`), else the default one.
+        let pd = match (pd.is_null(), id.pd.is_null()) {
+            (false, _) => Ok(pd),
+            (true, false) => Ok(id.pd),
+            (true, true) => default_pd(),
+        };
         let pd = match pd {
             Ok(pd) => pd,
             Err(errno) => {
@@ -103,6 +110,10 @@ unsafe fn create(id: *mut RdmaCmId, pd: *mut IbvPd, attr: *mut IbvQpInitAttr) ->
                 }
             }
             attr.recv_cq = id.recv_cq;
+        }
+        if attr.srq.is_null() {
+            // The id's shared receive queue (`rdma_create_srq`), if any.
+            attr.srq = id.srq;
         }
         // SAFETY: a live domain and attributes naming live queues.
         let qp = unsafe { ibv_create_qp(pd, attr) };

@@ -99,6 +99,14 @@ int main(void)
 	CHECK(got_reply_data);
 	/* rdma_notify does nothing on iWARP (tgt calls it on each connection). */
 	CHECK(rdma_notify(child, IBV_EVENT_COMM_EST) == 0);
+	/* No multicast on iWARP; ECE accepted, and none comes back. */
+	struct sockaddr_in group = loopback(0);
+	group.sin_addr.s_addr = htonl(0xe0000001);
+	errno = 0;
+	CHECK(rdma_join_multicast(client, (struct sockaddr *)&group, NULL) == -1 && errno == ENOSYS);
+	struct ibv_ece ece = { 0x1234, 1, 0 };
+	CHECK(rdma_set_local_ece(client, &ece) == 0);
+	CHECK(rdma_get_remote_ece(client, &ece) == 0 && ece.vendor_id == 0 && ece.options == 0);
 	CHECK(rdma_get_src_port(client) != 0);
 	CHECK(ntohs(rdma_get_dst_port(client)) == port);
 	struct sockaddr_in *peer = (struct sockaddr_in *)rdma_get_peer_addr(client);

@@ -191,17 +191,29 @@ pub fn run_pair(
     link: &dyn Link,
     tool: &str,
     port: &str,
+    args: [Vec<String>; 2],
+    refused: &[&str],
+) -> (Output, Output) {
+    run_two(link, [tool, tool], port, args, refused)
+}
+
+/// [`run_pair`] with a server tool and a client tool of their own (as
+/// rdmacm-utils' `rdma_server` and `rdma_client`).
+pub fn run_two(
+    link: &dyn Link,
+    [server_tool, client_tool]: [&str; 2],
+    port: &str,
     [server_args, client_args]: [Vec<String>; 2],
     refused: &[&str],
 ) -> (Output, Output) {
     let [server_options, client_options] = link.start_run();
     let server = Side {
-        tool,
+        tool: server_tool,
         args: server_args,
         options: server_options,
     };
     let client = Side {
-        tool,
+        tool: client_tool,
         args: client_args,
         options: client_options,
     };
