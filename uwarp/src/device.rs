@@ -1,6 +1,10 @@
 //! The device: the one entry point of the API (`ibv_open_device` plus
 //! `rdma_create_event_channel`). Opening one starts its control thread and
 //! its dataplane thread; everything else is created from it.
+//!
+//! A device belongs to the process that opened it: in a child of `fork`
+//! it and everything made from it fail with [`Error::DeviceClosed`], and
+//! dropping it stops nothing (`crate::fork`); the child opens its own.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
@@ -15,6 +19,7 @@ use crate::cm::{Connect, ConnectParams, Connection, ControlCmd, Listener};
 use crate::cq::CompletionQueue;
 use crate::driver::Driver;
 use crate::error::Error;
+use crate::fork;
 use crate::pd::ProtectionDomain;
 use crate::qp::{QpInit, QueuePair};
 use crate::transport::dpdk::DpdkConfig;
@@ -93,7 +98,11 @@ impl Device {
     /// and its cores: the control core runs the connection manager, the
     /// TCP handshakes and the MPA startup phase; the dataplane cores run
     /// every connection in Full Operation.
+    ///
+    /// The first device of a process registers its fork handlers: a
+    /// child closes its copies of the socket transport's sockets.
     pub fn open(config: DeviceConfig) -> Result<Self, Error> {
+        fork::watch();
         let table = Arc::new(StagTable::new(config.max_regions)?);
         let (control, commands) = crossbeam_channel::unbounded();
         let start = Start {
@@ -227,9 +236,17 @@ impl Device {
     /// process and is used from many threads: the drop-in libraries close
     /// theirs when the process exits. What is asked of it afterwards fails
     /// with [`Error::DeviceClosed`].
+    ///
+    /// In a child of `fork` it forgets the transport instead: its threads
+    /// or cores are the parent's, not in this process, and stopping them
+    /// would wait for them (or act on the parent's DPDK port).
     pub fn shut_down(&self) -> Option<HostReport> {
-        let _ = self.control.send(ControlCmd::Shutdown);
         let transport = self.transport().take();
+        if self.driver.ensure_in_its_process().is_err() {
+            std::mem::forget(transport);
+            return None;
+        }
+        let _ = self.control.send(ControlCmd::Shutdown);
         transport.and_then(Transport::stop)
     }
 }
@@ -244,4 +261,57 @@ fn resolve(addr: impl ToSocketAddrs) -> Result<SocketAddr, Error> {
     addr.to_socket_addrs()?
         .next()
         .ok_or(Error::InvalidArgument("the address resolves to nothing"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Access, LocalParams, RecvWr};
+
+    /// A queue pair of `pd` as a child of `fork` sees one its parent made.
+    fn parents_qp(pd: &ProtectionDomain, cq: &CompletionQueue) -> QueuePair {
+        QueuePair::new(pd.id(), QpInit::new(cq), Driver::of_the_parent())
+    }
+
+    #[test]
+    fn a_parents_queue_pair_neither_connects_nor_accepts_nor_posts() {
+        let device = Device::open(DeviceConfig::default()).unwrap();
+        let pd = device.alloc_pd().unwrap();
+        let cq = device.create_cq(16);
+        let parents = parents_qp(&pd, &cq);
+        let listener = device.listen("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr();
+
+        let connected = device.connect(addr, &parents, ConnectParams::default());
+        assert!(
+            matches!(connected, Err(Error::DeviceClosed)),
+            "{connected:?}"
+        );
+        let nothing = listener.get_request(Duration::from_millis(100));
+        assert!(
+            matches!(nothing, Err(Error::Timeout)),
+            "no TCP connect was made"
+        );
+
+        let own = device.create_qp(&pd, QpInit::new(&cq));
+        let params = ConnectParams {
+            timeout: Duration::from_secs(5),
+            ..ConnectParams::default()
+        };
+        let peer = std::thread::scope(|scope| {
+            let peer = scope.spawn(|| device.connect(addr, &own, params));
+            let request = listener.get_request(Duration::from_secs(5)).unwrap();
+            let accepted = request.accept(&parents, LocalParams::default());
+            assert!(matches!(accepted, Err(Error::DeviceClosed)), "{accepted:?}");
+            peer.join().unwrap()
+        });
+        assert!(peer.is_err(), "the request was dropped: {peer:?}");
+
+        let inbox = pd.alloc_mr(64, Access::LOCAL_WRITE).unwrap();
+        let posted = parents.post_recv(RecvWr {
+            wr_id: 1,
+            sgl: vec![inbox.whole()],
+        });
+        assert!(matches!(posted, Err(Error::DeviceClosed)), "{posted:?}");
+    }
 }

@@ -8,6 +8,10 @@
 //! single-threaded mode for tests and one-core machines, and the
 //! run-to-completion shape where the application and the stack share a
 //! core.
+//!
+//! A driver also knows the process its device was opened in (its fork
+//! generation, `crate::fork`): in a child of `fork` nothing of the
+//! parent's device answers, so its waits fail at once.
 
 use std::cell::Cell;
 use std::fmt;
@@ -17,6 +21,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 
 use crate::error::Error;
+use crate::fork;
 
 /// Polls of an empty completion queue by one thread after which it yields
 /// its CPU once, on a device whose cores have threads of their own: as the
@@ -44,9 +49,22 @@ pub(crate) trait InlineCores: Send + Sync {
 ///
 /// The inline cores sit behind a trait object: a step locks and polls
 /// every core, which the one indirect call is nothing beside.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub(crate) struct Driver {
     inline: Option<Arc<dyn InlineCores>>,
+    /// The fork generation of the process it was made in.
+    generation: u64,
+}
+
+impl Default for Driver {
+    /// The driver of a device whose cores have threads of their own,
+    /// opened in this process.
+    fn default() -> Self {
+        Driver {
+            inline: None,
+            generation: fork::generation(),
+        }
+    }
 }
 
 impl fmt::Debug for Driver {
@@ -65,6 +83,29 @@ impl Driver {
     pub(crate) fn inline(cores: Arc<dyn InlineCores>) -> Self {
         Driver {
             inline: Some(cores),
+            generation: fork::generation(),
+        }
+    }
+
+    /// The driver of a threaded device as a child of `fork` sees its
+    /// parent's.
+    #[cfg(test)]
+    pub(crate) fn of_the_parent() -> Self {
+        Driver {
+            inline: None,
+            generation: fork::generation().wrapping_sub(1),
+        }
+    }
+
+    /// `Ok` in the process its device was opened in;
+    /// [`Error::DeviceClosed`] in a child of `fork`, where the device's
+    /// threads or cores are not (its objects fail there, as those of a
+    /// device gone from under rdma-core do).
+    pub(crate) fn ensure_in_its_process(&self) -> Result<(), Error> {
+        if self.generation == fork::generation() {
+            Ok(())
+        } else {
+            Err(Error::DeviceClosed)
         }
     }
 
@@ -115,12 +156,16 @@ impl Driver {
     }
 
     /// Waits up to `timeout` for a message on `rx`, stepping inline
-    /// cores meanwhile.
+    /// cores meanwhile; in a child of `fork`, where nothing of the device
+    /// would ever send one, fails at once as if every sender were gone.
     pub(crate) fn recv<T>(
         &self,
         rx: &Receiver<T>,
         timeout: Duration,
     ) -> Result<T, RecvTimeoutError> {
+        if self.ensure_in_its_process().is_err() {
+            return Err(RecvTimeoutError::Disconnected);
+        }
         if self.inline.is_none() {
             return rx.recv_timeout(timeout);
         }

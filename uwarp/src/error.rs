@@ -27,7 +27,8 @@ pub enum Error {
     WrongState(&'static str),
     /// Nothing happened before the deadline.
     Timeout,
-    /// The device's threads are gone.
+    /// The device's threads are gone: it was closed, or it is the
+    /// device of the parent of this child of `fork`.
     DeviceClosed,
     /// DPDK refused (EAL, port, queue or mempool set-up).
     Dpdk(uwarp_dataplane::Error),

@@ -68,6 +68,7 @@ mod cq;
 mod device;
 mod driver;
 mod error;
+mod fork;
 mod pd;
 mod qp;
 mod qp_link;
@@ -79,6 +80,7 @@ pub use counters::QpCounters;
 pub use cq::CompletionQueue;
 pub use device::{Device, DeviceConfig};
 pub use error::Error;
+pub use fork::fork_generation;
 pub use pd::{MemoryRegion, ProtectionDomain};
 pub use qp::{QpCaps, QpInit, QueuePair};
 pub use transport::dpdk::{

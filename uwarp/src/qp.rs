@@ -148,7 +148,7 @@ fn decode(value: u8) -> QpState {
 #[derive(Debug, Clone)]
 pub struct QueuePair {
     pub(crate) shared: Arc<QpShared>,
-    driver: Driver,
+    pub(crate) driver: Driver,
 }
 
 impl QueuePair {
@@ -198,8 +198,10 @@ impl QueuePair {
 
     /// Posts a send work request. Requests posted before the connection is
     /// established wait for it; in Terminate or Error they complete as
-    /// flushed. Malformed requests are refused here.
+    /// flushed. Malformed requests are refused here, and every request in
+    /// a child of `fork` (the queue pair's device is its parent's).
     pub fn post_send(&self, wr: SendWr) -> Result<(), Error> {
+        self.driver.ensure_in_its_process()?;
         let caps = self.shared.init.caps;
         match &wr.payload {
             Payload::Sgl(sgl) if sgl.len() > caps.max_send_sge => {
@@ -225,8 +227,9 @@ impl QueuePair {
     }
 
     /// Posts a receive work request (refused when the queue pair uses a
-    /// shared receive queue).
+    /// shared receive queue, and in a child of `fork`).
     pub fn post_recv(&self, wr: RecvWr) -> Result<(), Error> {
+        self.driver.ensure_in_its_process()?;
         if self.shared.init.srq.is_some() {
             return Err(Error::WrongState("the queue pair receives from an SRQ"));
         }

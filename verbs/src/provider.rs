@@ -4,6 +4,15 @@
 //! its threads), configured from the environment, and kept for the life
 //! of the process.
 //!
+//! A child of `fork` opens a device of its own the first time it needs
+//! one, as under rdma-core: the parent's device is forgotten, never
+//! closed (its threads are not in the child; the objects the parent made
+//! from it keep pointing at it, and fail with `ENODEV` there,
+//! [`uwarp::fork_generation`]). On DPDK a child gets no device: the
+//! process's EAL is its parent's and cannot be started again, so what
+//! needs the device fails with `ENODEV` (and one line on standard error,
+//! uwarp's reason).
+//!
 //! Its threads are started with every signal blocked, so that signals
 //! meant for the process (`SIGALRM` from `alarm()`, `SIGINT`) reach the
 //! application's own threads, as they do when the RNIC is hardware.
@@ -32,7 +41,7 @@
 //! kernel.
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::time::Duration;
 
 use uwarp::{
@@ -41,14 +50,24 @@ use uwarp::{
 
 use crate::log::{self, Level};
 
-/// The process's device and its own address on a DPDK port (the socket
-/// transport has none: the kernel's addresses are its), or why it could
-/// not be opened (`errno`, message).
-static DEVICE: OnceLock<Result<Opened, (i32, String)>> = OnceLock::new();
+/// The device of the newest process of the fork lineage that opened one
+/// (a [`Slot`] leaked, never freed: a child's objects made by its parent
+/// keep referring to the parent's), null before any.
+static DEVICE: AtomicPtr<Slot> = AtomicPtr::new(std::ptr::null_mut());
 
-/// The process that opened [`DEVICE`] (a child it forks inherits the exit
-/// handler, not the device's threads).
-static OPENER: OnceLock<u32> = OnceLock::new();
+/// The fork generation, plus one, of the process one of whose threads
+/// took the opening of its device; 0 before any. Threads of the same
+/// process wait for that one; a child, whose generation differs, opens
+/// its own (a lock would stay held in a child whose parent forked while
+/// opening).
+static OPENING: AtomicU64 = AtomicU64::new(0);
+
+/// A process's device, or why it could not be opened (`errno`, message).
+struct Slot {
+    /// The fork generation of the process it belongs to.
+    generation: u64,
+    opened: Result<Opened, (i32, String)>,
+}
 
 /// An open device and the settings its connections use.
 struct Opened {
@@ -59,37 +78,72 @@ struct Opened {
     first_fpdu_delay: Duration,
 }
 
-/// The process's uwarp device, opened on first use; on failure the
-/// `errno` to answer with (the reason is printed once, on standard error).
+/// The process's uwarp device, opened on first use in this process; on
+/// failure the `errno` to answer with (the reason is printed once, on
+/// standard error).
 pub fn device() -> Result<&'static Device, i32> {
-    let opened = DEVICE.get_or_init(|| {
-        let opened = with_signals_blocked(open);
-        match &opened {
-            Ok(opened) => {
-                log::print(Level::Info, format_args!("{}", describe(&opened.address)));
-                if opened.address.is_some() {
-                    let _ = OPENER.set(std::process::id());
-                    // SAFETY: registers a handler that has no arguments
-                    // and returns; atexit has no other precondition.
-                    if unsafe { libc::atexit(close_at_exit) } != 0 {
-                        log::print(
-                            Level::Error,
-                            format_args!("cannot close the device at exit"),
-                        );
-                    }
-                }
-            }
-            Err((_, reason)) => log::print(
-                Level::Error,
-                format_args!("cannot open the device: {reason}"),
-            ),
-        }
-        opened
-    });
-    opened
+    own_slot()
+        .opened
         .as_ref()
         .map(|opened| &opened.device)
         .map_err(|(errno, _)| *errno)
+}
+
+/// This process's slot, made by the first thread that asks (the others
+/// wait for it).
+fn own_slot() -> &'static Slot {
+    let generation = uwarp::fork_generation();
+    loop {
+        let newest = newest_slot();
+        if let Some(slot) = newest.filter(|slot| slot.generation == generation) {
+            return slot;
+        }
+        let taken = OPENING.load(Ordering::Acquire);
+        if taken != generation + 1
+            && OPENING
+                .compare_exchange(taken, generation + 1, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            let slot: &'static Slot = Box::leak(Box::new(open_slot(generation)));
+            DEVICE.store(std::ptr::from_ref(slot).cast_mut(), Ordering::Release);
+            return slot;
+        }
+        // Another thread of this process is opening it.
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// The slot of the newest process that made one: this one's, or, in a
+/// child of `fork` that has not made its own yet, an ancestor's.
+fn newest_slot() -> Option<&'static Slot> {
+    // SAFETY: DEVICE is null or a slot leaked by `own_slot`, never freed.
+    unsafe { DEVICE.load(Ordering::Acquire).as_ref() }
+}
+
+/// Opens the device of the process of fork generation `generation`, and
+/// reports the outcome (a panic too: the threads waiting for the slot
+/// must get one).
+fn open_slot(generation: u64) -> Slot {
+    let opened = std::panic::catch_unwind(|| with_signals_blocked(open))
+        .unwrap_or_else(|_| Err((libc::EIO, "opening the device panicked".to_string())));
+    match &opened {
+        Ok(opened) => {
+            log::print(Level::Info, format_args!("{}", describe(&opened.address)));
+            // SAFETY: registers a handler that has no arguments and
+            // returns; atexit has no other precondition.
+            if opened.address.is_some() && unsafe { libc::atexit(close_at_exit) } != 0 {
+                log::print(
+                    Level::Error,
+                    format_args!("cannot close the device at exit"),
+                );
+            }
+        }
+        Err((_, reason)) => log::print(
+            Level::Error,
+            format_args!("cannot open the device: {reason}"),
+        ),
+    }
+    Slot { generation, opened }
 }
 
 /// How long an active side holds its first FPDU back after the MPA
@@ -98,9 +152,13 @@ pub fn first_fpdu_delay() -> Duration {
     opened().map_or(Duration::ZERO, |opened| opened.first_fpdu_delay)
 }
 
-/// The device, when it is open.
+/// This process's device, when it is open.
 fn opened() -> Option<&'static Opened> {
-    DEVICE.get()?.as_ref().ok()
+    newest_slot()
+        .filter(|slot| slot.generation == uwarp::fork_generation())?
+        .opened
+        .as_ref()
+        .ok()
 }
 
 /// Closes a DPDK device when its process exits (by `exit` or a return
@@ -108,11 +166,9 @@ fn opened() -> Option<&'static Opened> {
 /// connection still open is reset, so that its peer hears a RST, as from
 /// the kernel when a process exits with its sockets open, instead of
 /// retransmitting into silence for minutes. The socket transport needs
-/// none: the kernel closes its sockets.
+/// none: the kernel closes its sockets. A child of `fork` inherits the
+/// handler, not the device: there it does nothing.
 extern "C" fn close_at_exit() {
-    if OPENER.get() != Some(&std::process::id()) {
-        return;
-    }
     let closed = std::panic::catch_unwind(|| {
         if let Some(opened) = opened() {
             log::print(Level::Info, format_args!("closing the device at exit"));

@@ -24,17 +24,23 @@
 //! arguments runs with both streams captured: on success they are
 //! replayed unchanged, on failure the reason becomes the error.
 //!
+//! A child of `fork` has its parent's EAL in its memory but none of its
+//! threads, and cannot start one of its own: its DPDK devices are
+//! refused.
+//!
 //! [`VirtualLink`]: super::VirtualLink
 //! [`DpdkConfig::eal`]: super::DpdkConfig::eal
 
 use std::fs::File;
 use std::io::{Read, Seek, Write};
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use uwarp_dataplane::{Eal, EalConfig};
 
 use crate::error::Error;
+use crate::fork;
 
 /// The EAL arguments that name PCI devices.
 const PCI_OPTIONS: [&str; 4] = ["-a", "--allow", "-b", "--block"];
@@ -43,13 +49,30 @@ const PCI_OPTIONS: [&str; 4] = ["-a", "--allow", "-b", "--block"];
 /// of the standard streams at once.
 static STARTING: Mutex<()> = Mutex::new(());
 
+/// The fork generation, plus one, of the process that started the EAL;
+/// 0 before it started.
+static STARTED_IN: AtomicU64 = AtomicU64::new(0);
+
 /// The running EAL, started from `args` if none runs yet (see the
 /// module's documentation); an error if one runs with other arguments
 /// than `args` ask for, or if it does not start.
 pub(crate) fn start(args: Option<&[String]>) -> Result<&'static Eal, Error> {
+    let started_in = STARTED_IN.load(Ordering::Acquire);
+    if started_in != 0 && started_in != fork::generation() + 1 {
+        return Err(Error::DpdkSetup(
+            "a child of fork cannot use its parent's DPDK EAL, nor start one of its own".into(),
+        ));
+    }
     let _starting = STARTING
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let eal = running_or_started(args)?;
+    STARTED_IN.store(fork::generation() + 1, Ordering::Release);
+    Ok(eal)
+}
+
+/// The running EAL, or one started from `args`.
+fn running_or_started(args: Option<&[String]>) -> Result<&'static Eal, Error> {
     match args {
         None => match Eal::get() {
             Some(eal) => Ok(eal),

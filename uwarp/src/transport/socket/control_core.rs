@@ -18,6 +18,7 @@ use uwarp_stack::rdmap::{EngineConfig, Role};
 use uwarp_stack::wire::fpdu::mulpdu;
 
 use super::dataplane::Adopt;
+use super::descriptors::Registered;
 use super::setup::Setup;
 use super::tcp;
 use crate::cm::{Connect, Connection, ControlCmd, IncomingRequest, Listening};
@@ -76,7 +77,7 @@ struct ControlCore {
     commands: Receiver<ControlCmd>,
     me: Sender<ControlCmd>,
     dataplane: Sender<Adopt>,
-    listeners: HashMap<u64, (TcpListener, Sender<IncomingRequest>)>,
+    listeners: HashMap<u64, (Registered<TcpListener>, Sender<IncomingRequest>)>,
     connecting: Vec<Connecting>,
     holding: Vec<Holding>,
     accepting: HashMap<u64, Accepting>,
@@ -198,7 +199,7 @@ impl ControlCore {
     }
 
     fn listen(&mut self, addr: SocketAddr) -> Result<Listening, Error> {
-        let listener = TcpListener::bind(addr)?;
+        let listener = Registered::make(|| TcpListener::bind(addr))?;
         listener.set_nonblocking(true)?;
         let local = listener.local_addr()?;
         let (tx, rx) = crossbeam_channel::unbounded();
@@ -211,7 +212,8 @@ impl ControlCore {
     fn accept_new(&mut self) -> bool {
         let mut fresh = Vec::new();
         for (&listener_id, (listener, _)) in &self.listeners {
-            while let Ok((stream, _)) = listener.accept() {
+            while let Ok(stream) = Registered::make(|| listener.accept().map(|(stream, _)| stream))
+            {
                 fresh.push((listener_id, stream));
             }
         }
@@ -238,8 +240,9 @@ impl ControlCore {
 
     fn connect(&mut self, connect: Connect) {
         let started = (|| -> Result<Setup, Error> {
+            connect.qp.driver.ensure_in_its_process()?;
             let initiator = connect.initiator(self.now())?;
-            let mut stream = TcpStream::connect_timeout(&connect.addr, connect.params.timeout)?;
+            let mut stream = tcp::connect(&connect.addr, connect.params.timeout)?;
             stream.set_nodelay(true)?;
             stream.write_all(initiator.request())?;
             stream.set_nonblocking(true)?;
@@ -380,6 +383,9 @@ impl ControlCore {
         params: &LocalParams,
     ) -> Result<Connection, Error> {
         let mut accepting = self.take_pending(id)?;
+        // A queue pair its parent made, in a child of fork: its device is
+        // not this one (the request is dropped: its socket closes).
+        qp.driver.ensure_in_its_process()?;
         let responder = accepting.responder()?;
         let (reply, negotiated) = responder.accept(params)?;
         let stream = accepting.setup.stream;
@@ -413,7 +419,7 @@ impl ControlCore {
     /// Gives an established connection to the dataplane.
     fn hand_over(
         &self,
-        stream: TcpStream,
+        stream: Registered<TcpStream>,
         qp: &QueuePair,
         negotiated: Negotiated,
         role: Role,

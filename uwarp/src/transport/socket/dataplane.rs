@@ -14,6 +14,7 @@ use crossbeam_channel::{Receiver, TryRecvError};
 use uwarp_stack::rdmap::{EngineConfig, LlpClose, QpEngine};
 use uwarp_stack::verbs::QpState;
 
+use super::descriptors::Registered;
 use super::idle::{Idle, Interest};
 use super::tcp;
 use crate::counters::TransportCounters;
@@ -24,7 +25,7 @@ use crate::qp_link::{QpLink, CLOSE_TIMEOUT};
 #[derive(Debug)]
 pub(crate) struct Adopt {
     /// The socket, non-blocking.
-    pub(crate) stream: TcpStream,
+    pub(crate) stream: Registered<TcpStream>,
     /// The engine's configuration.
     pub(crate) config: EngineConfig,
     /// The application's handle.
@@ -47,7 +48,7 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(1);
 const TCP_INFO_INTERVAL: Duration = Duration::from_millis(1);
 
 struct Conn {
-    stream: TcpStream,
+    stream: Registered<TcpStream>,
     link: QpLink,
     out: Vec<u8>,
     out_at: usize,

@@ -12,10 +12,14 @@
 //! - `idle.rs`: the dataplane's back-off when there is nothing to do
 //!   (yield, then park on its sockets).
 //! - `setup.rs`: one socket's startup phase.
-//! - `tcp.rs`: socket options std lacks (MSS, abortive close).
+//! - `tcp.rs`: socket calls std lacks (a registered active open, MSS,
+//!   abortive close).
+//! - `descriptors.rs`: the registry of the transport's sockets, which a
+//!   child of `fork` closes (`crate::fork`).
 
 mod control_core;
 mod dataplane;
+pub(crate) mod descriptors;
 mod idle;
 mod setup;
 mod tcp;

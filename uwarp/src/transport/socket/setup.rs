@@ -6,18 +6,19 @@ use std::net::TcpStream;
 
 use uwarp_stack::mpa::Micros;
 
+use super::descriptors::Registered;
 use uwarp_control::startup::{Progress, Side, Startup};
 
 /// A socket in its startup phase.
 #[derive(Debug)]
 pub(crate) struct Setup {
-    pub(crate) stream: TcpStream,
+    pub(crate) stream: Registered<TcpStream>,
     pub(crate) startup: Startup,
 }
 
 impl Setup {
     /// A socket (already non-blocking) starting as `side`.
-    pub(crate) fn new(stream: TcpStream, side: Side) -> Self {
+    pub(crate) fn new(stream: Registered<TcpStream>, side: Side) -> Self {
         Self {
             stream,
             startup: Startup::new(side),

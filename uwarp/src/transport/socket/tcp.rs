@@ -1,10 +1,115 @@
-//! The kernel TCP socket options std does not expose: the current MSS
+//! The kernel TCP socket calls std does not expose: an active open on a
+//! socket registered before it connects ([`connect`]), the current MSS
 //! (MPA's EMSS, RFC 5044 section 4.1, from which the MULPDU follows), the
 //! retransmission count of `TCP_INFO`, and an abortive close (SO_LINGER
 //! with a zero timeout sends an RST).
 
-use std::net::TcpStream;
-use std::os::fd::AsRawFd;
+use std::io;
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use super::descriptors::Registered;
+
+/// Opens a TCP connection to `addr`, waiting at most `timeout` (as
+/// `TcpStream::connect_timeout`), on a socket registered from the moment
+/// it exists (a child forked while the connect waits closes its copy);
+/// the stream blocks, as `connect_timeout`'s does.
+pub fn connect(addr: &SocketAddr, timeout: Duration) -> io::Result<Registered<TcpStream>> {
+    let family = match addr {
+        SocketAddr::V4(_) => libc::AF_INET,
+        SocketAddr::V6(_) => libc::AF_INET6,
+    };
+    let stream = Registered::make(|| {
+        let kind = libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
+        // SAFETY: socket(2) takes no pointers.
+        let fd = unsafe { libc::socket(family, kind, 0) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just made and nothing else owns it.
+        Ok(TcpStream::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+    })?;
+    let (address, len) = socket_address(addr);
+    // SAFETY: `address` holds a socket address of `len` octets for the
+    // socket's family.
+    let rc = unsafe { libc::connect(stream.as_raw_fd(), (&raw const address).cast(), len) };
+    if rc != 0 {
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EINPROGRESS) {
+            return Err(err);
+        }
+        wait_connected(&stream, timeout)?;
+    }
+    stream.set_nonblocking(false)?;
+    Ok(stream)
+}
+
+/// Waits up to `timeout` for the non-blocking connect of `stream` to
+/// end; its outcome (`SO_ERROR`).
+fn wait_connected(stream: &TcpStream, timeout: Duration) -> io::Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::from_raw_os_error(libc::ETIMEDOUT));
+        }
+        let mut ready = libc::pollfd {
+            fd: stream.as_raw_fd(),
+            events: libc::POLLOUT,
+            revents: 0,
+        };
+        let ms = libc::c_int::try_from(left.as_millis().max(1)).unwrap_or(libc::c_int::MAX);
+        // SAFETY: `ready` is one live pollfd.
+        match unsafe { libc::poll(&mut ready, 1, ms) } {
+            1 => return stream.take_error()?.map_or(Ok(()), Err),
+            0 => {}
+            _ => {
+                let err = io::Error::last_os_error();
+                if err.kind() != io::ErrorKind::Interrupted {
+                    return Err(err);
+                }
+            }
+        }
+    }
+}
+
+/// `addr` as a C socket address, and its length.
+fn socket_address(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: sockaddr_storage is plain C data, valid all zero.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = match addr {
+        SocketAddr::V4(v4) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: v4.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(v4.ip().octets()),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_storage is larger than, and aligned for,
+            // every socket address.
+            unsafe { std::ptr::write((&raw mut storage).cast(), sin) };
+            std::mem::size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(v6) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: v6.port().to_be(),
+                sin6_flowinfo: v6.flowinfo(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: v6.ip().octets(),
+                },
+                sin6_scope_id: v6.scope_id(),
+            };
+            // SAFETY: as above.
+            unsafe { std::ptr::write((&raw mut storage).cast(), sin6) };
+            std::mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (storage, len as libc::socklen_t)
+}
 
 /// The MSS the kernel uses on `stream`, or 1460 if it will not say.
 pub fn emss(stream: &TcpStream) -> usize {
@@ -66,6 +171,28 @@ pub fn set_abortive_close(stream: &TcpStream) {
 mod tests {
     use super::*;
     use std::net::TcpListener;
+
+    #[test]
+    fn connect_reaches_a_listener_and_is_refused_by_a_closed_port() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        let stream = connect(&address, Duration::from_secs(5)).unwrap();
+        let (peer, _) = listener.accept().unwrap();
+        assert_eq!(stream.local_addr().unwrap(), peer.peer_addr().unwrap());
+        drop(listener);
+        let refused = connect(&address, Duration::from_secs(5)).unwrap_err();
+        assert_eq!(refused.raw_os_error(), Some(libc::ECONNREFUSED));
+    }
+
+    #[test]
+    fn connect_over_ipv6_reaches_a_listener() {
+        let Ok(listener) = TcpListener::bind("[::1]:0") else {
+            return; // no IPv6 loopback here
+        };
+        let stream = connect(&listener.local_addr().unwrap(), Duration::from_secs(5)).unwrap();
+        let (peer, _) = listener.accept().unwrap();
+        assert_eq!(stream.local_addr().unwrap(), peer.peer_addr().unwrap());
+    }
 
     #[test]
     fn a_loopback_connection_reports_its_mss_and_no_retransmissions() {
