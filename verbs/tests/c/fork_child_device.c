@@ -5,17 +5,11 @@
  * the parent's listener and exchanges one Send each way with it over
  * loopback, then disconnects. Both are bounded by alarm(). Prints "ok"
  * (the parent) when every check held in both. */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
-#include <rdma/rdma_cma.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "fork.h"
 
 #define MESSAGE_SIZE 32
 static const char from_child[MESSAGE_SIZE] = "from the child";
@@ -73,19 +67,15 @@ static void post_send(struct ibv_qp *qp, struct ibv_mr *mr, char *buf)
 	CHECK(ibv_post_send(qp, &wr, &bad) == 0);
 }
 
-/* The child: a device of its own, a connection to the parent at `port`
- * (network order), a Send each way. Exits 0 when every check held. */
-static void child_connects(in_port_t port)
+/* The child: a device of its own, a connection to the parent's
+ * listener at `listening`, a Send each way. Exits 0 when every check
+ * held. */
+static void child_connects(struct sockaddr_in *listening)
 {
 	alarm(20);
-	struct sockaddr_in sin;
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	sin.sin_port = port;
 	struct rdma_cm_id *id = NULL;
 	CHECK(rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP) == 0);
-	CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&sin, 2000) == 0);
+	CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr *)listening, 2000) == 0);
 	CHECK(rdma_resolve_route(id, 2000) == 0);
 	struct ibv_pd *pd = ibv_alloc_pd(id->verbs);
 	struct ibv_cq *cq = ibv_create_cq(id->verbs, 8, NULL, NULL, 0);
@@ -113,14 +103,8 @@ int main(void)
 	alarm(30);
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 	CHECK(ch != NULL);
-	struct rdma_cm_id *listener = NULL;
-	CHECK(rdma_create_id(ch, &listener, NULL, RDMA_PS_TCP) == 0);
-	struct sockaddr_in sin;
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	CHECK(rdma_bind_addr(listener, (struct sockaddr *)&sin) == 0);
-	CHECK(rdma_listen(listener, 8) == 0);
+	struct sockaddr_in listening;
+	struct rdma_cm_id *listener = loopback_listener(ch, &listening);
 	struct ibv_pd *pd = ibv_alloc_pd(listener->verbs);
 	struct ibv_cq *cq = ibv_create_cq(listener->verbs, 8, NULL, NULL, 0);
 	static char buf[2 * MESSAGE_SIZE];
@@ -132,7 +116,7 @@ int main(void)
 	pid_t child = fork();
 	CHECK(child >= 0);
 	if (child == 0)
-		child_connects(rdma_get_src_port(listener));
+		child_connects(&listening);
 
 	struct rdma_cm_event *request = next_event(ch, RDMA_CM_EVENT_CONNECT_REQUEST);
 	struct rdma_cm_id *id = request->id;
@@ -149,11 +133,7 @@ int main(void)
 	expect_completion(cq, IBV_WC_SEND);
 	rdma_ack_cm_event(next_event(ch, RDMA_CM_EVENT_DISCONNECTED));
 
-	int status = 0;
-	CHECK(waitpid(child, &status, 0) == child);
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		fprintf(stderr, "the child ended with status %#x\n", status);
-	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	expect_child_succeeded(child);
 
 	rdma_destroy_qp(id);
 	CHECK(rdma_destroy_id(id) == 0);

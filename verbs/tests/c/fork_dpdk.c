@@ -4,16 +4,11 @@
  * at once with ENODEV; the parent's ids fail the same way. The child is
  * bounded by alarm(). Prints "ok" (the parent) when every check held in
  * both. Run with uwarp-run --transport dpdk. */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
-#include <rdma/rdma_cma.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "fork.h"
 
 int main(int argc, char **argv)
 {
@@ -46,11 +41,7 @@ int main(int argc, char **argv)
 		CHECK(ibv_alloc_pd(listener->verbs) == NULL && errno == ENODEV);
 		exit(failures ? 1 : 0);
 	}
-	int status = 0;
-	CHECK(waitpid(child, &status, 0) == child);
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		fprintf(stderr, "the child ended with status %#x\n", status);
-	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	expect_child_succeeded(child);
 	CHECK(rdma_destroy_id(listener) == 0);
 	return finish();
 }

@@ -7,26 +7,12 @@
  * be refused at once (the child still alive), not accepted by the
  * child's copy of the listening socket and left waiting 10 s for an MPA
  * Reply. Prints "ok" when every check held. */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
-#include <rdma/rdma_cma.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "check.h"
-
-/* Seconds on the monotonic clock. */
-static double seconds(void)
-{
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return now.tv_sec + now.tv_nsec / 1e9;
-}
+#include "fork.h"
 
 /* How long a refused connection may take: the loopback answers a SYN
  * to a closed port with a RST within microseconds. */
@@ -35,16 +21,8 @@ static double seconds(void)
 int main(void)
 {
 	alarm(60);
-	struct rdma_cm_id *listener = NULL;
-	CHECK(rdma_create_id(NULL, &listener, NULL, RDMA_PS_TCP) == 0);
 	struct sockaddr_in sin;
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	CHECK(rdma_bind_addr(listener, (struct sockaddr *)&sin) == 0);
-	CHECK(rdma_listen(listener, 8) == 0);
-	sin.sin_port = rdma_get_src_port(listener);
-	CHECK(sin.sin_port != 0);
+	struct rdma_cm_id *listener = loopback_listener(NULL, &sin);
 
 	/* The child holds whatever it inherited until the parent is done. */
 	int hold[2];
@@ -91,8 +69,6 @@ int main(void)
 	CHECK(ibv_dealloc_pd(pd) == 0);
 
 	close(hold[1]);
-	int status = 0;
-	CHECK(waitpid(child, &status, 0) == child);
-	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	expect_child_succeeded(child);
 	return finish();
 }

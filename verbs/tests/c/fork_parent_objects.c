@@ -9,26 +9,12 @@
  * second with ENODEV; it destroys the client (0). Then the parent accepts
  * the request and its thread's connect completes. Prints "ok" when every
  * check held in both. */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <pthread.h>
-#include <rdma/rdma_cma.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "check.h"
-
-/* Seconds on the monotonic clock. */
-static double seconds(void)
-{
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return now.tv_sec + now.tv_nsec / 1e9;
-}
+#include "fork.h"
 
 /* How long a call on a parent's object may take in the child. */
 #define ANSWERED_WITHIN 1.0
@@ -100,14 +86,7 @@ static void child_uses_parents_objects(struct rdma_cm_id *request, struct rdma_c
 int main(void)
 {
 	alarm(30);
-	struct rdma_cm_id *listener = NULL;
-	CHECK(rdma_create_id(NULL, &listener, NULL, RDMA_PS_TCP) == 0);
-	memset(&listening, 0, sizeof(listening));
-	listening.sin_family = AF_INET;
-	listening.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	CHECK(rdma_bind_addr(listener, (struct sockaddr *)&listening) == 0);
-	CHECK(rdma_listen(listener, 8) == 0);
-	listening.sin_port = rdma_get_src_port(listener);
+	struct rdma_cm_id *listener = loopback_listener(NULL, &listening);
 	pd = ibv_alloc_pd(listener->verbs);
 	cq = ibv_create_cq(listener->verbs, 16, NULL, NULL, 0);
 	CHECK(pd != NULL && cq != NULL);
@@ -129,11 +108,7 @@ int main(void)
 	CHECK(child >= 0);
 	if (child == 0)
 		child_uses_parents_objects(request, client);
-	int status = 0;
-	CHECK(waitpid(child, &status, 0) == child);
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		fprintf(stderr, "the child ended with status %#x\n", status);
-	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	expect_child_succeeded(child);
 
 	CHECK(rdma_accept(request, NULL) == 0);
 	void *connected = NULL;
