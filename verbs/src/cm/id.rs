@@ -62,7 +62,7 @@ pub(super) enum Role {
     Bound(Arc<Listener>),
     /// Listening: a thread hands the listener's requests out until the
     /// listener stops (when the id is destroyed, which joins it).
-    Listening(Arc<Listener>, std::thread::JoinHandle<()>),
+    Listening(Arc<Listener>, ListenThread),
     /// Its destination resolved (the active side, before `connect`).
     Resolved(SocketAddr),
     /// A connection request waiting for `accept` or `reject`.
@@ -75,6 +75,23 @@ pub(super) enum Role {
         /// `rdma_disconnect` was called.
         disconnecting: bool,
     },
+}
+
+/// A listening id's thread, and the fork generation it was started in
+/// ([`uwarp::fork_generation`]): a child of `fork` has none of its
+/// parent's threads to join.
+pub(super) struct ListenThread {
+    pub(super) thread: std::thread::JoinHandle<()>,
+    pub(super) generation: u64,
+}
+
+impl ListenThread {
+    /// Waits for the thread to end, where it exists.
+    fn join(self) {
+        if self.generation == uwarp::fork_generation() {
+            drop(self.thread.join());
+        }
+    }
 }
 
 impl Shared {
@@ -449,7 +466,7 @@ pub unsafe extern "C" fn rdma_destroy_id(id: *mut RdmaCmId) -> c_int {
             // and ends.
             Role::Listening(listener, thread) => {
                 listener.stop();
-                drop(thread.join());
+                thread.join();
             }
             Role::Connected {
                 qp,

@@ -18,7 +18,7 @@ use uwarp::{Error, IncomingRequest, Listener};
 
 use super::connect::{clamp, DEFAULT_IRD_ORD};
 use super::events::{take_from, Event, EventChannel, HandOut};
-use super::id::{is_live, status_of, with_id, Id, Role, Shared};
+use super::id::{is_live, status_of, with_id, Id, ListenThread, Role, Shared};
 use super::queue::{take_or_wait, TAKE_NOTHING};
 use crate::abi::cm::*;
 use crate::abi::verbs::IbvContext;
@@ -93,7 +93,8 @@ pub unsafe extern "C" fn rdma_listen(id: *mut RdmaCmId, _backlog: c_int) -> c_in
                 serve(&shared, &serving, verbs as *mut _, context as *mut _);
             })
             .map_err(|e| e.raw_os_error().unwrap_or(libc::EAGAIN))?;
-            *role = Role::Listening(listener, thread);
+            let generation = uwarp::fork_generation();
+            *role = Role::Listening(listener, ListenThread { thread, generation });
             Ok(0)
         })
     }

@@ -53,7 +53,8 @@ static void *connect_own_client(void *arg)
 }
 
 /* The child: every call on the parent's objects answers at once. */
-static void child_uses_parents_objects(struct rdma_cm_id *request, struct rdma_cm_id *client)
+static void child_uses_parents_objects(struct rdma_cm_id *listener, struct rdma_cm_id *request,
+				       struct rdma_cm_id *client)
 {
 	alarm(10);
 	double start = seconds();
@@ -80,6 +81,15 @@ static void child_uses_parents_objects(struct rdma_cm_id *request, struct rdma_c
 	rdma_destroy_qp(client);
 	CHECK(rdma_destroy_id(client) == 0);
 	CHECK_PROMPT("rdma_destroy_id", start);
+
+	/* The parent's listening id, once the request it handed out (which
+	 * counts against it) is gone: its thread is the parent's, not
+	 * joined. */
+	start = seconds();
+	rdma_destroy_qp(request);
+	CHECK(rdma_destroy_id(request) == 0);
+	CHECK(rdma_destroy_id(listener) == 0);
+	CHECK_PROMPT("rdma_destroy_id of a listener", start);
 	exit(failures ? 1 : 0);
 }
 
@@ -107,7 +117,7 @@ int main(void)
 	pid_t child = fork();
 	CHECK(child >= 0);
 	if (child == 0)
-		child_uses_parents_objects(request, client);
+		child_uses_parents_objects(listener, request, client);
 	expect_child_succeeded(child);
 
 	CHECK(rdma_accept(request, NULL) == 0);

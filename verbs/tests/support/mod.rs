@@ -40,9 +40,19 @@ pub fn compile_c(name: &str) -> PathBuf {
         .join("tests/c")
         .join(format!("{name}.c"));
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    // Compiled under a name of this process and thread, then renamed into
+    // place: tests running in parallel may compile the same program, and
+    // one must never run (or write) a file another is writing ("Text file
+    // busy").
+    let thread = format!("{:?}", std::thread::current().id());
+    let partial = out.with_file_name(format!(
+        "{name}.{}.{}.partial",
+        std::process::id(),
+        thread.trim_start_matches("ThreadId(").trim_end_matches(')')
+    ));
     let compiled = Command::new("cc")
         .args(["-Wall", "-Werror", "-O1", "-o"])
-        .arg(&out)
+        .arg(&partial)
         .arg(&source)
         .arg("-lrdmacm")
         .arg("-libverbs")
@@ -55,6 +65,7 @@ pub fn compile_c(name: &str) -> PathBuf {
         source.display(),
         String::from_utf8_lossy(&compiled.stderr)
     );
+    std::fs::rename(&partial, &out).expect("the compiled program moves into place");
     out
 }
 
