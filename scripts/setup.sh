@@ -26,6 +26,7 @@ set -euo pipefail
 #   cpio          packs uwarp's binaries into the PCI VMs' initramfs (scripts/vm/run.sh)
 #   libibverbs-dev, librdmacm-dev   rdma-core's headers: the drop-in libraries' layout checks and C tests
 #   ibverbs-utils, rdmacm-utils, perftest, qperf, fio   Debian's ibv_devinfo, rping, ib_*_bw/lat, qperf and fio, run unmodified on the drop-ins
+#   libfabric-bin   libfabric's fi_info and fi_pingpong, its verbs provider run on the drop-ins
 packages=(
     libdpdk-dev
     libclang-dev
@@ -48,6 +49,7 @@ packages=(
     perftest
     qperf
     fio
+    libfabric-bin
 )
 
 if [ $# -gt 0 ]; then
