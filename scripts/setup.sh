@@ -27,6 +27,7 @@ set -euo pipefail
 #   libibverbs-dev, librdmacm-dev   rdma-core's headers: the drop-in libraries' layout checks and C tests
 #   ibverbs-utils, rdmacm-utils, perftest, qperf, fio   Debian's ibv_devinfo, rping, ib_*_bw/lat, qperf and fio, run unmodified on the drop-ins
 #   libfabric-bin   libfabric's fi_info and fi_pingpong, its verbs provider run on the drop-ins
+#   openmpi-bin, netpipe-openmpi, hpcc   Open MPI over libfabric on the drop-ins: NetPIPE, and hpcc's ping-pong and ring
 packages=(
     libdpdk-dev
     libclang-dev
@@ -50,6 +51,9 @@ packages=(
     qperf
     fio
     libfabric-bin
+    openmpi-bin
+    netpipe-openmpi
+    hpcc
 )
 
 if [ $# -gt 0 ]; then
