@@ -135,6 +135,17 @@ impl Drop for IncomingRequest {
     }
 }
 
+/// How a listener is opened ([`Device::listen_with`](crate::Device::listen_with)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ListenOptions {
+    /// For an IPv6 address: whether it takes IPv6 connections only
+    /// (`RDMA_OPTION_ID_AFONLY`, the socket's `IPV6_V6ONLY`), or IPv4
+    /// ones too; `None` leaves the system's default (Linux's
+    /// `net.ipv6.bindv6only`, 0: both), as the kernel's connection
+    /// manager does for an id that never set the option.
+    pub af_only: Option<bool>,
+}
+
 /// A listening endpoint (`rdma_listen`); stops listening when dropped.
 #[derive(Debug)]
 pub struct Listener {
@@ -253,6 +264,7 @@ pub(crate) enum ControlCmd {
     /// Listen on an address.
     Listen {
         addr: SocketAddr,
+        options: ListenOptions,
         reply: Sender<Result<Listening, Error>>,
     },
     /// Stop listening; `done` hears once the port is closed.

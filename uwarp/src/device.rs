@@ -15,7 +15,7 @@ use uwarp_stack::mem::{ProtectionDomains, StagTable};
 use uwarp_stack::rdmap::SharedReceiveQueue;
 
 use crate::channel::CompletionChannel;
-use crate::cm::{Connect, ConnectParams, Connection, ControlCmd, Listener};
+use crate::cm::{Connect, ConnectParams, Connection, ControlCmd, ListenOptions, Listener};
 use crate::cq::CompletionQueue;
 use crate::driver::Driver;
 use crate::error::Error;
@@ -182,10 +182,24 @@ impl Device {
 
     /// Listens for connections (`rdma_listen`); port 0 picks a free port.
     pub fn listen(&self, addr: impl ToSocketAddrs) -> Result<Listener, Error> {
+        self.listen_with(addr, ListenOptions::default())
+    }
+
+    /// Listens for connections as [`listen`](Self::listen) does, opened
+    /// with `options`.
+    pub fn listen_with(
+        &self,
+        addr: impl ToSocketAddrs,
+        options: ListenOptions,
+    ) -> Result<Listener, Error> {
         let addr = resolve(addr)?;
         let (reply, answer) = crossbeam_channel::bounded(1);
         self.control
-            .send(ControlCmd::Listen { addr, reply })
+            .send(ControlCmd::Listen {
+                addr,
+                options,
+                reply,
+            })
             .map_err(|_| Error::DeviceClosed)?;
         let (id, local_addr, requests) = self.driver.wait(&answer)??;
         Ok(Listener {

@@ -75,7 +75,7 @@ mod qp_link;
 mod transport;
 
 pub use channel::CompletionChannel;
-pub use cm::{ConnectParams, Connection, IncomingRequest, Listener};
+pub use cm::{ConnectParams, Connection, IncomingRequest, ListenOptions, Listener};
 pub use counters::QpCounters;
 pub use cq::CompletionQueue;
 pub use device::{Device, DeviceConfig};

@@ -218,6 +218,19 @@ fn a_request_reports_ird_and_ord_as_linux_iwarp_does() {
     }
 }
 
+/// Regression (issue 39): `RDMA_OPTION_ID_AFONLY` was accepted and
+/// ignored, so tgt's `[::]:3260` listener, opened after `0.0.0.0:3260`,
+/// failed with `EADDRINUSE`; and an IPv6 destination could not be
+/// resolved on the socket transport. Both families at one port, each
+/// connected to over loopback.
+#[test]
+fn ipv4_and_ipv6_listeners_share_a_port_with_afonly() {
+    let program = compile_c("cm_afonly");
+    let output = uwarp_run(&program, &[]);
+    assert_success("cm_afonly", &output);
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "ok\n");
+}
+
 #[test]
 fn a_c_program_that_forks_and_exits_without_cleaning_up_leaves_nothing_behind() {
     let program = compile_c("fork_and_exit");

@@ -81,7 +81,11 @@ unsafe extern "C" fn start_resolve_addr(
 /// The local address the kernel's route to `dst` leaves from.
 fn route_source(dst: SocketAddr) -> Result<SocketAddr, c_int> {
     let errno = |e: std::io::Error, or| e.raw_os_error().unwrap_or(or);
-    let any = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
+    let unspecified = match dst {
+        SocketAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        SocketAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+    };
+    let any = SocketAddr::new(unspecified, 0);
     let probe = UdpSocket::bind(any).map_err(|e| errno(e, libc::EIO))?;
     probe
         .connect(dst)

@@ -16,7 +16,7 @@ use core::ptr;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use uwarp::{IncomingRequest, Listener, QueuePair};
+use uwarp::{IncomingRequest, ListenOptions, Listener, QueuePair};
 
 use super::addrinfo::{from_sockaddr, to_sockaddr};
 use super::events::{self, acknowledge, take_from, Event, EventChannel, Liveness};
@@ -37,6 +37,8 @@ pub struct Id {
     /// A passive endpoint's queue pair attributes (`rdma_create_ep`): each
     /// request's new id gets a queue pair made with them.
     pub(super) endpoint_qp: Option<IbvQpInitAttr>,
+    /// `RDMA_OPTION_ID_AFONLY`, when set: how its listener is opened.
+    pub(super) listen_options: ListenOptions,
 }
 
 /// What an id's threads share with it.
@@ -178,6 +180,7 @@ impl Id {
                 role: Mutex::new(Role::Idle),
             }),
             endpoint_qp: None,
+            listen_options: ListenOptions::default(),
         });
         let c_id = ptr::from_mut(&mut id.ibv) as usize;
         Arc::get_mut(&mut id.shared)
@@ -513,27 +516,45 @@ pub unsafe extern "C" fn rdma_migrate_id(
     }
 }
 
-/// `rdma_set_option`: the id-level options (`RDMA_OPTION_ID_TOS`,
-/// `_REUSEADDR`, `_AFONLY`, `_ACK_TIMEOUT`) are accepted and have no
-/// effect on uwarp's TCP; the InfiniBand path option is `ENOSYS`.
+/// `RDMA_OPTION_ID`: the id-level options.
+const RDMA_OPTION_ID: c_int = 0;
+/// `RDMA_OPTION_ID_AFONLY`: an IPv6 id takes IPv6 connections only.
+const RDMA_OPTION_ID_AFONLY: c_int = 2;
+
+/// `rdma_set_option`: `RDMA_OPTION_ID_AFONLY` (an `int`, before
+/// `rdma_bind_addr`) makes the id's IPv6 listener take IPv6 connections
+/// only, so that it shares a port with an IPv4 listener (tgt's iSER
+/// target listens on `0.0.0.0` and `[::]` at one port); without it an
+/// IPv6 listener takes both families, as the kernel's connection manager
+/// does by default. The other id-level options (`_TOS`, `_REUSEADDR`,
+/// `_ACK_TIMEOUT`) are accepted and have no effect on uwarp's TCP; the
+/// InfiniBand path option is `ENOSYS`. 0, or -1 with `errno` set (`EINVAL`
+/// for an option value of the wrong size).
 ///
 /// # Safety
 ///
-/// `id` is NULL or live.
+/// `id` is NULL or live; `optval` is NULL or readable for `optlen`
+/// octets.
 #[no_mangle]
 pub unsafe extern "C" fn rdma_set_option(
     id: *mut RdmaCmId,
     level: c_int,
     optname: c_int,
-    _optval: *mut c_void,
-    _optlen: usize,
+    optval: *mut c_void,
+    optlen: usize,
 ) -> c_int {
-    /// `RDMA_OPTION_ID`.
-    const LEVEL_ID: c_int = 0;
-    // SAFETY: forwarded.
+    // SAFETY: forwarded; the caller promises `optlen` readable octets.
     unsafe {
-        with_id(id, |_| match (level, optname) {
-            (LEVEL_ID, 0..=3) => Ok(0),
+        with_id(id, |id| match (level, optname) {
+            (RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY) => {
+                if optval.is_null() || optlen != size_of::<c_int>() {
+                    return Err(libc::EINVAL);
+                }
+                let only = optval.cast::<c_int>().read_unaligned() != 0;
+                id.listen_options.af_only = Some(only);
+                Ok(0)
+            }
+            (RDMA_OPTION_ID, 0..=3) => Ok(0),
             _ => Err(libc::ENOSYS),
         })
     }

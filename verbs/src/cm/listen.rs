@@ -54,7 +54,9 @@ fn bind(id: &mut Id, addr: SocketAddr) -> Result<(), c_int> {
     if !matches!(*role, Role::Idle) {
         return Err(libc::EINVAL);
     }
-    let listener = device.listen(addr).map_err(|e| errno_of(&e))?;
+    let listener = device
+        .listen_with(addr, id.listen_options)
+        .map_err(|e| errno_of(&e))?;
     let bound = listener.local_addr();
     *role = Role::Bound(Arc::new(listener));
     drop(role);

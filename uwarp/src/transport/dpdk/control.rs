@@ -71,7 +71,9 @@ impl RdmaControl {
     ) {
         let local_ip = ctx.iface.address().ip;
         match cmd {
-            ControlCmd::Listen { addr, reply } => {
+            // The transport is IPv4 only: no listener has a family to
+            // keep to itself.
+            ControlCmd::Listen { addr, reply, .. } => {
                 let _ = reply.send(self.listen(local_ip, addr));
             }
             ControlCmd::StopListening { id, done } => {

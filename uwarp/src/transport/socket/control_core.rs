@@ -21,7 +21,7 @@ use super::dataplane::Adopt;
 use super::descriptors::Registered;
 use super::setup::Setup;
 use super::tcp;
-use crate::cm::{Connect, Connection, ControlCmd, IncomingRequest, Listening};
+use crate::cm::{Connect, Connection, ControlCmd, IncomingRequest, ListenOptions, Listening};
 use crate::driver::Driver;
 use crate::error::Error;
 use crate::qp::QueuePair;
@@ -166,8 +166,12 @@ impl ControlCore {
 
     fn handle(&mut self, cmd: ControlCmd) {
         match cmd {
-            ControlCmd::Listen { addr, reply } => {
-                let result = self.listen(addr);
+            ControlCmd::Listen {
+                addr,
+                options,
+                reply,
+            } => {
+                let result = self.listen(addr, options);
                 let _ = reply.send(result);
             }
             ControlCmd::StopListening { id, done } => {
@@ -198,8 +202,8 @@ impl ControlCore {
         }
     }
 
-    fn listen(&mut self, addr: SocketAddr) -> Result<Listening, Error> {
-        let listener = Registered::make(|| TcpListener::bind(addr))?;
+    fn listen(&mut self, addr: SocketAddr, options: ListenOptions) -> Result<Listening, Error> {
+        let listener = Registered::make(|| tcp::listen(&addr, options.af_only))?;
         listener.set_nonblocking(true)?;
         let local = listener.local_addr()?;
         let (tx, rx) = crossbeam_channel::unbounded();

@@ -1,11 +1,13 @@
 //! The kernel TCP socket calls std does not expose: an active open on a
-//! socket registered before it connects ([`connect`]), the current MSS
+//! socket registered before it connects ([`connect`]), a listener whose
+//! IPv6 socket takes IPv6 connections only when asked ([`listen`]), the
+//! current MSS
 //! (MPA's EMSS, RFC 5044 section 4.1, from which the MULPDU follows), the
 //! retransmission count of `TCP_INFO`, and an abortive close (SO_LINGER
 //! with a zero timeout sends an RST).
 
 use std::io;
-use std::net::{SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
@@ -43,6 +45,64 @@ pub fn connect(addr: &SocketAddr, timeout: Duration) -> io::Result<Registered<Tc
     }
     stream.set_nonblocking(false)?;
     Ok(stream)
+}
+
+/// A listening socket on `addr`, as std's `TcpListener::bind` makes one
+/// (`SO_REUSEADDR`, a backlog of 128, close-on-exec), with `IPV6_V6ONLY`
+/// set to `af_only` on an IPv6 address when it says (`None`: the
+/// system's default). An IPv6 listener that takes IPv4 connections too
+/// shares their port space, so it cannot bind a port an IPv4 listener
+/// holds (`EADDRINUSE`), as with the kernel's connection manager.
+pub fn listen(addr: &SocketAddr, af_only: Option<bool>) -> io::Result<TcpListener> {
+    let family = match addr {
+        SocketAddr::V4(_) => libc::AF_INET,
+        SocketAddr::V6(_) => libc::AF_INET6,
+    };
+    // SAFETY: socket(2) takes no pointers.
+    let fd = unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just made and nothing else owns it.
+    let listener = TcpListener::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    set_int_option(&listener, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+    if let (SocketAddr::V6(_), Some(only)) = (addr, af_only) {
+        set_int_option(
+            &listener,
+            libc::IPPROTO_IPV6,
+            libc::IPV6_V6ONLY,
+            only.into(),
+        )?;
+    }
+    let (address, len) = socket_address(addr);
+    // SAFETY: `address` holds a socket address of `len` octets for the
+    // socket's family.
+    if unsafe { libc::bind(listener.as_raw_fd(), (&raw const address).cast(), len) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: listen(2) on the socket this function owns.
+    if unsafe { libc::listen(listener.as_raw_fd(), 128) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(listener)
+}
+
+/// Sets the integer socket option `name` at `level` on `socket`.
+fn set_int_option(socket: &impl AsRawFd, level: i32, name: i32, value: i32) -> io::Result<()> {
+    // SAFETY: the option's value is an int, passed with its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            level,
+            name,
+            (&raw const value).cast(),
+            std::mem::size_of::<i32>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Waits up to `timeout` for the non-blocking connect of `stream` to
