@@ -52,6 +52,7 @@ use core::ptr::{self, NonNull};
 use std::alloc::{self, Layout};
 
 use super::error::MemError;
+use super::guarded::guarded_copy;
 
 /// Alignment of every allocation uwarp sends from by reference (a
 /// [`MemoryBuffer`]'s, a TCP send queue's): a page of ordinary memory, so
@@ -240,15 +241,19 @@ impl MemoryBuffer {
         self.check(offset, out.len())?;
         // SAFETY: `offset + out.len() <= self.len`, so the source range is
         // inside the buffer's memory, live while `self` is (allocated, or
-        // foreign by the contract of `from_raw_parts`); `out` is a distinct
-        // `&mut` the caller owns, and neither safe code nor a foreign
-        // memory's owner (its contract) holds a slice of this buffer, so
-        // the ranges do not overlap. No reference to the buffer's octets is
-        // made.
+        // foreign by the contract of `from_raw_parts`, or else faulting
+        // into `copy`'s guard); `out` is a distinct `&mut` the caller
+        // owns, and neither safe code nor a foreign memory's owner (its
+        // contract) holds a slice of this buffer, so the ranges do not
+        // overlap. No reference to the buffer's octets is made.
         unsafe {
-            ptr::copy_nonoverlapping(self.ptr.as_ptr().add(offset), out.as_mut_ptr(), out.len());
+            self.copy(
+                out.as_mut_ptr(),
+                self.ptr.as_ptr().add(offset),
+                offset,
+                out.len(),
+            )
         }
-        Ok(())
     }
 
     /// Copies `data` into the buffer starting at `offset`.
@@ -259,9 +264,46 @@ impl MemoryBuffer {
         // alias it (safe code has no slice of this buffer, and a foreign
         // memory's owner makes none). No reference to the octets is made.
         unsafe {
-            ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(offset), data.len());
+            self.copy(
+                self.ptr.as_ptr().add(offset),
+                data.as_ptr(),
+                offset,
+                data.len(),
+            )
         }
-        Ok(())
+    }
+
+    /// Copies `len` octets between the buffer (at `offset`) and memory of
+    /// the caller's: plainly for an allocated buffer, which cannot go
+    /// away while `self` lives; through [`guarded_copy`] for a foreign
+    /// one, which its owner may unmap against the contract of
+    /// [`from_raw_parts`](Self::from_raw_parts) (a program that frees
+    /// registered memory before deregistering it): where a signal handler
+    /// resumes such a copy, the fault becomes [`MemError::Fault`].
+    ///
+    /// # Safety
+    ///
+    /// `dst` and `src` are the two ranges of `read_at` or `write_at`, one
+    /// of them `len` octets of this buffer at `offset`.
+    unsafe fn copy(
+        &self,
+        dst: *mut u8,
+        src: *const u8,
+        offset: usize,
+        len: usize,
+    ) -> Result<(), MemError> {
+        match self.origin {
+            Origin::Allocated => {
+                // SAFETY: the caller's ranges, valid and distinct.
+                unsafe { ptr::copy_nonoverlapping(src, dst, len) };
+                Ok(())
+            }
+            // SAFETY: the caller's ranges, distinct, and valid or (the
+            // foreign memory gone) faulting into the guard.
+            Origin::Foreign => {
+                unsafe { guarded_copy(dst, src, len) }.map_err(|_| MemError::Fault { offset, len })
+            }
+        }
     }
 
     /// Sets every octet to `byte`.

@@ -34,6 +34,7 @@ use crate::wire::terminate::TermError;
 /// | `AccessRights` | 2: the buffer allows the operation | tagged, invalid STag (0x00): DDP has no code for it | remote protection, access rights violation (0x02) |
 /// | `ToWrap` | 5: TO + length does not wrap | tagged, TO wrap (0x03) | remote protection, TO wrap (0x04) |
 /// | `BaseOrBounds` | 3-4: TO and TO + length within the region | tagged, base or bounds (0x01) | remote protection, base or bounds (0x01) |
+/// | `Unmapped` | (after the checks) the memory is still there | tagged, invalid STag (0x00) | remote protection, unspecified (0xFF) |
 ///
 /// RFC 5041 lists the wrap check last; uwarp makes it before the bounds
 /// check because a sum that wraps has no end to compare, and it names the
@@ -53,6 +54,11 @@ pub enum TaggedError {
     ToWrap,
     /// `[TO, TO + length)` is not inside the region.
     BaseOrBounds,
+    /// Every check passed, but the copy faulted: the application unmapped
+    /// or freed the region's memory (or took its access away) without
+    /// deregistering it first ([`MemError::Fault`]). Some octets may have
+    /// moved before the fault.
+    Unmapped,
 }
 
 impl TaggedError {
@@ -66,6 +72,7 @@ impl TaggedError {
             Self::AccessRights => TermError::RdmapAccessRights,
             Self::ToWrap => TermError::RdmapToWrap,
             Self::BaseOrBounds => TermError::RdmapBaseOrBounds,
+            Self::Unmapped => TermError::RdmapProtectionUnspecified,
         }
     }
 
@@ -76,9 +83,13 @@ impl TaggedError {
     /// associated buffer that allows Placement"), so an access rights
     /// violation is reported as an invalid STag: for this operation the
     /// STag does not name a usable buffer. Linux siw makes the same choice.
+    /// Memory found gone ([`Unmapped`](Self::Unmapped)) is reported the
+    /// same way: the STag names no memory any more.
     pub fn ddp_error(self) -> TermError {
         match self {
-            Self::InvalidStag | Self::AccessRights => TermError::DdpTaggedInvalidStag,
+            Self::InvalidStag | Self::AccessRights | Self::Unmapped => {
+                TermError::DdpTaggedInvalidStag
+            }
             Self::StagNotAssociated => TermError::DdpTaggedStagNotAssociated,
             Self::ToWrap => TermError::DdpTaggedToWrap,
             Self::BaseOrBounds => TermError::DdpTaggedBaseOrBounds,
@@ -94,6 +105,7 @@ impl fmt::Display for TaggedError {
             Self::AccessRights => "access rights violation",
             Self::ToWrap => "TO wrap",
             Self::BaseOrBounds => "base or bounds violation",
+            Self::Unmapped => "the region's memory is no longer mapped",
         })
     }
 }
@@ -177,6 +189,26 @@ pub enum MemError {
         /// Octets asked for.
         len: usize,
     },
+    /// Not all of the `len` octets at `addr` are mapped with the access a
+    /// registration needs (readable; writable too when the region allows
+    /// local or remote writes): the kernel's `EFAULT` for `ibv_reg_mr`.
+    NotMapped {
+        /// The address of the first octet.
+        addr: usize,
+        /// Octets asked for.
+        len: usize,
+    },
+    /// A copy into or out of a buffer of the application's own memory
+    /// faulted at `offset .. offset + len`: the memory was unmapped or
+    /// protected while registered. Only where a signal handler resumes
+    /// the copy (see [`resume_after_fault`](super::resume_after_fault));
+    /// elsewhere the fault ends the process.
+    Fault {
+        /// First octet of the copy.
+        offset: usize,
+        /// Octets the copy was to move.
+        len: usize,
+    },
     /// A table must have between 2 and 2^24 slots (slot 0 is never used).
     BadCapacity(usize),
     /// The operating system's random number generator failed, so no
@@ -201,6 +233,14 @@ impl fmt::Display for MemError {
             Self::InvalidRange { addr, len } => {
                 write!(f, "{len} octets at address {addr:#x} are no memory range")
             }
+            Self::NotMapped { addr, len } => write!(
+                f,
+                "{len} octets at address {addr:#x} are not all mapped with the access asked for"
+            ),
+            Self::Fault { offset, len } => write!(
+                f,
+                "the copy of {len} octets at offset {offset} faulted: the memory is gone"
+            ),
             Self::BadCapacity(n) => write!(f, "STag table capacity {n} is not in 2..=2^24"),
             Self::NoEntropy => write!(f, "system random number generator failed"),
         }
@@ -214,12 +254,13 @@ mod tests {
     use super::*;
     use crate::wire::terminate::{ErrorType, Layer};
 
-    const ALL_TAGGED: [TaggedError; 5] = [
+    const ALL_TAGGED: [TaggedError; 6] = [
         TaggedError::InvalidStag,
         TaggedError::StagNotAssociated,
         TaggedError::AccessRights,
         TaggedError::ToWrap,
         TaggedError::BaseOrBounds,
+        TaggedError::Unmapped,
     ];
 
     #[test]
@@ -246,6 +287,15 @@ mod tests {
             TaggedError::AccessRights.rdmap_error(),
             TermError::RdmapAccessRights
         );
+        assert_eq!(
+            TaggedError::Unmapped.ddp_error(),
+            TermError::DdpTaggedInvalidStag
+        );
+        assert_eq!(
+            TaggedError::Unmapped.rdmap_error(),
+            TermError::RdmapProtectionUnspecified
+        );
+        assert!(TaggedError::Unmapped.rdmap_error().is_access_violation());
         assert_eq!(
             TaggedError::ToWrap.ddp_error().parts(),
             (Layer::Ddp, 1, 0x03)

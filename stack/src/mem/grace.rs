@@ -87,6 +87,13 @@ impl GracePeriod {
         self.done.load(Ordering::Acquire)
     }
 
+    /// Whether the calling thread may [`wait`](Self::wait) for a grace
+    /// period: it is not pinned itself (inside a table access, or holding
+    /// a `Guard` of the default `crossbeam_epoch` collector).
+    pub fn may_wait() -> bool {
+        !epoch::is_pinned()
+    }
+
     /// Blocks until the grace period has ended, driving the epoch collector
     /// meanwhile. It ends as soon as every table access that was running at
     /// the start returns: data-path calls are short, so this takes
@@ -168,6 +175,15 @@ mod tests {
         };
         grace.wait();
         assert!(dropped.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn a_pinned_thread_may_not_wait() {
+        assert!(GracePeriod::may_wait());
+        let guard = epoch::pin();
+        assert!(!GracePeriod::may_wait());
+        drop(guard);
+        assert!(GracePeriod::may_wait());
     }
 
     #[test]

@@ -14,7 +14,9 @@
 //! - [`Stag`]: 24-bit table index + 8-bit consumer key (`stag.rs`).
 //! - [`PdId`], [`ProtectionDomains`]: protection domains (`pd.rs`).
 //! - [`MemoryBuffer`]: memory to register, accessed only by raw copies
-//!   (`buffer.rs`, which states the access contract).
+//!   (`buffer.rs`, which states the access contract); the application's
+//!   own memory through [`guarded_copy`]'s copy, which a signal handler
+//!   can resume when the memory is gone (`guarded.rs`).
 //! - [`RegionSpec`]: what to register (`region.rs`, with the bounds checks).
 //! - [`BufferSlice`]: registered octets held in place for zero-copy
 //!   transmit (`slice.rs`).
@@ -48,6 +50,7 @@ mod access;
 mod buffer;
 mod error;
 mod grace;
+mod guarded;
 mod pd;
 mod region;
 mod slice;
@@ -60,6 +63,7 @@ pub(crate) use buffer::{alloc_page_aligned, dealloc_page_aligned};
 pub use buffer::{MemoryBuffer, PAGE_ALIGN};
 pub use error::{InvalidateError, MemError, TaggedError};
 pub use grace::{Deregistered, GracePeriod};
+pub use guarded::{guarded_copy, resume_after_fault, GUARDED};
 pub use pd::{PdId, ProtectionDomains};
 pub use region::RegionSpec;
 pub use slice::BufferSlice;

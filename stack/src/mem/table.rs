@@ -300,7 +300,12 @@ impl StagTable {
     /// allowed ([`AccessRights`](TaggedError::AccessRights)), `to + len`
     /// does not wrap ([`ToWrap`](TaggedError::ToWrap)), `[to, to + len)`
     /// inside the region ([`BaseOrBounds`](TaggedError::BaseOrBounds)).
-    /// Nothing is written unless every check passes. Report failures with
+    /// Nothing is written unless every check passes. A region of the
+    /// application's own memory that it unmapped without deregistering is
+    /// found when the copy faults ([`Unmapped`](TaggedError::Unmapped),
+    /// where a handler resumes such faults; see
+    /// [`resume_after_fault`](super::resume_after_fault)), possibly after
+    /// part of `data` was written. Report failures with
     /// [`TaggedError::ddp_error`].
     ///
     /// Empty `data` returns `Ok(())` at once without any check: a
@@ -485,9 +490,12 @@ impl StagTable {
     }
 
     /// Runs the checks shared by every data-path access, then `copy` with
-    /// the buffer and the offset of `to` in it, all while pinned. A
-    /// zero-length access succeeds at once without any check (see
-    /// [`place`](Self::place) for why).
+    /// the buffer and the offset of `to` in it, all while pinned (the pin
+    /// is also what tells a revocation that the copy is under way: a
+    /// grace period started after an invalidation ends only once it
+    /// returned). A copy that faults because the application's memory is
+    /// gone is [`TaggedError::Unmapped`]. A zero-length access succeeds at
+    /// once without any check (see [`place`](Self::place) for why).
     fn with_region<F>(
         &self,
         stag: Stag,
@@ -505,8 +513,11 @@ impl StagTable {
         }
         let guard = &epoch::pin();
         let (region, at) = self.locate(stag, pd, needed, to, len, guard)?;
-        copy(&region.buffer, at).expect("registration keeps regions inside their buffers");
-        Ok(())
+        match copy(&region.buffer, at) {
+            Ok(()) => Ok(()),
+            Err(MemError::Fault { .. }) => Err(TaggedError::Unmapped),
+            Err(err) => unreachable!("registration keeps regions inside their buffers: {err}"),
+        }
     }
 
     /// The checks shared by every data-path access, in RFC 5041 section
