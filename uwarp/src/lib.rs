@@ -61,6 +61,7 @@
 //! # Ok::<(), uwarp::Error>(())
 //! ```
 
+pub mod app_memory;
 mod channel;
 mod cm;
 mod counters;
@@ -91,7 +92,7 @@ pub use uwarp_control::{parse_mac, HostConfig, HostReport};
 pub use uwarp_dataplane::runtime::{ImpairConfig, ImpairSwitch, Impairment, Placement};
 pub use uwarp_dataplane::MempoolConfig;
 
-pub use uwarp_stack::mem::{Access, MemoryBuffer, Stag};
+pub use uwarp_stack::mem::{Access, MemError, MemoryBuffer, Stag};
 pub use uwarp_stack::mpa::{ConnectRequest, LocalParams, Negotiated, Rtr, RtrSet};
 pub use uwarp_stack::rdmap::{QpEvent, SharedReceiveQueue};
 pub use uwarp_stack::verbs::{

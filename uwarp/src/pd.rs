@@ -10,7 +10,9 @@
 //! STag table's grace period no placement, fetch or copy through the
 //! region is running or can start, and zero-copy transmit never holds
 //! application memory by reference (it copies it), so nothing else is
-//! left to wait for.
+//! left to wait for. The application's memory is checked at
+//! registration, revocable when unmapped and guarded against faults
+//! ([`crate::app_memory`]).
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
@@ -18,6 +20,7 @@ use std::sync::Arc;
 use uwarp_stack::mem::{Access, MemError, MemoryBuffer, PdId, RegionSpec, Stag, StagTable};
 use uwarp_stack::verbs::Sge;
 
+use crate::app_memory::{self, Ranges, Revocable};
 use crate::error::Error;
 
 /// A protection domain: queue pairs and memory regions created from it
@@ -77,17 +80,25 @@ impl ProtectionDomain {
     /// Fails with [`Error::InvalidArgument`] for a null `addr` with a
     /// non-zero `len`, a range longer than `isize::MAX` or wrapping past
     /// the end of the address space, or Tagged Offsets `iova .. iova + len`
-    /// that wrap past 2^64; with [`Error::Mem`] when the STag table is
-    /// full.
+    /// that wrap past 2^64; with [`Error::Mem`] holding
+    /// [`MemError::NotMapped`] when the range is not wholly mapped,
+    /// readable, and writable if `access` allows local or remote writes
+    /// (the kernel's `EFAULT`), or another [`MemError`] when the STag
+    /// table is full.
+    ///
+    /// The registration is revoked (the region invalidated) when the
+    /// drop-in library sees the program unmap any of it
+    /// ([`app_memory::revoke`]), and a copy that finds the memory gone
+    /// fails instead of faulting (see [`crate::app_memory`]): what a
+    /// program that breaks the first rule below gets, instead of a crash.
     ///
     /// # Safety
     ///
     /// From the call until the returned [`MemoryRegion`] is dropped (for
     /// ever if it is leaked; nothing is kept on failure):
     ///
-    /// - the `len` octets at `addr` must stay valid for reads and writes,
-    ///   from any thread: not freed, unmapped or remapped, and not a
-    ///   read-only mapping, even without write access in `access`;
+    /// - the `len` octets at `addr` must stay mapped as they were
+    ///   registered, from any thread: not freed, unmapped or remapped;
     /// - the application reaches them through raw pointers only, never
     ///   through a `&[u8]` or `&mut [u8]` that a placement or a read by
     ///   uwarp may overlap (the access contract of [`MemoryBuffer`]): a
@@ -108,24 +119,38 @@ impl ProtectionDomain {
                 "register_memory: no memory range (null with a length, too long, or wrapping)",
             )
         })?;
-        // SAFETY: the range passed `check_raw_parts`, and this function's
-        // contract keeps it valid and raw until the region is dropped. The
-        // buffer goes nowhere but into the region and the table's
-        // registration, whose drop waits for the grace period that releases
-        // the table's reference (see `MemoryRegion`'s `Drop`), and no
-        // `BufferSlice` is made of foreign memory: the buffer is dropped,
-        // at the latest, with the region.
+        // Held from the check of the mapping to the record of the range,
+        // so that an unmap comes before both or revokes the region.
+        let mut ranges = Ranges::lock();
+        if len > 0 {
+            let writes =
+                access.contains(Access::LOCAL_WRITE) || access.contains(Access::REMOTE_WRITE);
+            app_memory::check_mapped(addr.addr(), len, writes)?;
+            app_memory::install_fault_guard();
+        }
+        // SAFETY: the range passed `check_raw_parts` and is mapped, and
+        // this function's contract keeps it valid and raw until the region
+        // is dropped. The buffer goes nowhere but into the region and the
+        // table's registration, whose drop waits for the grace period that
+        // releases the table's reference (see `MemoryRegion`'s `Drop`), and
+        // no `BufferSlice` is made of foreign memory: the buffer is
+        // dropped, at the latest, with the region.
         let buffer = Arc::new(unsafe { MemoryBuffer::from_raw_parts(addr, len) });
         // The address as given, even for an empty range at a null address
         // (whose buffer reports a dangling one).
         let base_to = iova.unwrap_or(addr.addr() as u64);
-        self.register_whole(buffer, base_to, access)
+        let mut region = self
+            .register_whole(buffer, base_to, access)
             .map_err(|err| match err {
                 MemError::RegionWraps => {
                     Error::InvalidArgument("register_memory: iova + len wraps past 2^64")
                 }
                 err => Error::Mem(err),
-            })
+            })?;
+        if len > 0 {
+            region.revocable = Some(ranges.insert(addr.addr(), len, &self.table, region.stag));
+        }
+        Ok(region)
     }
 
     /// Registers the whole of `buffer` with `access`, from Tagged Offset
@@ -144,6 +169,7 @@ impl ProtectionDomain {
             base_to,
             stag,
             table: self.table.clone(),
+            revocable: None,
         })
     }
 }
@@ -164,6 +190,9 @@ pub struct MemoryRegion {
     base_to: u64,
     stag: Stag,
     table: Arc<StagTable>,
+    /// The application's memory is in the process's registry of ranges
+    /// an unmap revokes ([`crate::app_memory`]); uwarp's own is not.
+    revocable: Option<Revocable>,
 }
 
 impl MemoryRegion {
@@ -229,6 +258,11 @@ impl Drop for MemoryRegion {
     /// of it), so for the application's memory this is the end of uwarp's
     /// use of it.
     fn drop(&mut self) {
+        // Out of the registry first: no revocation may touch the STag once
+        // it is deregistered (a new registration may reuse it).
+        if let Some(revocable) = self.revocable.take() {
+            Ranges::lock().remove(revocable);
+        }
         let deregistered = self.table.deregister(self.stag);
         // Nothing but this drop deregisters a region's STag.
         debug_assert!(deregistered.is_ok(), "{deregistered:?}");
@@ -278,6 +312,43 @@ mod tests {
         assert!(invalid(wraps));
         let fits = unsafe { pd.register_memory(at, 16, Some(u64::MAX - 16), Access::ALL) };
         assert_eq!(fits.unwrap().addr(), u64::MAX - 16);
+    }
+
+    #[test]
+    fn memory_not_mapped_as_the_access_needs_is_refused() {
+        let not_mapped = |result: Result<MemoryRegion, Error>| {
+            matches!(result, Err(Error::Mem(MemError::NotMapped { .. })))
+        };
+        // SAFETY: a new private anonymous read-only mapping of two pages,
+        // this test's own.
+        let at = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                8192,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(at, libc::MAP_FAILED);
+        let at = at.cast::<u8>();
+        let pd = pd();
+        // SAFETY (all three): the mapping lives until the end of the test,
+        // and the regions made are dropped at once; the refused ones keep
+        // nothing.
+        let write = unsafe { pd.register_memory(at, 8192, None, Access::LOCAL_WRITE) };
+        assert!(not_mapped(write), "read-only, for writing");
+        let read = unsafe { pd.register_memory(at, 8192, None, Access::REMOTE_READ) };
+        assert_eq!(read.unwrap().len(), 8192);
+        // SAFETY: the second page of the mapping. (Made inaccessible, not
+        // unmapped: another test's thread could map the hole at once.)
+        let no_access = unsafe { libc::mprotect(at.add(4096).cast(), 4096, libc::PROT_NONE) };
+        assert_eq!(no_access, 0);
+        let hole = unsafe { pd.register_memory(at, 8192, None, Access::REMOTE_READ) };
+        assert!(not_mapped(hole), "runs into a page without access");
+        // SAFETY: the mapping, unmapped once.
+        assert_eq!(unsafe { libc::munmap(at.cast(), 8192) }, 0);
     }
 
     #[test]
