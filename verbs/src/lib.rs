@@ -14,6 +14,8 @@
 //! - [`device`]: the device list, contexts and queries.
 //! - [`pd`]: protection domains.
 //! - [`mr`]: memory regions of the application's own memory.
+//! - [`unmap`]: `munmap`, `mremap` and `mmap(MAP_FIXED)`, interposed to
+//!   revoke registered memory the program unmaps.
 //! - [`cq`]: completion channels and completion queues.
 //! - [`qp`]: queue pairs and their send and receive queues.
 //! - [`srq`]: shared receive queues.
@@ -60,3 +62,4 @@ pub mod provider_abi;
 pub mod qp;
 pub mod srq;
 pub mod text;
+pub mod unmap;

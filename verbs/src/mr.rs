@@ -4,15 +4,21 @@
 //!
 //! The application's own memory is registered where it lies
 //! ([`uwarp::ProtectionDomain::register_memory`]): any alignment, any
-//! length, overlapping registrations allowed. When `ibv_dereg_mr` returns,
-//! uwarp will never touch the memory again, so the application may free
-//! it at once.
+//! non-zero length, overlapping registrations allowed. As with the
+//! kernel's `ibv_reg_mr`, the range must be mapped (readable, and writable
+//! when the region allows writes), or the registration fails with
+//! `EFAULT`. When `ibv_dereg_mr` returns, uwarp will never touch the
+//! memory again, so the application may free it at once. A program that
+//! unmaps registered memory before deregistering it gets the region
+//! revoked ([`crate::unmap`]) or, where uwarp does not see the unmap, a
+//! copy that fails instead of faulting ([`uwarp::app_memory`]): the peer
+//! gets a Terminate, the program keeps running.
 
 use core::ffi::{c_int, c_void};
 use core::ptr;
 use std::sync::atomic::Ordering;
 
-use uwarp::{Access, MemoryRegion};
+use uwarp::{Access, MemError, MemoryRegion};
 
 use crate::abi::verbs::*;
 use crate::export::{errno_of, guard, set_errno, symbol_versions};
@@ -62,6 +68,20 @@ fn access_of(flags: c_int) -> Result<Access, c_int> {
     Ok(access)
 }
 
+/// The kernel's checks of the range (`ib_umem_get`, siw's `reg_user_mr`)
+/// that come before it looks at the memory: `EINVAL` for a length of 0 or
+/// a range wrapping past the end of the address space, `EFAULT` for a
+/// null address (nothing is ever mapped there). Passes `access` on.
+fn check_range(addr: *mut c_void, len: usize, access: Access) -> Result<Access, c_int> {
+    if len == 0 || (addr as usize).checked_add(len).is_none() {
+        return Err(libc::EINVAL);
+    }
+    if addr.is_null() {
+        return Err(libc::EFAULT);
+    }
+    Ok(access)
+}
+
 /// Registers `len` octets at `addr` in `pd` with Tagged Offset `iova` for
 /// its first octet (`IBV_ACCESS_ZERO_BASED`: 0).
 ///
@@ -81,7 +101,7 @@ unsafe fn register(
             set_errno(libc::EINVAL);
             return ptr::null_mut();
         }
-        let access = match access_of(flags) {
+        let access = match access_of(flags).and_then(|access| check_range(addr, len, access)) {
             Ok(access) => access,
             Err(errno) => {
                 set_errno(errno);
@@ -120,6 +140,7 @@ unsafe fn register(
             }
             Err(error) => {
                 set_errno(match error {
+                    uwarp::Error::Mem(MemError::NotMapped { .. }) => libc::EFAULT,
                     uwarp::Error::Mem(_) => libc::ENOMEM,
                     other => errno_of(&other),
                 });
@@ -131,8 +152,10 @@ unsafe fn register(
 
 /// `ibv_reg_mr`: registers `length` octets at `addr`, their virtual
 /// addresses as Tagged Offsets; NULL with `errno` set (`EINVAL` for bad
-/// arguments or flags, `EOPNOTSUPP` for on-demand paging,
-/// `ENOMEM` when the STag table is full).
+/// arguments or flags, a length of 0 or a wrapping range, `EFAULT` for a
+/// range not wholly mapped, or read-only with local or remote write
+/// access, `EOPNOTSUPP` for on-demand paging, `ENOMEM` when the STag
+/// table is full).
 ///
 /// # Safety
 ///
@@ -235,5 +258,16 @@ mod tests {
             Err(libc::EOPNOTSUPP)
         );
         assert_eq!(access_of(1 << 30), Err(libc::EINVAL));
+    }
+
+    #[test]
+    fn ranges_are_checked_as_the_kernel_checks_them() {
+        let at = |addr: usize| ptr::null_mut::<c_void>().with_addr(addr);
+        let read = Access::REMOTE_READ;
+        assert_eq!(check_range(at(0x1000), 1, read), Ok(read));
+        assert_eq!(check_range(at(0x1000), 0, read), Err(libc::EINVAL));
+        assert_eq!(check_range(at(usize::MAX - 3), 8, read), Err(libc::EINVAL));
+        assert_eq!(check_range(at(0), 8, read), Err(libc::EFAULT));
+        assert_eq!(check_range(at(0), 0, read), Err(libc::EINVAL));
     }
 }

@@ -13,9 +13,13 @@
 //! needs the device fails with `ENODEV` (and one line on standard error,
 //! uwarp's reason).
 //!
-//! Its threads are started with every signal blocked, so that signals
-//! meant for the process (`SIGALRM` from `alarm()`, `SIGINT`) reach the
-//! application's own threads, as they do when the RNIC is hardware.
+//! Its threads are started with every signal blocked but SIGSEGV and
+//! SIGBUS, so that signals meant for the process (`SIGALRM` from
+//! `alarm()`, `SIGINT`) reach the application's own threads, as they do
+//! when the RNIC is hardware. A fault's signal cannot be blocked (the
+//! kernel kills a thread that faults with it blocked), and the fault
+//! guard of `uwarp::app_memory` must see it on the thread whose copy into
+//! the application's memory faulted.
 //!
 //! Environment (`uwarp-run`'s options of the same names set it):
 //! - `UWARP_TRANSPORT`: `socket` (the default: iWARP over the kernel's
@@ -304,8 +308,9 @@ fn dpdk_config() -> Result<DpdkConfig, String> {
     Ok(dpdk)
 }
 
-/// Runs `f` on a new thread that has every signal blocked (threads it
-/// starts inherit the mask), and returns what it returned.
+/// Runs `f` on a new thread that has every signal but SIGSEGV and SIGBUS
+/// blocked (threads it starts inherit the mask), and returns what it
+/// returned.
 fn with_signals_blocked<T: Send>(f: impl FnOnce() -> T + Send) -> T {
     let result = blocking_signals(|| std::thread::scope(|scope| scope.spawn(f).join()));
     match result {
@@ -315,7 +320,7 @@ fn with_signals_blocked<T: Send>(f: impl FnOnce() -> T + Send) -> T {
 }
 
 /// Starts a library thread named `name` running `f`, with every signal
-/// blocked in it.
+/// but SIGSEGV and SIGBUS blocked in it.
 pub fn spawn(
     name: &str,
     f: impl FnOnce() + Send + 'static,
@@ -324,17 +329,20 @@ pub fn spawn(
     blocking_signals(|| builder.spawn(f))
 }
 
-/// Runs `f` with every signal blocked on the calling thread (so threads
-/// it starts inherit the mask), then restores the mask.
+/// Runs `f` with every signal but SIGSEGV and SIGBUS blocked on the
+/// calling thread (so threads it starts inherit the mask), then restores
+/// the mask.
 fn blocking_signals<T>(f: impl FnOnce() -> T) -> T {
     // SAFETY: `all` and `previous` are plain sigset_t values owned by this
-    // frame; sigfillset and pthread_sigmask only write them and the
-    // calling thread's mask.
+    // frame; sigfillset, sigdelset and pthread_sigmask only write them and
+    // the calling thread's mask.
     let previous = unsafe {
         let mut all = std::mem::zeroed::<libc::sigset_t>();
         let mut previous = std::mem::zeroed::<libc::sigset_t>();
         libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut previous);
+        libc::sigdelset(&mut all, libc::SIGSEGV);
+        libc::sigdelset(&mut all, libc::SIGBUS);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut previous);
         previous
     };
     let result = f();

@@ -1,0 +1,83 @@
+//! Registered memory on the drop-in library: `ibv_reg_mr` checks the range
+//! as the kernel does (`mr_validation.c`), and a program that takes
+//! registered memory away before `ibv_dereg_mr` (unmaps it, maps over it,
+//! frees it, protects it) gets a Terminate on the peer's access or an
+//! error completion on its own, never a crash and never a peer's write
+//! in another mapping (`mr_unmapped.c`, one scenario per run, each on a
+//! connection of its own over loopback, on the socket transport).
+
+mod support;
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use support::{assert_success, compile_c, uwarp_run};
+
+/// `mr_unmapped`, compiled once for every test of this binary (they run
+/// at once).
+fn mr_unmapped() -> &'static PathBuf {
+    static PROGRAM: OnceLock<PathBuf> = OnceLock::new();
+    PROGRAM.get_or_init(|| compile_c("mr_unmapped"))
+}
+
+/// Runs `mr_unmapped SCENARIO`, which must print "ok" and exit 0.
+fn scenario_holds(scenario: &str) {
+    let output = uwarp_run(mr_unmapped(), &[scenario]);
+    assert_success(&format!("mr_unmapped {scenario}"), &output);
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "ok\n");
+}
+
+#[test]
+fn registration_refuses_unmapped_and_read_only_memory_with_efault() {
+    let program = compile_c("mr_validation");
+    let output = uwarp_run(&program, &[]);
+    assert_success("mr_validation", &output);
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "ok\n");
+}
+
+#[test]
+fn a_peer_writing_into_unmapped_memory_gets_a_terminate_and_the_next_mapping_stays_intact() {
+    scenario_holds("munmap");
+}
+
+#[test]
+fn a_peer_writing_into_memory_mapped_over_gets_a_terminate_and_the_new_mapping_stays_intact() {
+    scenario_holds("remap");
+}
+
+#[test]
+fn a_peer_writing_into_memory_glibc_unmapped_unseen_gets_a_terminate_not_a_crash() {
+    scenario_holds("free");
+}
+
+#[test]
+fn nothing_lands_after_deregistration_with_writes_in_flight() {
+    scenario_holds("dereg");
+}
+
+#[test]
+fn a_peer_reading_memory_gone_gets_a_terminate_not_a_crash() {
+    scenario_holds("read_source");
+}
+
+#[test]
+fn sending_from_memory_gone_completes_with_a_local_protection_error() {
+    scenario_holds("send_source");
+}
+
+#[test]
+fn the_programs_own_fault_handlers_keep_working_around_the_guard() {
+    scenario_holds("chain");
+}
+
+#[test]
+fn a_handler_installed_later_that_does_not_chain_gets_the_fault() {
+    let output = uwarp_run(mr_unmapped(), &["nochain"]);
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "the program's handler exits 3:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "program handler\n");
+}
