@@ -8,7 +8,7 @@
 
 mod support;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use support::{assert_success, compile_c, uwarp_run};
@@ -20,19 +20,22 @@ fn mr_unmapped() -> &'static PathBuf {
     PROGRAM.get_or_init(|| compile_c("mr_unmapped"))
 }
 
-/// Runs `mr_unmapped SCENARIO`, which must print "ok" and exit 0.
-fn scenario_holds(scenario: &str) {
-    let output = uwarp_run(mr_unmapped(), &[scenario]);
-    assert_success(&format!("mr_unmapped {scenario}"), &output);
+/// Runs `program` with `args` under uwarp-run: it must print "ok" and
+/// exit 0.
+fn says_ok(program: &Path, args: &[&str]) {
+    let output = uwarp_run(program, args);
+    assert_success(&format!("{} {args:?}", program.display()), &output);
     assert_eq!(String::from_utf8_lossy(&output.stdout), "ok\n");
+}
+
+/// Runs `mr_unmapped SCENARIO`, which must say "ok".
+fn scenario_holds(scenario: &str) {
+    says_ok(mr_unmapped(), &[scenario]);
 }
 
 #[test]
 fn registration_refuses_unmapped_and_read_only_memory_with_efault() {
-    let program = compile_c("mr_validation");
-    let output = uwarp_run(&program, &[]);
-    assert_success("mr_validation", &output);
-    assert_eq!(String::from_utf8_lossy(&output.stdout), "ok\n");
+    says_ok(&compile_c("mr_validation"), &[]);
 }
 
 #[test]
@@ -53,6 +56,11 @@ fn a_peer_writing_into_memory_glibc_unmapped_unseen_gets_a_terminate_not_a_crash
 #[test]
 fn nothing_lands_after_deregistration_with_writes_in_flight() {
     scenario_holds("dereg");
+}
+
+#[test]
+fn a_child_of_fork_unmapping_registered_memory_does_not_wait_for_the_parents_device() {
+    scenario_holds("fork");
 }
 
 #[test]

@@ -35,6 +35,9 @@ pub(crate) struct Ranges {
     longest: usize,
     /// The next serial number.
     serial: u64,
+    /// The process that registered the ranges (0 before the first): a
+    /// child of `fork` inherits the registry, not the device behind it.
+    owner: u32,
 }
 
 /// A registered range.
@@ -59,6 +62,7 @@ static RANGES: Mutex<Ranges> = Mutex::new(Ranges {
     by_start: BTreeMap::new(),
     longest: 0,
     serial: 0,
+    owner: 0,
 });
 
 /// How many ranges the registry holds: an unmap when it holds none (a
@@ -85,6 +89,7 @@ impl Ranges {
     ) -> Revocable {
         let key = (addr, self.serial);
         self.serial += 1;
+        self.owner = std::process::id();
         self.longest = self.longest.max(len);
         let entry = Entry {
             end: addr + len,
@@ -123,16 +128,25 @@ impl Ranges {
 /// error completion, instead of reaching whatever is mapped there next.
 ///
 /// Cheap when nothing overlaps: one atomic load when no application
-/// memory is registered, a lock and a search otherwise.
+/// memory is registered, a lock and a search otherwise. In a child of
+/// `fork` it does nothing: the registrations are the parent's.
 pub fn revoke(addr: usize, len: usize) {
     if len == 0 || COUNT.load(Ordering::Acquire) == 0 {
         return;
     }
     let end = addr.saturating_add(len);
-    let grace_periods: Vec<GracePeriod> = Ranges::lock()
+    let ranges = Ranges::lock();
+    // A child of fork has the parent's registry but none of its device
+    // (whose threads, pinned at the fork, would never let a grace period
+    // end): nothing of its own to revoke.
+    if ranges.owner != std::process::id() {
+        return;
+    }
+    let grace_periods: Vec<GracePeriod> = ranges
         .overlapping(addr, end)
         .filter_map(|entry| entry.table.invalidate_local(entry.stag).ok())
         .collect();
+    drop(ranges);
     if GracePeriod::may_wait() {
         for grace in &grace_periods {
             grace.wait();

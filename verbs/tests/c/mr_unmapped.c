@@ -21,6 +21,9 @@
  * behind the Write must complete in error, and new memory at the address
  * must be untouched. And:
  *
+ *   fork        (instead) the client keeps Writes in flight while children
+ *               of the process unmap their copy of the region: each
+ *               exits at once, and the Writes keep landing;
  *   read_source the region becomes inaccessible (mprotect, unseen) and the
  *               client reads it: same outcome;
  *   send_source a region of the client's becomes inaccessible and the
@@ -40,6 +43,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -272,6 +276,9 @@ struct writer {
 	struct pair *p;
 	char *remote;
 	uint32_t rkey;
+	/* Octets per Write, from the region onto itself (its lkey); MSG
+	 * from the client's region when 0. */
+	uint32_t len, lkey;
 	volatile int stop;
 	int refused;
 };
@@ -282,10 +289,13 @@ static void *keep_writing(void *arg)
 {
 	struct writer *w = arg;
 	int outstanding = 0;
+	uint32_t len = w->len ? w->len : MSG;
+	char *source = w->len ? w->remote : w->p->local;
+	uint32_t lkey = w->len ? w->lkey : w->p->local_mr->lkey;
 	while (!w->stop && !w->refused) {
 		while (outstanding < DEPTH &&
-		       post(w->p, 5, IBV_WR_RDMA_WRITE, w->p->local, w->p->local_mr->lkey,
-			    w->remote + (outstanding % 8) * MSG, w->rkey, MSG) == 0)
+		       post(w->p, 5, IBV_WR_RDMA_WRITE, source, lkey,
+			    w->remote + (w->len ? 0 : (outstanding % 8) * MSG), w->rkey, len) == 0)
 			outstanding++;
 		struct ibv_wc wc;
 		int n;
@@ -320,6 +330,37 @@ static void deregistered(struct pair *p)
 	pthread_join(thread, NULL);
 	usleep(100 * 1000);
 	CHECK(all(again, len, (char)0xAB));
+}
+
+/* fork: children of a process whose placements run unmap the registered
+ * region (their copy of it); none may hang. */
+static void forked(struct pair *p)
+{
+	size_t len = 1 << 20;
+	char *region = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct ibv_mr *mr = ibv_reg_mr(p->pd, region, len, REMOTE);
+	CHECK(mr != NULL);
+	/* Large Writes keep the server's placements (pinned) busy. */
+	struct writer w = { .p = p, .remote = region, .rkey = mr->rkey, .len = len, .lkey = mr->lkey };
+	pthread_t thread;
+	CHECK(pthread_create(&thread, NULL, keep_writing, &w) == 0);
+	usleep(20 * 1000);
+	for (int i = 0; i < 100; i++) {
+		pid_t child = fork();
+		if (child == 0) {
+			alarm(5);
+			_exit(munmap(region, len) == 0 ? 0 : 1);
+		}
+		int status = -1;
+		CHECK(child > 0 && waitpid(child, &status, 0) == child);
+		if (status != 0)
+			fprintf(stderr, "child %d: status %#x\n", i, status);
+		CHECK(status == 0);
+	}
+	w.stop = 1;
+	pthread_join(thread, NULL);
+	CHECK(!w.refused);
+	CHECK(ibv_dereg_mr(mr) == 0);
 }
 
 /* read_source: the peer reads a region the server made inaccessible. */
@@ -426,6 +467,8 @@ int main(int argc, char **argv)
 		freed(&p);
 	} else if (strcmp(scenario, "dereg") == 0) {
 		deregistered(&p);
+	} else if (strcmp(scenario, "fork") == 0) {
+		forked(&p);
 	} else if (strcmp(scenario, "read_source") == 0) {
 		read_source(&p);
 	} else if (strcmp(scenario, "send_source") == 0) {
