@@ -49,6 +49,11 @@ fn a_peer_writing_into_memory_mapped_over_gets_a_terminate_and_the_new_mapping_s
 }
 
 #[test]
+fn a_peer_writing_into_memory_mremap_may_have_moved_gets_a_terminate() {
+    scenario_holds("mremap");
+}
+
+#[test]
 fn a_peer_writing_into_memory_glibc_unmapped_unseen_gets_a_terminate_not_a_crash() {
     scenario_holds("free");
 }

@@ -11,6 +11,8 @@
  *               munmap) and maps new memory at the same address;
  *   remap       the server maps new memory over the region (mmap with
  *               MAP_FIXED, no munmap);
+ *   mremap      the server grows the region's mapping with MREMAP_MAYMOVE
+ *               (the pages keep what they held, wherever they are);
  *   free        the region was malloc'ed large (glibc mapped it on its
  *               own) and is freed: glibc unmaps it internally, unseen;
  *   dereg       the client keeps Writes in flight while the server
@@ -256,6 +258,25 @@ static void replaced(struct pair *p, int remap)
 	CHECK(ibv_dereg_mr(mr) == 0);
 }
 
+/* mremap: a mapping that may move is revoked, moved or not; the pages,
+ * wherever they are now, keep what they held. */
+static void remapped(struct pair *p)
+{
+	size_t len = 2 * page;
+	char *region = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct ibv_mr *mr = ibv_reg_mr(p->pd, region, len, REMOTE);
+	CHECK(mr != NULL);
+	write_lands(p, region + 100, mr->rkey);
+	char *moved = mremap(region, len, 4 * len, MREMAP_MAYMOVE);
+	CHECK(moved != MAP_FAILED);
+	memset(moved + 100 + MSG, 0xAB, len);
+	late_write_refused(p, region + 100, mr->rkey);
+	usleep(100 * 1000);
+	CHECK(memcmp(moved + 100, p->local, MSG) == 0);
+	CHECK(all(moved + 100 + MSG, len, (char)0xAB));
+	CHECK(ibv_dereg_mr(mr) == 0);
+}
+
 /* free: glibc unmaps a large block on its own; the guarded copy fails. */
 static void freed(struct pair *p)
 {
@@ -463,6 +484,8 @@ int main(int argc, char **argv)
 		replaced(&p, 0);
 	} else if (strcmp(scenario, "remap") == 0) {
 		replaced(&p, 1);
+	} else if (strcmp(scenario, "mremap") == 0) {
+		remapped(&p);
 	} else if (strcmp(scenario, "free") == 0) {
 		freed(&p);
 	} else if (strcmp(scenario, "dereg") == 0) {
