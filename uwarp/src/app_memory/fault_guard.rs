@@ -166,11 +166,16 @@ mod tests {
 
     /// A fresh anonymous mapping of one page, readable and writable.
     fn page() -> *mut u8 {
+        pages(1)
+    }
+
+    /// A fresh anonymous mapping of `n` pages, readable and writable.
+    fn pages(n: usize) -> *mut u8 {
         // SAFETY: a new private anonymous mapping, owned by the caller.
         let at = unsafe {
             libc::mmap(
                 ptr::null_mut(),
-                4096,
+                n * 4096,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
                 -1,
@@ -202,6 +207,32 @@ mod tests {
         drop(buffer);
         // SAFETY: the page mapped above, unmapped once.
         assert_eq!(unsafe { libc::munmap(at.cast(), 4096) }, 0);
+    }
+
+    #[test]
+    fn copies_of_every_length_running_into_a_page_taken_away_fail() {
+        install();
+        let at = pages(4);
+        // SAFETY: the pages are this test's; the buffer is their only user.
+        let buffer = unsafe { MemoryBuffer::from_raw_parts(at, 4 * 4096) };
+        // SAFETY: the third page of the mapping.
+        assert_eq!(
+            unsafe { libc::mprotect(at.add(8192).cast(), 4096, libc::PROT_NONE) },
+            0
+        );
+        let data = vec![7u8; 9000];
+        // Through the SSE loop (64 and 16 octets at a time) and `rep movsb`.
+        for len in [20, 100, 1428, 4096, 8948] {
+            let offset = 8192 - len / 2;
+            let fault = MemError::Fault { offset, len };
+            assert_eq!(buffer.write_at(offset, &data[..len]), Err(fault), "{len}");
+            let mut out = vec![0u8; len];
+            assert_eq!(buffer.read_at(offset, &mut out), Err(fault), "{len}");
+        }
+        buffer.write_at(8192 - 100, &data[..100]).unwrap();
+        drop(buffer);
+        // SAFETY: the mapping, unmapped once.
+        assert_eq!(unsafe { libc::munmap(at.cast(), 4 * 4096) }, 0);
     }
 
     #[test]
