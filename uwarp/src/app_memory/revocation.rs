@@ -35,9 +35,6 @@ pub(crate) struct Ranges {
     longest: usize,
     /// The next serial number.
     serial: u64,
-    /// The process that registered the ranges (0 before the first): a
-    /// child of `fork` inherits the registry, not the device behind it.
-    owner: u32,
 }
 
 /// A registered range.
@@ -48,6 +45,9 @@ struct Entry {
     /// Its STag, in `table`.
     stag: Stag,
     table: Arc<StagTable>,
+    /// The process that registered it: a child of `fork` inherits the
+    /// registry, not the device behind the parent's registrations.
+    owner: u32,
 }
 
 /// A region's place in the registry, which it leaves when the region is
@@ -62,7 +62,6 @@ static RANGES: Mutex<Ranges> = Mutex::new(Ranges {
     by_start: BTreeMap::new(),
     longest: 0,
     serial: 0,
-    owner: 0,
 });
 
 /// How many ranges the registry holds: an unmap when it holds none (a
@@ -89,12 +88,12 @@ impl Ranges {
     ) -> Revocable {
         let key = (addr, self.serial);
         self.serial += 1;
-        self.owner = std::process::id();
         self.longest = self.longest.max(len);
         let entry = Entry {
             end: addr + len,
             stag,
             table: Arc::clone(table),
+            owner: std::process::id(),
         };
         self.by_start.insert(key, entry);
         COUNT.fetch_add(1, Ordering::Release);
@@ -129,24 +128,21 @@ impl Ranges {
 ///
 /// Cheap when nothing overlaps: one atomic load when no application
 /// memory is registered, a lock and a search otherwise. In a child of
-/// `fork` it does nothing: the registrations are the parent's.
+/// `fork` the parent's registrations are left alone.
 pub fn revoke(addr: usize, len: usize) {
     if len == 0 || COUNT.load(Ordering::Acquire) == 0 {
         return;
     }
     let end = addr.saturating_add(len);
-    let ranges = Ranges::lock();
-    // A child of fork has the parent's registry but none of its device
-    // (whose threads, pinned at the fork, would never let a grace period
-    // end): nothing of its own to revoke.
-    if ranges.owner != std::process::id() {
-        return;
-    }
-    let grace_periods: Vec<GracePeriod> = ranges
+    // A child of fork has the parent's registrations but none of its
+    // device (whose threads, pinned at the fork, would never let a grace
+    // period end): only its own are revoked.
+    let process = std::process::id();
+    let grace_periods: Vec<GracePeriod> = Ranges::lock()
         .overlapping(addr, end)
+        .filter(|entry| entry.owner == process)
         .filter_map(|entry| entry.table.invalidate_local(entry.stag).ok())
         .collect();
-    drop(ranges);
     if GracePeriod::may_wait() {
         for grace in &grace_periods {
             grace.wait();
