@@ -79,6 +79,16 @@ fn sending_from_memory_gone_completes_with_a_local_protection_error() {
 }
 
 #[test]
+fn a_send_arriving_into_memory_gone_completes_the_receive_with_a_local_protection_error() {
+    scenario_holds("recv_sink");
+}
+
+#[test]
+fn a_read_response_arriving_into_memory_gone_completes_the_read_in_error() {
+    scenario_holds("read_sink");
+}
+
+#[test]
 fn the_programs_own_fault_handlers_keep_working_around_the_guard() {
     scenario_holds("chain");
 }

@@ -30,6 +30,10 @@
  *               client reads it: same outcome;
  *   send_source a region of the client's becomes inaccessible and the
  *               client sends from it: IBV_WC_LOC_PROT_ERR;
+ *   recv_sink   the server's receive lies in memory made inaccessible
+ *               when a Send arrives: IBV_WC_LOC_PROT_ERR;
+ *   read_sink   the client's Read lands in memory it made inaccessible:
+ *               the Read completes in error;
  *   chain       a SIGSEGV handler of the program's, installed before the
  *               first registration, still gets the faults that are its
  *               own; one installed after it that hands on the faults it
@@ -399,6 +403,40 @@ static void read_source(struct pair *p)
 	CHECK(ibv_dereg_mr(mr) == 0);
 }
 
+/* recv_sink: the server's receive lies in a region it made inaccessible
+ * when the client's Send arrives. */
+static void recv_sink(struct pair *p)
+{
+	char *region = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct ibv_mr *mr = ibv_reg_mr(p->pd, region, page, IBV_ACCESS_LOCAL_WRITE);
+	CHECK(mr != NULL);
+	struct ibv_sge sge = { .addr = (uintptr_t)region, .length = MSG, .lkey = mr->lkey };
+	struct ibv_recv_wr recv = { .wr_id = 9, .sg_list = &sge, .num_sge = 1 }, *bad_recv;
+	CHECK(ibv_post_recv(p->server->qp, &recv, &bad_recv) == 0);
+	CHECK(mprotect(region, page, PROT_NONE) == 0);
+	CHECK(post(p, 10, IBV_WR_SEND, p->local, p->local_mr->lkey, NULL, 0, MSG) == 0);
+	struct ibv_wc wc = next_wc(p->server_cq);
+	if (wc.status != IBV_WC_LOC_PROT_ERR)
+		fprintf(stderr, "receive into inaccessible memory: %s\n", ibv_wc_status_str(wc.status));
+	CHECK(wc.wr_id == 9 && wc.status == IBV_WC_LOC_PROT_ERR);
+	CHECK(ibv_dereg_mr(mr) == 0);
+}
+
+/* read_sink: the client's Read lands in a region it made inaccessible. */
+static void read_sink(struct pair *p)
+{
+	char *region = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct ibv_mr *mr = ibv_reg_mr(p->pd, region, page, IBV_ACCESS_LOCAL_WRITE);
+	CHECK(mr != NULL);
+	CHECK(mprotect(region, page, PROT_NONE) == 0);
+	CHECK(post(p, 11, IBV_WR_RDMA_READ, region, mr->lkey, p->stays, p->stays_mr->rkey, MSG) == 0);
+	struct ibv_wc wc = next_wc(p->client_cq);
+	if (wc.status == IBV_WC_SUCCESS)
+		fprintf(stderr, "a Read into inaccessible memory succeeded\n");
+	CHECK(wc.wr_id == 11 && wc.status != IBV_WC_SUCCESS);
+	CHECK(ibv_dereg_mr(mr) == 0);
+}
+
 /* send_source: the client sends from a region it made inaccessible. */
 static void send_source(struct pair *p)
 {
@@ -494,6 +532,10 @@ int main(int argc, char **argv)
 		forked(&p);
 	} else if (strcmp(scenario, "read_source") == 0) {
 		read_source(&p);
+	} else if (strcmp(scenario, "recv_sink") == 0) {
+		recv_sink(&p);
+	} else if (strcmp(scenario, "read_sink") == 0) {
+		read_sink(&p);
 	} else if (strcmp(scenario, "send_source") == 0) {
 		send_source(&p);
 	} else if (strcmp(scenario, "chain") == 0) {

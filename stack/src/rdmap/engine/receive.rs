@@ -219,18 +219,22 @@ impl QpEngine {
         let len = u32::try_from(payload.len()).unwrap_or(u32::MAX);
         // Every check before anything moves: the sink region, then the
         // outstanding Read (only the range this end asked for may be
-        // written, even in its own region), then the copy.
+        // written, even in its own region), then the copy, and only then
+        // the Read's completion: a copy that fails (the sink's memory is
+        // gone) leaves the Read to complete in error when the Terminate
+        // ends the stream, not with success.
         self.table
             .check(Stag(stag), self.pd, Access::LOCAL_WRITE, to, payload.len())
             .map_err(|e| Fault::new(e.ddp_error()))?;
+        let (table, pd) = (&self.table, self.pd);
         self.sq
-            .on_read_response(stag, to, len, last)
+            .on_read_response(stag, to, len, last, || match payload {
+                Payload::Octets(octets) => table
+                    .local_write(Stag(stag), pd, to, octets)
+                    .map_err(TaggedError::ddp_error),
+                Payload::Placed(_) => Ok(()),
+            })
             .map_err(Fault::new)?;
-        if let Payload::Octets(octets) = payload {
-            self.table
-                .local_write(Stag(stag), self.pd, to, octets)
-                .map_err(|e| Fault::new(e.ddp_error()))?;
-        }
         self.count_placed(payload);
         Ok(())
     }

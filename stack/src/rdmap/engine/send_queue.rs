@@ -504,15 +504,21 @@ impl SendQueue {
     }
 
     /// Notes a Read Response segment; see [`OutboundReads::on_response`].
-    /// The Read completes on its last segment.
+    /// Once the segment is known to belong where it lands, `place` copies
+    /// it into the sink; the Read completes on its last segment, if that
+    /// copy succeeded (a sink whose memory is gone fails it, and the Read
+    /// is left to be flushed).
     pub fn on_read_response(
         &mut self,
         sink_stag: u32,
         sink_to: u64,
         len: u32,
         last: bool,
+        place: impl FnOnce() -> Result<(), TermError>,
     ) -> Result<(), TermError> {
-        if let Some(Some((seq, size))) = self.reads.on_response(sink_stag, sink_to, len, last)? {
+        let finished = self.reads.on_response(sink_stag, sink_to, len, last)?;
+        place()?;
+        if let Some(Some((seq, size))) = finished {
             self.mark_done(seq, WcStatus::Success, size);
         }
         Ok(())
