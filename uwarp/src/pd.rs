@@ -129,8 +129,10 @@ impl ProtectionDomain {
             app_memory::install_fault_guard();
         }
         // SAFETY: the range passed `check_raw_parts` and is mapped, and
-        // this function's contract keeps it valid and raw until the region
-        // is dropped. The buffer goes nowhere but into the region and the
+        // this function's contract keeps it mapped and raw until the region
+        // is dropped; where it is read-only (registered for reading), or
+        // the program breaks the contract, an access faults into the guard
+        // installed above and fails, as `from_raw_parts` allows. The buffer goes nowhere but into the region and the
         // table's registration, whose drop waits for the grace period that
         // releases the table's reference (see `MemoryRegion`'s `Drop`), and
         // no `BufferSlice` is made of foreign memory: the buffer is

@@ -156,7 +156,11 @@ impl MemoryBuffer {
     /// - the `len` octets at `ptr` must be valid for reads and writes, from
     ///   any thread, and must not be freed, unmapped or remapped (a
     ///   read-only mapping does not qualify, even for a region registered
-    ///   without write access: [`write_at`](Self::write_at) is safe);
+    ///   without write access: [`write_at`](Self::write_at) is safe) —
+    ///   unless the process has a signal handler that resumes
+    ///   [`guarded_copy`]'s faults (uwarp's), through which every access
+    ///   to a foreign buffer goes: then memory that stops being valid
+    ///   makes the access fail with [`MemError::Fault`], nothing else;
     /// - their owner keeps the access contract of the module
     ///   documentation: it reaches them through raw pointers only, never
     ///   through a `&[u8]` or `&mut [u8]` that another access may overlap
