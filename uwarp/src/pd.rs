@@ -17,7 +17,9 @@
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
-use uwarp_stack::mem::{Access, MemError, MemoryBuffer, PdId, RegionSpec, Stag, StagTable};
+use uwarp_stack::mem::{
+    Access, MemError, MemoryBuffer, PdId, RegionSpec, Stag, StagTable, GUARDED,
+};
 use uwarp_stack::verbs::Sge;
 
 use crate::app_memory::{self, Ranges, Revocable};
@@ -123,8 +125,12 @@ impl ProtectionDomain {
         // so that an unmap comes before both or revokes the region.
         let mut ranges = Ranges::lock();
         if len > 0 {
-            let writes =
-                access.contains(Access::LOCAL_WRITE) || access.contains(Access::REMOTE_WRITE);
+            // Where no fault can be resumed (not x86_64), a write through
+            // the region's buffer to read-only memory would kill the
+            // process: writable memory is needed whatever the access.
+            let writes = !GUARDED
+                || access.contains(Access::LOCAL_WRITE)
+                || access.contains(Access::REMOTE_WRITE);
             app_memory::check_mapped(addr.addr(), len, writes)?;
             app_memory::install_fault_guard();
         }
