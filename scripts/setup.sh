@@ -28,6 +28,7 @@ set -euo pipefail
 #   ibverbs-utils, rdmacm-utils, perftest, qperf, fio   Debian's ibv_devinfo, rping, ib_*_bw/lat, qperf and fio, run unmodified on the drop-ins
 #   libfabric-bin   libfabric's fi_info and fi_pingpong, its verbs provider run on the drop-ins
 #   openmpi-bin, netpipe-openmpi, hpcc   Open MPI over libfabric on the drop-ins: NetPIPE, and hpcc's ping-pong and ring
+#   tgt, libiscsi-bin, libiscsi-dev   tgt's iSER target and libiscsi's initiator (its tools, and a test program built on it) on the drop-ins
 packages=(
     libdpdk-dev
     libclang-dev
@@ -54,6 +55,9 @@ packages=(
     openmpi-bin
     netpipe-openmpi
     hpcc
+    tgt
+    libiscsi-bin
+    libiscsi-dev
 )
 
 if [ $# -gt 0 ]; then

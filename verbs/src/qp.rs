@@ -311,17 +311,23 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut IbvQp) -> c_int {
 }
 
 /// The scatter/gather elements of a work request, checked against
-/// `max_sge`.
+/// `max_sge`, copied out of the application's list. Read element by
+/// element without assuming alignment: a list a program packed in a
+/// buffer of its own need not be aligned, and a misaligned one must be
+/// the program's error, never an abort of the program (Rust's slice
+/// check aborts on a misaligned pointer).
 ///
 /// # Safety
 ///
 /// `list` is valid for `count` elements when `count` is positive.
-unsafe fn sges<'a>(list: *const IbvSge, count: c_int, max_sge: u32) -> Result<&'a [IbvSge], c_int> {
+unsafe fn sges(list: *const IbvSge, count: c_int, max_sge: u32) -> Result<Vec<IbvSge>, c_int> {
     match count {
-        0 => Ok(&[]),
+        0 => Ok(Vec::new()),
         n if n < 0 || n as u32 > max_sge || list.is_null() => Err(libc::EINVAL),
-        // SAFETY: the caller promises `count` elements.
-        n => Ok(unsafe { core::slice::from_raw_parts(list, n as usize) }),
+        // SAFETY: the caller promises `count` elements, read unaligned.
+        n => Ok((0..n as usize)
+            .map(|i| unsafe { list.add(i).read_unaligned() })
+            .collect()),
     }
 }
 
@@ -346,7 +352,7 @@ pub unsafe fn recv_wr(wr: &IbvRecvWr, max_sge: u32) -> Result<RecvWr, c_int> {
     let list = unsafe { sges(wr.sg_list, wr.num_sge, max_sge) }?;
     Ok(RecvWr {
         wr_id: wr.wr_id,
-        sgl: to_sgl(list),
+        sgl: to_sgl(&list),
     })
 }
 
@@ -379,9 +385,9 @@ unsafe fn send_wr(wr: &IbvSendWr, qp: &Qp) -> Result<SendWr, c_int> {
     let inline = wr.send_flags & IBV_SEND_INLINE != 0 && !matches!(op, SendOp::Read { .. });
     let payload = if inline {
         // SAFETY: forwarded.
-        Payload::Inline(unsafe { gather(list, qp.cap.max_inline_data) }?)
+        Payload::Inline(unsafe { gather(&list, qp.cap.max_inline_data) }?)
     } else {
-        Payload::Sgl(to_sgl(list))
+        Payload::Sgl(to_sgl(&list))
     };
     let flag = |bit: c_uint| wr.send_flags & bit != 0;
     let mut send = SendWr::new(wr.wr_id, op, payload);

@@ -36,6 +36,12 @@ pub fn debian_tool(tool: &str) -> PathBuf {
 /// against the system's libibverbs and librdmacm (as every application
 /// is), into the test's target directory; returns the program's path.
 pub fn compile_c(name: &str) -> PathBuf {
+    compile_c_with(name, &[])
+}
+
+/// [`compile_c`], linked against the further libraries `libs` too (e.g.
+/// `-liscsi`).
+pub fn compile_c_with(name: &str, libs: &[&str]) -> PathBuf {
     let source = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/c")
         .join(format!("{name}.c"));
@@ -54,6 +60,7 @@ pub fn compile_c(name: &str) -> PathBuf {
         .args(["-Wall", "-Werror", "-O1", "-o"])
         .arg(&partial)
         .arg(&source)
+        .args(libs)
         .arg("-lrdmacm")
         .arg("-libverbs")
         .arg("-pthread")
