@@ -155,17 +155,37 @@ static void request_vs_listener_destroy(int iterations)
 		/* Destroy as soon as the request is queued (or taken already):
 		 * the taker races. */
 		int taken_before = atomic_load(&r.requests);
-		while (!readable(r.ch, 1) && atomic_load(&r.requests) == taken_before)
-			;
+		double waiting = now();
+		struct rdma_cm_event *answer = NULL;
+		while (!readable(r.ch, 1) && atomic_load(&r.requests) == taken_before) {
+			/* The taker may take the request and reject it before
+			 * this loop sees either: the client's answer ends the
+			 * wait too. */
+			if (readable(clients, 0) && rdma_get_cm_event(clients, &answer) == 0)
+				break;
+			if (now() - waiting > 10.0) {
+				fprintf(stderr, "iteration %d: no request in 10 s\n", i);
+				exit(2);
+			}
+		}
+		if (answer && atomic_load(&r.requests) == taken_before) {
+			/* The taker counts a request before it rejects it: an
+			 * answer with nothing counted came without a request. */
+			fprintf(stderr, "iteration %d: the client heard %s (status %d) before any "
+				"request\n", i, rdma_event_str(answer->event), answer->status);
+			exit(2);
+		}
 		CHECK(rdma_destroy_id(listener) == 0);
 		atomic_store(&r.destroy_returned, 1);
 		/* The request was taken (and rejected by the taker) or dropped
 		 * unread (rejected at once): the client hears either way,
 		 * within a second. */
 		double start = now();
-		CHECK(readable(clients, 5000));
-		struct rdma_cm_event *event;
-		CHECK(rdma_get_cm_event(clients, &event) == 0);
+		struct rdma_cm_event *event = answer;
+		if (!event) {
+			CHECK(readable(clients, 5000));
+			CHECK(rdma_get_cm_event(clients, &event) == 0);
+		}
 		CHECK(event->event == RDMA_CM_EVENT_REJECTED);
 		if (now() - start < 1.0)
 			rejected_fast++;
