@@ -106,7 +106,8 @@ impl IncomingRequest {
             reply,
         };
         self.control.send(cmd).map_err(|_| Error::DeviceClosed)?;
-        self.driver.wait(&answer)?
+        let outcome = self.driver.wait(&answer).and_then(|connected| connected);
+        outcome.inspect_err(|_| qp.connection_failed())
     }
 
     /// Rejects with `private_data` in the Reply, then closes.

@@ -4,7 +4,7 @@
 //! Solicited Event) when the application wants to sleep instead of poll.
 
 use std::sync::atomic::{fence, AtomicBool, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::Duration;
 
 use crossbeam_queue::ArrayQueue;
@@ -12,6 +12,7 @@ use uwarp_stack::verbs::{WcStatus, WorkCompletion};
 
 use crate::channel::ChannelShared;
 use crate::driver::Driver;
+use crate::slots::Slots;
 
 const DISARMED: u8 = 0;
 const ARMED_ANY: u8 = 1;
@@ -46,6 +47,21 @@ pub(crate) struct CqShared {
     arrived: Condvar,
     /// The channel its events also go to, with the queue's token there.
     channel: Option<(Arc<ChannelShared>, u64)>,
+    /// Producers that found the queue full and go on once a poll finds it
+    /// empty ([`CqShared::resume_when_room`]).
+    stalled: Mutex<Vec<Weak<dyn Resume>>>,
+    /// Whether `stalled` may hold any, read by every poll of an empty
+    /// queue.
+    any_stalled: AtomicBool,
+}
+
+/// A producer of completions with no thread of its own to retry a push
+/// that found its queue full: a queue pair's handle flushing the work its
+/// connection will never take (`QpShared::flush_rings`). The next poll
+/// that finds the queue empty resumes it, on the polling thread.
+pub(crate) trait Resume: Send + Sync + std::fmt::Debug {
+    /// Pushes what waits, as far as there is room.
+    fn resume(self: Arc<Self>);
 }
 
 impl CqShared {
@@ -56,6 +72,61 @@ impl CqShared {
             let _guard = self.events.lock().unwrap_or_else(|e| e.into_inner());
             self.arrived.notify_all();
         }
+    }
+
+    /// Has `producer` resumed by the next poll that finds the queue empty.
+    /// A producer calls it after a push failed, and then tries the push
+    /// once more: a poll that emptied the queue before this call resumed
+    /// nobody, and then the push finds room.
+    pub(crate) fn resume_when_room(&self, producer: Weak<dyn Resume>) {
+        let mut stalled = self.stalled.lock().unwrap_or_else(|e| e.into_inner());
+        stalled.push(producer);
+        self.any_stalled.store(true, Ordering::Relaxed);
+        drop(stalled);
+        // Pairs with the fence in `resume_stalled`: either the producer's
+        // next push sees the room the poll made, or the poll sees it
+        // waiting (each side's store could otherwise wait in its store
+        // buffer while it loads, as in `push`).
+        fence(Ordering::SeqCst);
+    }
+
+    /// Takes the oldest completion; with none, resumes the producers that
+    /// found the queue full and looks again.
+    fn pop(&self) -> Option<WorkCompletion> {
+        self.entries.pop().or_else(|| {
+            self.resume_stalled();
+            self.entries.pop()
+        })
+    }
+
+    /// Resumes the producers that found the queue full (a poll found it
+    /// empty).
+    fn resume_stalled(&self) {
+        fence(Ordering::SeqCst);
+        if !self.any_stalled.load(Ordering::Relaxed) {
+            return;
+        }
+        let stalled = {
+            let mut stalled = self.stalled.lock().unwrap_or_else(|e| e.into_inner());
+            self.any_stalled.store(false, Ordering::Relaxed);
+            std::mem::take(&mut *stalled)
+        };
+        for producer in stalled.iter().filter_map(Weak::upgrade) {
+            producer.resume();
+        }
+    }
+
+    /// Adds the completion of a work request holding a slot of `slots`
+    /// ([`push`](Self::push)): the slot is freed first, so that an
+    /// application that polls the completion and posts at once finds it
+    /// free, and taken back if the queue is full.
+    pub(crate) fn push_freeing(
+        &self,
+        wc: WorkCompletion,
+        slots: &Slots,
+    ) -> Result<(), WorkCompletion> {
+        slots.free(1);
+        self.push(wc).inspect_err(|_| slots.take_back(1))
     }
 
     /// Adds a completion, raising an event if the queue is armed for it.
@@ -125,6 +196,8 @@ impl CompletionQueue {
                 waiters: AtomicUsize::new(0),
                 arrived: Condvar::new(),
                 channel,
+                stalled: Mutex::new(Vec::new()),
+                any_stalled: AtomicBool::new(false),
             }),
         }
     }
@@ -137,7 +210,7 @@ impl CompletionQueue {
         }
         let mut taken = 0;
         while taken < max {
-            let Some(wc) = self.shared.entries.pop() else {
+            let Some(wc) = self.shared.pop() else {
                 break;
             };
             out.push(wc);
@@ -148,7 +221,7 @@ impl CompletionQueue {
 
     /// Takes the oldest completion.
     pub fn poll_one(&self) -> Option<WorkCompletion> {
-        self.shared.entries.pop().or_else(|| {
+        self.shared.pop().or_else(|| {
             self.driver.empty_poll();
             self.shared.entries.pop()
         })
@@ -253,7 +326,7 @@ impl CompletionQueue {
                     return None;
                 }
                 self.driver.progress_at(now);
-                if let Some(wc) = self.shared.entries.pop() {
+                if let Some(wc) = self.shared.pop() {
                     return Some(wc);
                 }
             }

@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use crossbeam_channel::Sender;
 use uwarp_stack::mem::{ProtectionDomains, StagTable};
-use uwarp_stack::rdmap::SharedReceiveQueue;
 
 use crate::channel::CompletionChannel;
 use crate::cm::{Connect, ConnectParams, Connection, ControlCmd, ListenOptions, Listener};
@@ -22,6 +21,7 @@ use crate::error::Error;
 use crate::fork;
 use crate::pd::ProtectionDomain;
 use crate::qp::{QpInit, QueuePair};
+use crate::srq::SharedReceiveQueue;
 use crate::transport::dpdk::DpdkConfig;
 use crate::transport::{Start, Transport, TransportConfig};
 use uwarp_control::HostReport;
@@ -169,9 +169,10 @@ impl Device {
         CompletionQueue::new(depth, self.driver.clone(), channel)
     }
 
-    /// Creates a shared receive queue (`ibv_create_srq`).
-    pub fn create_srq(&self) -> Arc<SharedReceiveQueue> {
-        Arc::new(SharedReceiveQueue::new())
+    /// Creates a shared receive queue holding at most `max_wr` receives
+    /// (`ibv_create_srq`).
+    pub fn create_srq(&self, max_wr: usize) -> SharedReceiveQueue {
+        SharedReceiveQueue::new(max_wr)
     }
 
     /// Creates a queue pair in `pd` (`ibv_create_qp`); it is Idle until
@@ -232,7 +233,8 @@ impl Device {
             retry: false,
         });
         self.control.send(cmd).map_err(|_| Error::DeviceClosed)?;
-        self.driver.wait(&answer)?
+        let outcome = self.driver.wait(&answer).and_then(|connected| connected);
+        outcome.inspect_err(|_| qp.connection_failed())
     }
 
     /// Closes the device as dropping it does, and returns what its cores

@@ -72,7 +72,10 @@ mod error;
 mod fork;
 mod pd;
 mod qp;
+mod qp_flush;
 mod qp_link;
+mod slots;
+mod srq;
 mod transport;
 
 pub use channel::CompletionChannel;
@@ -84,6 +87,7 @@ pub use error::Error;
 pub use fork::fork_generation;
 pub use pd::{MemoryRegion, ProtectionDomain};
 pub use qp::{QpCaps, QpInit, QueuePair};
+pub use srq::SharedReceiveQueue;
 pub use transport::dpdk::{
     CoreThreads, DpdkConfig, DpdkPort, LinkEnd, VirtualLink, ZERO_COPY_FROM,
 };
@@ -94,7 +98,7 @@ pub use uwarp_dataplane::MempoolConfig;
 
 pub use uwarp_stack::mem::{Access, MemError, MemoryBuffer, Stag};
 pub use uwarp_stack::mpa::{ConnectRequest, LocalParams, Negotiated, Rtr, RtrSet};
-pub use uwarp_stack::rdmap::{QpEvent, SharedReceiveQueue};
+pub use uwarp_stack::rdmap::QpEvent;
 pub use uwarp_stack::verbs::{
     Payload, QpState, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
 };

@@ -1,21 +1,34 @@
 //! Queue pairs (`ibv_qp`): the application's handle on one RDMAP stream.
 //! Work requests go into lock-free rings that the dataplane drains into
 //! the stream's engine; the state and events come back the same way.
+//!
+//! Who takes the work in the rings changes once in each direction: until
+//! the connection is up it waits there; a dataplane's link
+//! ([`QpLink`](crate::qp_link::QpLink)) takes it while the stream runs;
+//! once the link is gone (the connection ended), or if the queue pair
+//! entered Error before it connected, the handle flushes it itself
+//! (`qp_flush.rs`). Every work request so completes, as the kernel's
+//! verbs promise: in Error, with `IBV_WC_WR_FLUSH_ERR`. Destroying a
+//! queue pair stops all of it: nothing of it reaches a completion queue
+//! once [`QueuePair::destroy`] returns.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 use crossbeam_queue::SegQueue;
 use uwarp_stack::mem::PdId;
-use uwarp_stack::rdmap::{QpEvent, SharedReceiveQueue};
+use uwarp_stack::rdmap::QpEvent;
 use uwarp_stack::verbs::{Payload, QpState, RecvWr, SendOp, SendWr};
 
 use crate::counters::{CounterCells, QpCounters};
 use crate::cq::CompletionQueue;
 use crate::driver::Driver;
 use crate::error::Error;
+use crate::qp_flush::Unpushed;
+use crate::slots::Slots;
+use crate::srq::SharedReceiveQueue;
 use crate::transport::wakeup::Wakeup;
 
 /// Limits a queue pair enforces when work is posted.
@@ -47,22 +60,39 @@ pub struct QpInit {
     /// Where receive completions go.
     pub recv_cq: CompletionQueue,
     /// Take receives from this shared receive queue.
-    pub srq: Option<Arc<SharedReceiveQueue>>,
+    pub srq: Option<SharedReceiveQueue>,
     /// Posting limits.
     pub caps: QpCaps,
+    /// Most send work requests outstanding (`max_send_wr`): posted and
+    /// not yet completed; a post beyond fails with `ENOMEM` (see
+    /// `slots.rs` for when a request frees its slot).
+    pub max_send_wr: usize,
+    /// Most receive work requests outstanding (`max_recv_wr`), likewise.
+    pub max_recv_wr: usize,
 }
 
 impl QpInit {
-    /// One completion queue for both directions, no SRQ, default limits.
+    /// One completion queue for both directions, no SRQ, default limits,
+    /// and no limit on the work requests outstanding (the application
+    /// bounds them itself).
     pub fn new(cq: &CompletionQueue) -> Self {
         Self {
             send_cq: cq.clone(),
             recv_cq: cq.clone(),
             srq: None,
             caps: QpCaps::default(),
+            max_send_wr: usize::MAX,
+            max_recv_wr: usize::MAX,
         }
     }
 }
+
+/// The work in the rings waits for a connection.
+const AWAITING: u8 = 0;
+/// A dataplane's link takes the work in the rings.
+const LINKED: u8 = 1;
+/// No link will take the work again: the handle flushes it.
+const ENDED: u8 = 2;
 
 /// What the dataplane shares with the application for one queue pair.
 #[derive(Debug)]
@@ -73,7 +103,21 @@ pub(crate) struct QpShared {
     pub(crate) init: QpInit,
     pub(crate) sends: SegQueue<SendWr>,
     pub(crate) recvs: SegQueue<RecvWr>,
+    /// The send queue's depth.
+    pub(crate) send_slots: Slots,
+    /// The receive queue's depth (unused with an SRQ, which has its own).
+    pub(crate) recv_slots: Slots,
     state: AtomicU8,
+    /// Who takes the work in the rings: [`AWAITING`], [`LINKED`] or
+    /// [`ENDED`].
+    taker: AtomicU8,
+    /// Set by [`QueuePair::destroy`]: nothing more of the queue pair goes
+    /// to a completion queue.
+    pub(crate) destroyed: AtomicBool,
+    /// A link is pushing completions (see [`QpShared::deliveries`]).
+    delivering: AtomicBool,
+    /// Flush completions the handle could not push yet (`qp_flush.rs`).
+    pub(crate) unpushed: Mutex<Unpushed>,
     pub(crate) connected: AtomicBool,
     pub(crate) disconnect: AtomicBool,
     pub(crate) abort: AtomicBool,
@@ -122,6 +166,105 @@ impl QpShared {
         // The receiver lives as long as this struct.
         let _ = self.events_tx.send(event);
     }
+
+    /// The receives of the SRQ the queue pair takes its receives from, as
+    /// its engine takes them.
+    pub(crate) fn engine_srq(&self) -> Option<Arc<uwarp_stack::rdmap::SharedReceiveQueue>> {
+        self.init.srq.as_ref().map(|srq| srq.queue.clone())
+    }
+
+    /// Hands the work in the rings to a link being made for the queue
+    /// pair; `false` if the queue pair ended before it connected (it was
+    /// moved to Error, or destroyed, during its connection's setup): the
+    /// link must then take none of it and reset the connection.
+    pub(crate) fn link(&self) -> bool {
+        self.taker
+            .compare_exchange(AWAITING, LINKED, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+    }
+
+    /// The link is gone: the handle flushes what is in the rings now and
+    /// whatever is posted later.
+    pub(crate) fn unlink(self: &Arc<Self>) {
+        self.set_state(QpState::Error);
+        self.taker.store(ENDED, Ordering::SeqCst);
+        // Pairs with the fence in `posted_work`: a post either sees the
+        // link gone and flushes, or its request is in the rings the flush
+        // below empties.
+        fence(Ordering::SeqCst);
+        self.flush_rings();
+    }
+
+    /// Moves a queue pair that never connected to Error, flushing what is
+    /// in its rings (`ibv_modify_qp` to `IBV_QPS_ERR`, a failed or
+    /// rejected connection); `false` if it is connected or ended already.
+    pub(crate) fn end_unlinked(self: &Arc<Self>) -> bool {
+        if self
+            .taker
+            .compare_exchange(AWAITING, ENDED, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+        {
+            return false;
+        }
+        self.set_state(QpState::Error);
+        fence(Ordering::SeqCst);
+        self.flush_rings();
+        true
+    }
+
+    /// A work request went into a ring: the link takes it (woken), or,
+    /// with the link gone, the handle flushes it at once.
+    fn posted_work(self: &Arc<Self>) {
+        // Pairs with the fence in `unlink`.
+        fence(Ordering::SeqCst);
+        if self.taker.load(Ordering::Relaxed) == ENDED {
+            self.flush_rings();
+        } else {
+            self.notify();
+        }
+    }
+
+    /// Opens a batch of completions a link pushes; the batch holds until
+    /// the returned guard drops. [`QueuePair::destroy`] waits for an open
+    /// batch, and a batch opened after destruction pushes nothing
+    /// ([`Deliveries::live`]).
+    pub(crate) fn deliveries(&self) -> Deliveries<'_> {
+        self.delivering.store(true, Ordering::SeqCst);
+        Deliveries {
+            shared: self,
+            live: !self.destroyed.load(Ordering::SeqCst),
+        }
+    }
+
+    /// Marks the queue pair destroyed and waits until no link is pushing
+    /// its completions: after this returns none reaches a queue.
+    fn stop_deliveries(&self) {
+        // Sequentially consistent, like `deliveries`: either the link's
+        // batch sees the queue pair destroyed, or this sees the batch.
+        self.destroyed.store(true, Ordering::SeqCst);
+        while self.delivering.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// A batch of completions a link pushes (see [`QpShared::deliveries`]).
+pub(crate) struct Deliveries<'a> {
+    shared: &'a QpShared,
+    live: bool,
+}
+
+impl Deliveries<'_> {
+    /// Whether the queue pair lives: its completions may be pushed.
+    pub(crate) fn live(&self) -> bool {
+        self.live
+    }
+}
+
+impl Drop for Deliveries<'_> {
+    fn drop(&mut self) {
+        self.shared.delivering.store(false, Ordering::Release);
+    }
 }
 
 fn encode(state: QpState) -> u8 {
@@ -161,10 +304,15 @@ impl QueuePair {
             shared: Arc::new(QpShared {
                 num: NEXT_NUM.fetch_add(1, Ordering::Relaxed),
                 pd,
-                init,
                 sends: SegQueue::new(),
                 recvs: SegQueue::new(),
+                send_slots: Slots::new(init.max_send_wr),
+                recv_slots: Slots::new(init.max_recv_wr),
                 state: AtomicU8::new(encode(QpState::Idle)),
+                taker: AtomicU8::new(AWAITING),
+                destroyed: AtomicBool::new(false),
+                delivering: AtomicBool::new(false),
+                unpushed: Mutex::new(Unpushed::default()),
                 connected: AtomicBool::new(false),
                 disconnect: AtomicBool::new(false),
                 abort: AtomicBool::new(false),
@@ -173,6 +321,7 @@ impl QueuePair {
                 events_rx,
                 wakeup: OnceLock::new(),
                 counters: CounterCells::default(),
+                init,
             }),
             driver,
         }
@@ -198,10 +347,13 @@ impl QueuePair {
 
     /// Posts a send work request. Requests posted before the connection is
     /// established wait for it; in Terminate or Error they complete as
-    /// flushed. Malformed requests are refused here, and every request in
-    /// a child of `fork` (the queue pair's device is its parent's).
+    /// flushed. Malformed requests are refused here, `ENOMEM` answers a
+    /// post beyond [`QpInit::max_send_wr`] outstanding, and every request
+    /// in a child of `fork` is refused (the queue pair's device is its
+    /// parent's).
     pub fn post_send(&self, wr: SendWr) -> Result<(), Error> {
         self.driver.ensure_in_its_process()?;
+        self.check_live()?;
         let caps = self.shared.init.caps;
         match &wr.payload {
             Payload::Sgl(sgl) if sgl.len() > caps.max_send_sge => {
@@ -221,24 +373,44 @@ impl QueuePair {
         if wr.payload.len() > u64::from(u32::MAX) {
             return Err(Error::InvalidArgument("a message is at most 4 GiB - 1"));
         }
+        self.shared.send_slots.take()?;
         self.shared.sends.push(wr);
-        self.shared.notify();
+        self.shared.posted_work();
         Ok(())
     }
 
     /// Posts a receive work request (refused when the queue pair uses a
-    /// shared receive queue, and in a child of `fork`).
+    /// shared receive queue, and in a child of `fork`); `ENOMEM` beyond
+    /// [`QpInit::max_recv_wr`] outstanding.
     pub fn post_recv(&self, wr: RecvWr) -> Result<(), Error> {
         self.driver.ensure_in_its_process()?;
+        self.check_live()?;
         if self.shared.init.srq.is_some() {
             return Err(Error::WrongState("the queue pair receives from an SRQ"));
         }
         if wr.sgl.len() > self.shared.init.caps.max_recv_sge {
             return Err(Error::InvalidArgument("more SGEs than max_recv_sge"));
         }
+        self.shared.recv_slots.take()?;
         self.shared.recvs.push(wr);
-        self.shared.notify();
+        self.shared.posted_work();
         Ok(())
+    }
+
+    /// Refuses work for a destroyed queue pair.
+    fn check_live(&self) -> Result<(), Error> {
+        if self.shared.destroyed.load(Ordering::Relaxed) {
+            return Err(Error::WrongState("the queue pair is destroyed"));
+        }
+        Ok(())
+    }
+
+    /// How many send and receive work requests are outstanding: posted,
+    /// and their completions not yet pushed to their queues (receives on
+    /// an SRQ count there, not here).
+    pub fn outstanding(&self) -> (usize, usize) {
+        let shared = &self.shared;
+        (shared.send_slots.taken(), shared.recv_slots.taken())
     }
 
     /// The next event (Terminate sent or received, disconnected), waiting
@@ -267,11 +439,43 @@ impl QueuePair {
         self.shared.notify();
     }
 
-    /// Abortive close: outstanding work is flushed and the connection is
-    /// reset.
+    /// Abortive close (`ibv_modify_qp` to `IBV_QPS_ERR`): outstanding work
+    /// is flushed and the connection is reset. A queue pair not connected
+    /// yet enters Error at once and its work is flushed now; a connection
+    /// still being set up for it is reset once it comes up.
     pub fn abort(&self) {
+        if self.shared.end_unlinked() {
+            return;
+        }
         self.shared.abort.store(true, Ordering::Release);
         self.shared.notify();
+    }
+
+    /// Its connection failed or was rejected before it came up: a queue
+    /// pair not connected enters Error, its work flushed, as the kernel's
+    /// iWARP connection manager leaves it. A connected one is left alone.
+    pub(crate) fn connection_failed(&self) {
+        self.shared.end_unlinked();
+    }
+
+    /// Destroys the queue pair (`ibv_destroy_qp`): a connection being set
+    /// up or established is reset (the peer sees it end), work still
+    /// outstanding is dropped, and once this returns nothing of the queue
+    /// pair reaches a completion queue: no completion waiting for room in
+    /// a full queue, no flush of the reset. Completions already in a
+    /// queue stay there. Later posts fail; the handle's other calls
+    /// still answer.
+    pub fn destroy(&self) {
+        self.shared.stop_deliveries();
+        self.abort();
+        // The handle's flushes are over (a flush under way holds the lock)
+        // and push nothing more; what waited for room goes.
+        let mut unpushed = self
+            .shared
+            .unpushed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        *unpushed = Unpushed::default();
     }
 
     /// Waits up to `timeout` for the queue pair to reach Error (after a

@@ -9,13 +9,14 @@
 //! (the kernel drops such events on destruction).
 //!
 //! As in rdma-core, destroying a queue waits until every event
-//! `ibv_get_cq_event` returned for it has been acknowledged.
+//! `ibv_get_cq_event` returned for it has been acknowledged; a queue a
+//! queue pair still completes on is not destroyed (`EBUSY`).
 
 use core::ffi::{c_int, c_void};
 use core::ptr;
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use uwarp::{CompletionChannel, CompletionQueue, WcOpcode, WcStatus, WorkCompletion};
@@ -44,6 +45,8 @@ pub struct Cq {
     token: u64,
     /// Events returned by `ibv_get_cq_event` and acknowledged.
     events: Acknowledgements,
+    /// The queue pairs completing on it, once per direction.
+    pub users: AtomicUsize,
 }
 
 impl Cq {
@@ -189,6 +192,7 @@ pub unsafe extern "C" fn ibv_create_cq(
             cq,
             token,
             events: Acknowledgements::default(),
+            users: AtomicUsize::new(0),
         });
         let address = Box::into_raw(boxed);
         queues().insert(token, address as usize);
@@ -197,12 +201,12 @@ pub unsafe extern "C" fn ibv_create_cq(
 }
 
 /// `ibv_destroy_cq`: waits until every event returned for the queue has
-/// been acknowledged, then frees it. 0, or an `errno` value.
+/// been acknowledged, then frees it. 0, or an `errno` value: `EBUSY`
+/// while a queue pair completes on it (the queue stays as it was).
 ///
 /// # Safety
 ///
-/// `cq` is NULL or a live queue [`ibv_create_cq`] returned, used by no
-/// queue pair.
+/// `cq` is NULL or a live queue [`ibv_create_cq`] returned.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut IbvCq) -> c_int {
     if cq.is_null() {
@@ -211,6 +215,9 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut IbvCq) -> c_int {
     guard(libc::EIO, || {
         // SAFETY: the caller promises a live queue.
         let owner = unsafe { Cq::from_ibv(cq) };
+        if owner.users.load(Ordering::Acquire) > 0 {
+            return libc::EBUSY;
+        }
         queues().remove(&owner.token);
         owner.events.wait_for_all();
         // SAFETY: the queue is live, and its channel (if any) outlives it

@@ -6,10 +6,15 @@
 //! not by `ibv_modify_qp`'s address and sequence-number attributes, which
 //! iWARP does not have: `ibv_modify_qp` records the state asked for and
 //! moves a queue pair to the error state (flushing its work) when asked.
+//!
+//! The queues a queue pair names (its CQs and SRQ) count it as a user
+//! until it is destroyed: destroying one of them before fails with
+//! `EBUSY`, as in the kernel.
 
+use core::cell::UnsafeCell;
 use core::ffi::{c_int, c_uint};
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use uwarp::{Payload, QpCaps, QpInit, QpState, QueuePair, RecvWr, SendOp, SendWr, Sge, Stag};
@@ -29,7 +34,11 @@ const MAX_INLINE_DATA: u32 = 256;
 /// A queue pair: the `ibv_qp` applications hold, and uwarp's.
 #[repr(C)]
 pub struct Qp {
-    ibv: IbvQp,
+    /// The `ibv_qp`, in a cell: its `state` is rewritten (atomically, see
+    /// [`Qp::recorded_state`]) while other threads hold the `Qp`. Its
+    /// other fields are read through the cell's pointer, never through a
+    /// reference to the whole `ibv_qp`.
+    ibv: UnsafeCell<IbvQp>,
     /// uwarp's queue pair.
     pub qp: QueuePair,
     /// What it was created with (as written back to the application).
@@ -79,7 +88,27 @@ impl Qp {
 
     /// The `ibv_qp` applications hold.
     pub fn ibv(&self) -> *mut IbvQp {
-        core::ptr::from_ref(&self.ibv).cast_mut()
+        self.ibv.get()
+    }
+
+    /// The `state` field of the `ibv_qp`, as an atomic: the state
+    /// `ibv_modify_qp` recorded last (the application reads the field
+    /// too).
+    fn state_field(&self) -> &AtomicI32 {
+        // SAFETY: the field is an aligned `int` inside the cell, live as
+        // long as `self`; the library only ever accesses it through this
+        // atomic view once the queue pair is handed out.
+        unsafe { AtomicI32::from_ptr(&raw mut (*self.ibv.get()).state) }
+    }
+
+    /// The state `ibv_modify_qp` recorded last (`enum ibv_qp_state`).
+    fn recorded_state(&self) -> c_int {
+        self.state_field().load(Ordering::Acquire)
+    }
+
+    /// Records `state` for `ibv_query_qp` and the application.
+    pub fn record_state(&self, state: c_int) {
+        self.state_field().store(state, Ordering::Release);
     }
 }
 
@@ -137,24 +166,32 @@ unsafe fn create(pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> Result<*mut IbvQp,
         )
     };
     // SAFETY: as above, for the SRQ if any.
-    let srq = (!init.srq.is_null()).then(|| unsafe { Srq::from_ibv(init.srq) }.srq.clone());
+    let srq = (!init.srq.is_null()).then(|| unsafe { Srq::from_ibv(init.srq) });
     let qp = device.create_qp(
         &domain.pd,
         QpInit {
             send_cq: send_cq.cq.clone(),
             recv_cq: recv_cq.cq.clone(),
-            srq,
+            srq: srq.map(|srq| srq.srq.clone()),
             caps: QpCaps {
                 max_send_sge: cap.max_send_sge as usize,
                 max_recv_sge: cap.max_recv_sge as usize,
                 max_inline_data: cap.max_inline_data as usize,
             },
+            max_send_wr: cap.max_send_wr as usize,
+            max_recv_wr: cap.max_recv_wr as usize,
         },
     );
     init.cap = cap;
     domain.users.fetch_add(1, Ordering::AcqRel);
+    for users in [&send_cq.users, &recv_cq.users]
+        .into_iter()
+        .chain(srq.map(|srq| &srq.users))
+    {
+        users.fetch_add(1, Ordering::AcqRel);
+    }
     let boxed = Box::new(Qp {
-        ibv: IbvQp {
+        ibv: UnsafeCell::new(IbvQp {
             // SAFETY: the caller promises a live domain.
             context: unsafe { (*pd).context },
             qp_context: init.qp_context,
@@ -172,7 +209,7 @@ unsafe fn create(pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> Result<*mut IbvQp,
             // SAFETY: as above.
             cond: unsafe { core::mem::zeroed() },
             events_completed: 0,
-        },
+        }),
         qp,
         cap,
         sq_sig_all: init.sq_sig_all != 0,
@@ -188,7 +225,7 @@ unsafe fn create(pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> Result<*mut IbvQp,
 /// application recorded another state, Closing is SQD (draining).
 fn state_of(qp: &Qp) -> c_int {
     match qp.qp.state() {
-        QpState::Idle => qp.ibv.state,
+        QpState::Idle => qp.recorded_state(),
         QpState::Rts => IBV_QPS_RTS,
         QpState::Closing => IBV_QPS_SQD,
         QpState::Terminate => IBV_QPS_SQE,
@@ -228,14 +265,15 @@ pub unsafe extern "C" fn ibv_query_qp(
         // SAFETY: the caller promises a writable structure.
         unsafe { attr.write(answer) };
         if !init.is_null() {
-            let ibv = &owner.ibv;
-            // SAFETY: the caller promises a writable structure.
+            let ibv = owner.ibv();
+            // SAFETY: the caller promises a writable structure; the fields
+            // read are written only at creation.
             unsafe {
                 init.write(IbvQpInitAttr {
-                    qp_context: ibv.qp_context,
-                    send_cq: ibv.send_cq,
-                    recv_cq: ibv.recv_cq,
-                    srq: ibv.srq,
+                    qp_context: (*ibv).qp_context,
+                    send_cq: (*ibv).send_cq,
+                    recv_cq: (*ibv).recv_cq,
+                    srq: (*ibv).srq,
                     cap: owner.cap,
                     qp_type: IBV_QPT_RC,
                     sq_sig_all: c_int::from(owner.sq_sig_all),
@@ -273,16 +311,18 @@ pub unsafe extern "C" fn ibv_modify_qp(qp: *mut IbvQp, attr: *mut IbvQpAttr, mas
         if state == IBV_QPS_ERR {
             owner.qp.abort();
         }
-        // SAFETY: the state field is the library's to write (the
-        // application only reads it).
-        unsafe { (*qp).state = state };
+        owner.record_state(state);
         0
     })
 }
 
-/// `ibv_destroy_qp`: aborts the queue pair if it is still connected,
-/// waits until every asynchronous event `ibv_get_async_event` returned for
-/// it has been acknowledged, and frees it. 0.
+/// `ibv_destroy_qp`: takes the queue pair out of the number table (so no
+/// asynchronous event finds it any more), waits until every asynchronous
+/// event `ibv_get_async_event` returned for it has been acknowledged,
+/// destroys uwarp's queue pair (a connection being set up or established
+/// is reset, and nothing more of it reaches a completion queue: see
+/// [`QueuePair::destroy`]), releases its domain and queues, and frees it.
+/// 0.
 ///
 /// # Safety
 ///
@@ -293,19 +333,33 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut IbvQp) -> c_int {
         return libc::EINVAL;
     }
     guard(libc::EIO, || {
-        // SAFETY: the caller promises a live queue pair from
-        // ibv_create_qp, which boxed a `Qp` starting with it.
-        let owner = unsafe { Box::from_raw(qp.cast::<Qp>()) };
+        // SAFETY: the caller promises a live queue pair.
+        let owner = unsafe { Qp::from_ibv(qp) };
+        // Unpublished first: `with_numbered` holds the table's lock while
+        // it uses a queue pair, so once this returns nobody else does.
         by_number().remove(&owner.qp.num());
         owner.async_events.wait_for_all();
-        if !matches!(owner.qp.state(), QpState::Idle | QpState::Error) {
-            owner.qp.abort();
+        owner.qp.destroy();
+        // SAFETY: the queue pair's domain, queues and SRQ outlive it: none
+        // can be destroyed while it counts as a user.
+        unsafe {
+            let ibv = owner.ibv();
+            Pd::from_ibv((*ibv).pd).users.fetch_sub(1, Ordering::AcqRel);
+            Cq::from_ibv((*ibv).send_cq)
+                .users
+                .fetch_sub(1, Ordering::AcqRel);
+            Cq::from_ibv((*ibv).recv_cq)
+                .users
+                .fetch_sub(1, Ordering::AcqRel);
+            if !(*ibv).srq.is_null() {
+                Srq::from_ibv((*ibv).srq)
+                    .users
+                    .fetch_sub(1, Ordering::AcqRel);
+            }
         }
-        // SAFETY: a queue pair's domain outlives it (it cannot be freed
-        // while the queue pair counts as a user).
-        unsafe { Pd::from_ibv(owner.ibv.pd) }
-            .users
-            .fetch_sub(1, Ordering::AcqRel);
+        // SAFETY: ibv_create_qp boxed this `Qp`; it is out of the number
+        // table, and the caller promises nothing else uses it.
+        drop(unsafe { Box::from_raw(qp.cast::<Qp>()) });
         0
     })
 }
@@ -421,7 +475,9 @@ unsafe fn gather(list: &[IbvSge], max: u32) -> Result<Vec<u8>, c_int> {
 }
 
 /// The context's `post_send`: posts a chain of send work requests. 0, or
-/// an `errno` value with `*bad` the first one not posted.
+/// an `errno` value with `*bad` the first one not posted (`ENOMEM` once
+/// `max_send_wr` are outstanding, so a chain that loops back on itself
+/// stops there).
 ///
 /// # Safety
 ///
@@ -443,7 +499,8 @@ pub unsafe extern "C" fn post_send(
 }
 
 /// The context's `post_recv`: posts a chain of receive work requests. 0,
-/// or an `errno` value with `*bad` the first one not posted.
+/// or an `errno` value with `*bad` the first one not posted (`ENOMEM`
+/// once `max_recv_wr` are outstanding).
 ///
 /// # Safety
 ///

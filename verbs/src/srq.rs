@@ -1,14 +1,16 @@
 //! Shared receive queues: `ibv_create_srq`, `ibv_destroy_srq`,
 //! `ibv_modify_srq`, `ibv_query_srq`, and the context's `post_srq_recv`
 //! (RFC 5040 section 5's receive queue, shared by several queue pairs).
+//! A queue holds at most its `max_wr` receives (`ENOMEM` beyond), and is
+//! not destroyed while a queue pair takes receives from it (`EBUSY`).
 
 use core::ffi::c_int;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use uwarp::SharedReceiveQueue;
 
 use crate::abi::verbs::*;
-use crate::export::{pointer_or_errno, post_chain, symbol_versions};
+use crate::export::{errno_of, guard, pointer_or_errno, post_chain, symbol_versions};
 use crate::limits;
 use crate::provider;
 use crate::qp::recv_wr;
@@ -18,9 +20,11 @@ use crate::qp::recv_wr;
 pub struct Srq {
     ibv: IbvSrq,
     /// uwarp's queue.
-    pub srq: Arc<SharedReceiveQueue>,
+    pub srq: SharedReceiveQueue,
     /// Its limits, as created.
     attr: IbvSrqAttr,
+    /// The queue pairs taking receives from it.
+    pub users: AtomicUsize,
 }
 
 impl Srq {
@@ -71,27 +75,35 @@ pub unsafe extern "C" fn ibv_create_srq(pd: *mut IbvPd, attr: *mut IbvSrqInitAtt
                 cond: unsafe { core::mem::zeroed() },
                 events_completed: 0,
             },
-            srq: device.create_srq(),
+            srq: device.create_srq(init.attr.max_wr as usize),
             attr: init.attr,
+            users: AtomicUsize::new(0),
         });
         Ok(Box::into_raw(srq).cast())
     })
 }
 
-/// `ibv_destroy_srq`: 0.
+/// `ibv_destroy_srq`: 0, or `EBUSY` while a queue pair takes receives
+/// from the queue (it stays as it was).
 ///
 /// # Safety
 ///
-/// `srq` is NULL or a live queue no queue pair uses.
+/// `srq` is NULL or a live queue.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut IbvSrq) -> c_int {
     if srq.is_null() {
         return libc::EINVAL;
     }
-    // SAFETY: the caller promises a live queue from ibv_create_srq, which
-    // boxed an `Srq` starting with it.
-    drop(unsafe { Box::from_raw(srq.cast::<Srq>()) });
-    0
+    guard(libc::EIO, || {
+        // SAFETY: the caller promises a live queue.
+        if unsafe { Srq::from_ibv(srq) }.users.load(Ordering::Acquire) > 0 {
+            return libc::EBUSY;
+        }
+        // SAFETY: a live queue from ibv_create_srq, which boxed an `Srq`
+        // starting with it; no queue pair uses it.
+        drop(unsafe { Box::from_raw(srq.cast::<Srq>()) });
+        0
+    })
 }
 
 /// `ibv_query_srq`: the queue's limits. 0, or an `errno` value.
@@ -130,7 +142,8 @@ pub unsafe extern "C" fn ibv_modify_srq(
 }
 
 /// The context's `post_srq_recv`: posts a chain of receives to the
-/// shared queue. 0, or an `errno` value with `*bad` the first not posted.
+/// shared queue. 0, or an `errno` value with `*bad` the first not posted
+/// (`ENOMEM` once `max_wr` receives are outstanding).
 ///
 /// # Safety
 ///
@@ -145,8 +158,8 @@ pub unsafe extern "C" fn post_srq_recv(
     unsafe {
         let owner = Srq::from_ibv(srq);
         post_chain(wr, bad, |this| {
-            owner.srq.post(recv_wr(this, owner.attr.max_sge)?);
-            Ok(())
+            let recv = recv_wr(this, owner.attr.max_sge)?;
+            owner.srq.post(recv).map_err(|e| errno_of(&e))
         })
     }
 }

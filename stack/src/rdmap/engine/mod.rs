@@ -310,6 +310,15 @@ impl QpEngine {
         self.acknowledged = self.acknowledged.max(offset);
     }
 
+    /// How many successful unsignaled send work requests have completed
+    /// (they make no completion), in send queue order: a queue counting
+    /// its outstanding requests frees their slots by it. Those before a
+    /// completion [`poll_completion`](Self::poll_completion) returns are
+    /// counted by the time it returns it.
+    pub fn unsignaled_sends_completed(&self) -> u64 {
+        self.sq.unsignaled_completed()
+    }
+
     /// The next event.
     pub fn poll_event(&mut self) -> Option<QpEvent> {
         self.events.pop_front()

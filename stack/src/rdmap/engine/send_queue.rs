@@ -144,6 +144,8 @@ pub struct SendQueue {
     reads: OutboundReads<Option<(u64, u32)>>,
     send_msn: u32,
     read_msn: u32,
+    /// Successful unsignaled work requests passed over so far.
+    unsignaled_completed: u64,
 }
 
 impl SendQueue {
@@ -157,6 +159,7 @@ impl SendQueue {
             reads: OutboundReads::new(ord),
             send_msn: 1,
             read_msn: 1,
+            unsignaled_completed: 0,
         }
     }
 
@@ -555,8 +558,16 @@ impl SendQueue {
             if pending.signaled || pending.completion.status != WcStatus::Success {
                 return Some(pending.completion);
             }
+            self.unsignaled_completed += 1;
         }
         None
+    }
+
+    /// How many successful unsignaled work requests
+    /// [`next_completion`](Self::next_completion) has passed over: they
+    /// made no completion, and are done.
+    pub fn unsignaled_completed(&self) -> u64 {
+        self.unsignaled_completed
     }
 
     /// Ends every work request: those already finished keep their status,

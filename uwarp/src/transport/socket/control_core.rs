@@ -444,7 +444,7 @@ impl ControlCore {
             mulpdu,
             pd: qp.shared.pd,
             table: self.table.clone(),
-            srq: qp.shared.init.srq.clone(),
+            srq: qp.shared.engine_srq(),
         };
         self.dataplane
             .send(Adopt {

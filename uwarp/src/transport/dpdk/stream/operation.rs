@@ -70,7 +70,7 @@ impl Operating {
             mulpdu,
             pd: qp.shared.pd,
             table: table.clone(),
-            srq: qp.shared.init.srq.clone(),
+            srq: qp.shared.engine_srq(),
         });
         let established = Established {
             negotiated,

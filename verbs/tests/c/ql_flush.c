@@ -1,0 +1,148 @@
+/* Every work request completes: flushed (IBV_WC_WR_FLUSH_ERR, with its
+ * wr_id, sends on the send CQ and receives on the receive CQ, in posting
+ * order, signaled or not) when its queue pair is in the error state and
+ * nothing will carry it, as the kernel's verbs flush. On uwarp's drop-in
+ * libraries, in one process over loopback:
+ *
+ * - a queue pair that never connected, moved to IBV_QPS_ERR with work
+ *   posted, and work posted to it afterwards;
+ * - work posted after a graceful disconnect, at once and seconds later;
+ * - work posted after a Terminate (a Send the peer had no receive for);
+ * - receives posted before a connection the server rejects.
+ *
+ * "ok" and 0 when every check holds. */
+#include "ql_pair.h"
+
+/* The send and receive completion queues of a queue pair, apart. */
+struct queues {
+	struct ibv_cq *send, *recv;
+};
+
+static struct queues make_queues(struct ibv_context *verbs)
+{
+	struct queues q = {
+		ibv_create_cq(verbs, 64, NULL, NULL, 0),
+		ibv_create_cq(verbs, 64, NULL, NULL, 0),
+	};
+	CHECK(q.send != NULL && q.recv != NULL);
+	return q;
+}
+
+/* Posts a receive, an unsignaled Send and a signaled one, numbered from
+ * `first`, and checks that each completes flushed on its own queue. */
+static void expect_posts_flushed(struct ibv_qp *qp, struct queues q, uint64_t first)
+{
+	CHECK(ql_post_recv(qp, first) == 0);
+	CHECK(ql_post_send(qp, first + 1, 0) == 0);
+	CHECK(ql_post_send(qp, first + 2, 1) == 0);
+	QL_FLUSHED(q.recv, first);
+	QL_FLUSHED(q.send, first + 1);
+	QL_FLUSHED(q.send, first + 2);
+}
+
+/* A queue pair made by ibv_create_qp and never connected. */
+static void never_connected(struct ql_pair *p)
+{
+	struct queues q = make_queues(p->listener->verbs);
+	struct ibv_qp_init_attr attr = ql_attr(q.send, q.recv, 2, 5);
+	struct ibv_qp *qp = ibv_create_qp(p->pd, &attr);
+	CHECK(qp != NULL);
+	for (uint64_t id = 1; id <= 5; id++)
+		CHECK(ql_post_recv(qp, id) == 0);
+	CHECK(ql_post_send(qp, 11, 0) == 0);
+	CHECK(ql_post_send(qp, 12, 1) == 0);
+	struct ibv_qp_attr err = { .qp_state = IBV_QPS_ERR };
+	CHECK(ibv_modify_qp(qp, &err, IBV_QP_STATE) == 0);
+	for (uint64_t id = 1; id <= 5; id++)
+		QL_FLUSHED(q.recv, id);
+	QL_FLUSHED(q.send, 11);
+	QL_FLUSHED(q.send, 12);
+	struct ibv_wc wc;
+	CHECK(ibv_poll_cq(q.recv, 1, &wc) == 0 && ibv_poll_cq(q.send, 1, &wc) == 0);
+	expect_posts_flushed(qp, q, 21);
+	struct ibv_qp_attr got;
+	struct ibv_qp_init_attr init;
+	CHECK(ibv_query_qp(qp, &got, IBV_QP_STATE, &init) == 0 && got.qp_state == IBV_QPS_ERR);
+	CHECK(ibv_destroy_qp(qp) == 0);
+	CHECK(ibv_destroy_cq(q.send) == 0 && ibv_destroy_cq(q.recv) == 0);
+}
+
+/* Work posted after a graceful disconnect, at once and once the
+ * connection has surely been let go. */
+static void after_disconnect(struct ql_pair *p)
+{
+	struct queues cq = make_queues(p->listener->verbs), sq = make_queues(p->listener->verbs);
+	struct rdma_cm_id *server;
+	struct rdma_cm_id *client = ql_connect(p, ql_attr(cq.send, cq.recv, 4, 4),
+					       ql_attr(sq.send, sq.recv, 4, 4), NULL, &server);
+	CHECK(rdma_disconnect(client) == 0);
+	expect_cm_event(p->client_ch, RDMA_CM_EVENT_DISCONNECTED, QL_WAIT_MS);
+	expect_cm_event(p->server_ch, RDMA_CM_EVENT_DISCONNECTED, QL_WAIT_MS);
+	expect_posts_flushed(client->qp, cq, 100);
+	expect_posts_flushed(server->qp, sq, 200);
+	sleep(3);
+	expect_posts_flushed(client->qp, cq, 300);
+	expect_posts_flushed(server->qp, sq, 400);
+	rdma_destroy_qp(client);
+	rdma_destroy_qp(server);
+	CHECK(rdma_destroy_id(client) == 0 && rdma_destroy_id(server) == 0);
+	CHECK(ibv_destroy_cq(cq.send) == 0 && ibv_destroy_cq(cq.recv) == 0);
+	CHECK(ibv_destroy_cq(sq.send) == 0 && ibv_destroy_cq(sq.recv) == 0);
+}
+
+/* A Send the server has no receive for: the server answers with a
+ * Terminate, and afterwards work on both sides is flushed. */
+static void after_terminate(struct ql_pair *p)
+{
+	struct queues cq = make_queues(p->listener->verbs), sq = make_queues(p->listener->verbs);
+	struct rdma_cm_id *server;
+	struct rdma_cm_id *client = ql_connect(p, ql_attr(cq.send, cq.recv, 4, 4),
+					       ql_attr(sq.send, sq.recv, 4, 4), NULL, &server);
+	CHECK(ql_post_send(client->qp, 1, 1) == 0);
+	struct ibv_wc wc;
+	CHECK(ql_poll(cq.send, &wc, QL_WAIT_MS) && wc.wr_id == 1);
+	expect_cm_event(p->client_ch, RDMA_CM_EVENT_DISCONNECTED, QL_WAIT_MS);
+	expect_cm_event(p->server_ch, RDMA_CM_EVENT_DISCONNECTED, QL_WAIT_MS);
+	expect_posts_flushed(client->qp, cq, 10);
+	expect_posts_flushed(server->qp, sq, 20);
+	rdma_destroy_qp(client);
+	rdma_destroy_qp(server);
+	CHECK(rdma_destroy_id(client) == 0 && rdma_destroy_id(server) == 0);
+	CHECK(ibv_destroy_cq(cq.send) == 0 && ibv_destroy_cq(cq.recv) == 0);
+	CHECK(ibv_destroy_cq(sq.send) == 0 && ibv_destroy_cq(sq.recv) == 0);
+}
+
+/* Receives posted before a connection that is rejected. */
+static void after_rejection(struct ql_pair *p)
+{
+	struct queues q = make_queues(p->listener->verbs);
+	struct rdma_cm_id *client = ql_client(p);
+	struct ibv_qp_init_attr attr = ql_attr(q.send, q.recv, 2, 3);
+	CHECK(rdma_create_qp(client, p->pd, &attr) == 0);
+	for (uint64_t id = 1; id <= 3; id++)
+		CHECK(ql_post_recv(client->qp, id) == 0);
+	CHECK(rdma_connect(client, NULL) == 0);
+	struct rdma_cm_id *child = ql_request(p);
+	CHECK(rdma_reject(child, NULL, 0) == 0);
+	expect_cm_event(p->client_ch, RDMA_CM_EVENT_REJECTED, QL_WAIT_MS);
+	for (uint64_t id = 1; id <= 3; id++)
+		QL_FLUSHED(q.recv, id);
+	expect_posts_flushed(client->qp, q, 4);
+	rdma_destroy_qp(client);
+	CHECK(rdma_destroy_id(client) == 0 && rdma_destroy_id(child) == 0);
+	CHECK(ibv_destroy_cq(q.send) == 0 && ibv_destroy_cq(q.recv) == 0);
+}
+
+int main(void)
+{
+	alarm(120);
+	struct ql_pair p;
+	ql_listen(&p);
+	never_connected(&p);
+	after_disconnect(&p);
+	after_terminate(&p);
+	after_rejection(&p);
+	CHECK(rdma_destroy_id(p.listener) == 0);
+	CHECK(ibv_dealloc_pd(p.pd) == 0);
+	return finish();
+}
