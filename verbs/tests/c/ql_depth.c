@@ -3,13 +3,16 @@
  * (posted, its completion not yet in its queue) fails with ENOMEM and
  * *bad_wr naming it; a chain of work requests that loops back on itself
  * stops there. Checked on uwarp's drop-in libraries with asymmetric
- * depths (one send, five receives):
+ * depths (one send, five receives), one part per run:
  *
- * - a queue pair never connected: the depths written back, then held;
- *   looping chains of receives and sends; an SRQ of three; once in the
- *   error state, the flushes free the slots again;
- * - a connected pair: a receive frees its slot once its completion is in
- *   the queue, a Send too, so posting again after each poll never fails.
+ *   queue-pair  a queue pair never connected: the depths written back,
+ *               then held; once in the error state, the flushes free the
+ *               slots again;
+ *   loops       looping chains of receives and of sends;
+ *   srq         an SRQ of three, and a looping chain on it;
+ *   connected   a connected pair: a receive frees its slot once its
+ *               completion is in the queue, a Send too, so posting again
+ *               after each poll never fails.
  *
  * The address space is limited to 4 GiB, so that a library that does not
  * hold the depth fails the loops quickly instead of exhausting memory.
@@ -30,12 +33,30 @@ static void looping_receives(struct ibv_qp *qp, struct ibv_srq *srq, int depth)
 	CHECK(bad == (depth % 2 ? &b : &a));
 }
 
-static void never_connected(struct ql_pair *p)
+/* The send and receive completion queues of the parts, apart. */
+struct queues {
+	struct ibv_cq *send, *recv;
+};
+
+static struct queues make_queues(struct ql_pair *p)
 {
-	struct ibv_cq *send_cq = ibv_create_cq(p->listener->verbs, 64, NULL, NULL, 0);
-	struct ibv_cq *cq = ibv_create_cq(p->listener->verbs, 64, NULL, NULL, 0);
-	CHECK(send_cq != NULL && cq != NULL);
-	struct ibv_qp_init_attr attr = ql_attr(send_cq, cq, 1, 5);
+	struct queues q = {
+		ibv_create_cq(p->listener->verbs, 64, NULL, NULL, 0),
+		ibv_create_cq(p->listener->verbs, 64, NULL, NULL, 0),
+	};
+	CHECK(q.send != NULL && q.recv != NULL);
+	return q;
+}
+
+static void destroy_queues(struct queues q)
+{
+	CHECK(ibv_destroy_cq(q.send) == 0 && ibv_destroy_cq(q.recv) == 0);
+}
+
+static void queue_pair(struct ql_pair *p)
+{
+	struct queues q = make_queues(p);
+	struct ibv_qp_init_attr attr = ql_attr(q.send, q.recv, 1, 5);
 	struct ibv_qp *qp = ibv_create_qp(p->pd, &attr);
 	CHECK(qp != NULL);
 	CHECK(attr.cap.max_send_wr == 1 && attr.cap.max_recv_wr == 5);
@@ -49,31 +70,39 @@ static void never_connected(struct ql_pair *p)
 	struct ibv_recv_wr sixth = { .wr_id = 6 }, *bad_recv = NULL;
 	CHECK(ibv_post_recv(qp, &sixth, &bad_recv) == ENOMEM && bad_recv == &sixth);
 	CHECK(ql_post_send(qp, 11, 0) == 0);
-	struct ibv_send_wr loop = { .wr_id = 12, .opcode = IBV_WR_SEND }, *bad_send = NULL;
-	loop.next = &loop;
-	CHECK(ibv_post_send(qp, &loop, &bad_send) == ENOMEM && bad_send == &loop);
+	CHECK(ql_post_send(qp, 12, 1) == ENOMEM);
 
 	/* The error state flushes all six; their slots are free again, and
 	 * work posted now is flushed as it comes. */
 	struct ibv_qp_attr err = { .qp_state = IBV_QPS_ERR };
 	CHECK(ibv_modify_qp(qp, &err, IBV_QP_STATE) == 0);
 	for (uint64_t id = 1; id <= 5; id++)
-		QL_FLUSHED(cq, id);
-	QL_FLUSHED(send_cq, 11);
+		QL_FLUSHED(q.recv, id);
+	QL_FLUSHED(q.send, 11);
 	for (uint64_t id = 21; id <= 25; id++)
 		CHECK(ql_post_recv(qp, id) == 0);
 	for (uint64_t id = 21; id <= 25; id++)
-		QL_FLUSHED(cq, id);
+		QL_FLUSHED(q.recv, id);
 	CHECK(ibv_destroy_qp(qp) == 0);
+	destroy_queues(q);
+}
 
-	/* A looping chain of receives stops at the depth. */
-	attr = ql_attr(send_cq, cq, 1, 5);
-	qp = ibv_create_qp(p->pd, &attr);
+static void loops(struct ql_pair *p)
+{
+	struct queues q = make_queues(p);
+	struct ibv_qp_init_attr attr = ql_attr(q.send, q.recv, 1, 5);
+	struct ibv_qp *qp = ibv_create_qp(p->pd, &attr);
 	CHECK(qp != NULL);
 	looping_receives(qp, NULL, 5);
+	struct ibv_send_wr loop = { .wr_id = 12, .opcode = IBV_WR_SEND }, *bad = NULL;
+	loop.next = &loop;
+	CHECK(ibv_post_send(qp, &loop, &bad) == ENOMEM && bad == &loop);
 	CHECK(ibv_destroy_qp(qp) == 0);
+	destroy_queues(q);
+}
 
-	/* An SRQ of three. */
+static void srq(struct ql_pair *p)
+{
 	struct ibv_srq_init_attr srq_attr = { .attr = { .max_wr = 3, .max_sge = 1 } };
 	struct ibv_srq *srq = ibv_create_srq(p->pd, &srq_attr);
 	CHECK(srq != NULL && srq_attr.attr.max_wr == 3);
@@ -81,14 +110,12 @@ static void never_connected(struct ql_pair *p)
 	struct ibv_recv_wr fourth = { .wr_id = 4 }, *bad = NULL;
 	CHECK(ibv_post_srq_recv(srq, &fourth, &bad) == ENOMEM && bad == &fourth);
 	CHECK(ibv_destroy_srq(srq) == 0);
-	CHECK(ibv_destroy_cq(send_cq) == 0 && ibv_destroy_cq(cq) == 0);
 }
 
 static void connected(struct ql_pair *p)
 {
-	struct ibv_cq *client_cq = ibv_create_cq(p->listener->verbs, 64, NULL, NULL, 0);
-	struct ibv_cq *server_cq = ibv_create_cq(p->listener->verbs, 64, NULL, NULL, 0);
-	CHECK(client_cq != NULL && server_cq != NULL);
+	struct queues q = make_queues(p);
+	struct ibv_cq *client_cq = q.send, *server_cq = q.recv;
 	struct rdma_cm_id *server;
 	struct rdma_cm_id *client = ql_connect(p, ql_attr(client_cq, client_cq, 1, 5),
 					       ql_attr(server_cq, server_cq, 1, 5), NULL, &server);
@@ -112,19 +139,19 @@ static void connected(struct ql_pair *p)
 	rdma_destroy_qp(client);
 	rdma_destroy_qp(server);
 	CHECK(rdma_destroy_id(client) == 0 && rdma_destroy_id(server) == 0);
-	CHECK(ibv_destroy_cq(client_cq) == 0 && ibv_destroy_cq(server_cq) == 0);
+	destroy_queues(q);
 }
 
-int main(void)
+static const struct ql_part parts[] = {
+	{ "queue-pair", queue_pair },
+	{ "loops", loops },
+	{ "srq", srq },
+	{ "connected", connected },
+};
+
+int main(int argc, char **argv)
 {
-	alarm(60);
 	struct rlimit limit = { 4ull << 30, 4ull << 30 };
 	CHECK(setrlimit(RLIMIT_AS, &limit) == 0);
-	struct ql_pair p;
-	ql_listen(&p);
-	never_connected(&p);
-	connected(&p);
-	CHECK(rdma_destroy_id(p.listener) == 0);
-	CHECK(ibv_dealloc_pd(p.pd) == 0);
-	return finish();
+	return ql_main(argc, argv, parts, sizeof(parts) / sizeof(parts[0]));
 }

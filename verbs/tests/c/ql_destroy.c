@@ -1,15 +1,18 @@
 /* Destroying queue pairs and the queues they use, on uwarp's drop-in
- * libraries, in one process over loopback:
+ * libraries, in one process over loopback, one part per run:
  *
- * - ibv_destroy_qp of an established queue pair with receives posted, on
- *   a completion queue another queue pair shares: nothing of it appears
- *   in the queue after the call returns, and the peer sees the
- *   connection end (DISCONNECTED);
- * - ibv_destroy_qp of a queue pair whose rdma_connect waits for the
- *   server: the connection the server then accepts ends at once;
- * - ibv_destroy_cq of a queue a queue pair completes on, ibv_destroy_srq
- *   of a queue a queue pair takes receives from: EBUSY, and the queue
- *   stays usable; both go once the queue pair is destroyed.
+ *   established  ibv_destroy_qp of an established queue pair with
+ *                receives posted, on a completion queue another queue
+ *                pair shares: nothing of it appears in the queue after
+ *                the call returns, and the peer sees the connection end
+ *                (DISCONNECTED);
+ *   connecting   ibv_destroy_qp of a queue pair whose rdma_connect waits
+ *                for the server: the connection the server then accepts
+ *                ends at once;
+ *   in-use       ibv_destroy_cq of a queue a queue pair completes on,
+ *                ibv_destroy_srq of a queue a queue pair takes receives
+ *                from: EBUSY, and the queue stays usable; both go once
+ *                the queue pair is destroyed.
  *
  * "ok" and 0 when every check holds. */
 #include "ql_pair.h"
@@ -136,15 +139,5 @@ static void destroy_queues_in_use(struct ql_pair *p)
 	CHECK(ibv_destroy_comp_channel(channel) == 0);
 }
 
-int main(void)
-{
-	alarm(120);
-	struct ql_pair p;
-	ql_listen(&p);
-	destroy_established(&p);
-	destroy_while_connecting(&p);
-	destroy_queues_in_use(&p);
-	CHECK(rdma_destroy_id(p.listener) == 0);
-	CHECK(ibv_dealloc_pd(p.pd) == 0);
-	return finish();
-}
+QL_MAIN({ "established", destroy_established }, { "connecting", destroy_while_connecting },
+	{ "in-use", destroy_queues_in_use })

@@ -2,13 +2,16 @@
  * wr_id, sends on the send CQ and receives on the receive CQ, in posting
  * order, signaled or not) when its queue pair is in the error state and
  * nothing will carry it, as the kernel's verbs flush. On uwarp's drop-in
- * libraries, in one process over loopback:
+ * libraries, in one process over loopback, one part per run:
  *
- * - a queue pair that never connected, moved to IBV_QPS_ERR with work
- *   posted, and work posted to it afterwards;
- * - work posted after a graceful disconnect, at once and seconds later;
- * - work posted after a Terminate (a Send the peer had no receive for);
- * - receives posted before a connection the server rejects.
+ *   never-connected  a queue pair moved to IBV_QPS_ERR with work posted,
+ *                    and work posted to it afterwards;
+ *   disconnect       work posted after a graceful disconnect, at once and
+ *                    seconds later;
+ *   terminate        work posted after a Terminate (a Send the peer had no
+ *                    receive for);
+ *   rejection        receives posted before a connection the server
+ *                    rejects.
  *
  * "ok" and 0 when every check holds. */
 #include "ql_pair.h"
@@ -133,16 +136,5 @@ static void after_rejection(struct ql_pair *p)
 	CHECK(ibv_destroy_cq(q.send) == 0 && ibv_destroy_cq(q.recv) == 0);
 }
 
-int main(void)
-{
-	alarm(120);
-	struct ql_pair p;
-	ql_listen(&p);
-	never_connected(&p);
-	after_disconnect(&p);
-	after_terminate(&p);
-	after_rejection(&p);
-	CHECK(rdma_destroy_id(p.listener) == 0);
-	CHECK(ibv_dealloc_pd(p.pd) == 0);
-	return finish();
-}
+QL_MAIN({ "never-connected", never_connected }, { "disconnect", after_disconnect },
+	{ "terminate", after_terminate }, { "rejection", after_rejection })

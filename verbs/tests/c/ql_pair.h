@@ -2,7 +2,8 @@
  * over loopback by the connection manager in one process (a listener and
  * its children on one event channel, the clients on another, so each
  * side reads its own events in order), waiting for a completion with a
- * deadline, and queue pair attributes with separate depths each way. */
+ * deadline, queue pair attributes with separate depths each way, and a
+ * main that runs the part of the program its argument names. */
 #ifndef UWARP_VERBS_TEST_QL_PAIR_H
 #define UWARP_VERBS_TEST_QL_PAIR_H
 
@@ -22,7 +23,7 @@ struct ql_pair {
 };
 
 /* A listener on an ephemeral loopback port, and a domain. */
-static void ql_listen(struct ql_pair *p)
+static inline void ql_listen(struct ql_pair *p)
 {
 	p->server_ch = rdma_create_event_channel();
 	p->client_ch = rdma_create_event_channel();
@@ -45,7 +46,7 @@ static void ql_listen(struct ql_pair *p)
 }
 
 /* A client id resolved to the listener. */
-static struct rdma_cm_id *ql_client(struct ql_pair *p)
+static inline struct rdma_cm_id *ql_client(struct ql_pair *p)
 {
 	struct rdma_cm_id *id;
 	CHECK(rdma_create_id(p->client_ch, &id, NULL, RDMA_PS_TCP) == 0);
@@ -57,7 +58,7 @@ static struct rdma_cm_id *ql_client(struct ql_pair *p)
 }
 
 /* The next connection request on the listener: its new id. */
-static struct rdma_cm_id *ql_request(struct ql_pair *p)
+static inline struct rdma_cm_id *ql_request(struct ql_pair *p)
 {
 	struct pollfd pfd = { .fd = p->server_ch->fd, .events = POLLIN };
 	struct rdma_cm_event *event = NULL;
@@ -73,7 +74,7 @@ static struct rdma_cm_id *ql_request(struct ql_pair *p)
 
 /* Reliable-connected queue pair attributes: `send_cq` and `recv_cq`,
  * `send_wr` and `recv_wr` deep, one scatter/gather element each. */
-static struct ibv_qp_init_attr ql_attr(struct ibv_cq *send_cq, struct ibv_cq *recv_cq,
+static inline struct ibv_qp_init_attr ql_attr(struct ibv_cq *send_cq, struct ibv_cq *recv_cq,
 				       uint32_t send_wr, uint32_t recv_wr)
 {
 	struct ibv_qp_init_attr attr = rc_qp_attr(send_cq, 1);
@@ -87,7 +88,7 @@ static struct ibv_qp_init_attr ql_attr(struct ibv_cq *send_cq, struct ibv_cq *re
  * accepts with `server_attr`; `prepare` (if not NULL) runs on both queue
  * pairs before the connection. Returns the client; the server's id goes
  * to `*server`. */
-static struct rdma_cm_id *ql_connect(struct ql_pair *p, struct ibv_qp_init_attr client_attr,
+static inline struct rdma_cm_id *ql_connect(struct ql_pair *p, struct ibv_qp_init_attr client_attr,
 				     struct ibv_qp_init_attr server_attr,
 				     void (*prepare)(struct ibv_qp *), struct rdma_cm_id **server)
 {
@@ -107,7 +108,7 @@ static struct rdma_cm_id *ql_connect(struct ql_pair *p, struct ibv_qp_init_attr 
 }
 
 /* Waits up to `ms` for a completion on `cq`: 1 with it in `*wc`, or 0. */
-static int ql_poll(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
+static inline int ql_poll(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
 {
 	for (int waited = 0; waited <= ms; waited++) {
 		int n = ibv_poll_cq(cq, 1, wc);
@@ -120,7 +121,7 @@ static int ql_poll(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
 
 /* Checks that the next completion on `cq` comes in time, for `wr_id`,
  * with `status`. */
-static void ql_expect(struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_status status, int line)
+static inline void ql_expect(struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_status status, int line)
 {
 	struct ibv_wc wc;
 	if (!ql_poll(cq, &wc, QL_WAIT_MS)) {
@@ -141,18 +142,53 @@ static void ql_expect(struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_status stat
 #define QL_FLUSHED(cq, wr_id) ql_expect(cq, wr_id, IBV_WC_WR_FLUSH_ERR, __LINE__)
 
 /* Posts one receive `wr_id` with no buffer; returns ibv_post_recv's answer. */
-static int ql_post_recv(struct ibv_qp *qp, uint64_t wr_id)
+static inline int ql_post_recv(struct ibv_qp *qp, uint64_t wr_id)
 {
 	struct ibv_recv_wr wr = { .wr_id = wr_id }, *bad = NULL;
 	return ibv_post_recv(qp, &wr, &bad);
 }
 
 /* Posts one zero-length Send `wr_id`, signaled or not. */
-static int ql_post_send(struct ibv_qp *qp, uint64_t wr_id, int signaled)
+static inline int ql_post_send(struct ibv_qp *qp, uint64_t wr_id, int signaled)
 {
 	struct ibv_send_wr wr = { .wr_id = wr_id, .opcode = IBV_WR_SEND }, *bad = NULL;
 	wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
 	return ibv_post_send(qp, &wr, &bad);
 }
+
+/* A part of a program, run by name. */
+struct ql_part {
+	const char *name;
+	void (*run)(struct ql_pair *);
+};
+
+/* Runs the part `argv[1]` names among `parts` (at most 60 s), with a
+ * listener and a domain made for it: "ok" and 0 when every check held. */
+static inline int ql_main(int argc, char **argv, const struct ql_part *parts, size_t count)
+{
+	alarm(60);
+	for (size_t i = 0; argc == 2 && i < count; i++) {
+		if (strcmp(argv[1], parts[i].name) != 0)
+			continue;
+		struct ql_pair p;
+		ql_listen(&p);
+		parts[i].run(&p);
+		CHECK(rdma_destroy_id(p.listener) == 0);
+		CHECK(ibv_dealloc_pd(p.pd) == 0);
+		return finish();
+	}
+	fprintf(stderr, "usage: %s PART (%s", argv[0], parts[0].name);
+	for (size_t i = 1; i < count; i++)
+		fprintf(stderr, ", %s", parts[i].name);
+	fprintf(stderr, ")\n");
+	return 2;
+}
+
+#define QL_MAIN(...)                                                              \
+	int main(int argc, char **argv)                                           \
+	{                                                                         \
+		static const struct ql_part parts[] = { __VA_ARGS__ };            \
+		return ql_main(argc, argv, parts, sizeof(parts) / sizeof(parts[0])); \
+	}
 
 #endif
