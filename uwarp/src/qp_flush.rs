@@ -173,19 +173,26 @@ mod tests {
         assert_eq!(wc.unwrap().qp_num, qp.num());
     }
 
-    #[test]
-    fn a_full_completion_queue_holds_the_flush_until_a_poll_makes_room() {
+    /// A queue pair with five receives posted, moved to Error with room
+    /// for two completions in its receive queue.
+    fn flushed_into_a_full_queue() -> (QueuePair, CompletionQueue) {
         let (qp, _send_cq, recv_cq) = unconnected(2);
         for id in 1..=5 {
             qp.post_recv(recv(id)).unwrap();
         }
         qp.abort();
+        (qp, recv_cq)
+    }
+
+    #[test]
+    fn a_full_completion_queue_holds_the_flush_until_a_poll_makes_room() {
+        let (qp, recv_cq) = flushed_into_a_full_queue();
         // Two fit; the other three keep their slots.
         assert_eq!(qp.outstanding(), (0, 3));
         assert!(qp.post_recv(recv(6)).is_ok());
         assert!(qp.post_recv(recv(7)).is_ok());
         let Err(crate::Error::Io(full)) = qp.post_recv(recv(8)) else {
-            panic!("a sixth receive fits a queue of five");
+            panic!("a sixth receive outstanding fits a queue of five");
         };
         assert_eq!(full.raw_os_error(), Some(libc::ENOMEM));
         // Polling makes room, and the flush goes on from where it stopped.
@@ -199,11 +206,7 @@ mod tests {
 
     #[test]
     fn a_destroyed_queue_pair_pushes_nothing_more() {
-        let (qp, _send_cq, recv_cq) = unconnected(2);
-        for id in 1..=5 {
-            qp.post_recv(recv(id)).unwrap();
-        }
-        qp.abort();
+        let (qp, recv_cq) = flushed_into_a_full_queue();
         qp.destroy();
         // What was in the queue stays; what waited for room goes.
         assert_eq!(drain(&recv_cq), flushed([1, 2], WcOpcode::Recv));

@@ -31,6 +31,13 @@ fn connect<T: Transport>(
     connect_devices(T::devices(), CQ_DEPTH, client, server, prepare).unwrap()
 }
 
+/// `T`'s devices, the server's listening: (server, client, listener).
+fn listening<T: Transport>() -> (Device, Device, Listener) {
+    let devices = T::devices();
+    let listener = devices.server.listen(devices.listen).unwrap();
+    (devices.server, devices.client, listener)
+}
+
 fn recv(wr_id: u64) -> RecvWr {
     RecvWr {
         wr_id,
@@ -80,12 +87,7 @@ fn work_posted_after_a_disconnect_completes_flushed<T: Transport>() {
 /// Receives posted before a connection the server rejects are flushed
 /// when `connect` fails, as are sends posted after it.
 fn receives_posted_before_a_rejected_connection_complete_flushed<T: Transport>() {
-    let Devices {
-        server,
-        client,
-        listen,
-    } = T::devices();
-    let listener = server.listen(listen).unwrap();
+    let (_server, client, listener) = listening::<T>();
     let addr = listener.local_addr();
     let rejecting = std::thread::spawn(move || {
         let request = listener.get_request(WAIT).unwrap();
@@ -131,12 +133,7 @@ fn destroying_a_connected_queue_pair_resets_it_and_stops_its_completions<T: Tran
 /// the connection the server then accepts is reset at once, and the
 /// destroyed queue pair completes nothing.
 fn destroying_a_queue_pair_while_it_connects_resets_the_connection<T: Transport>() {
-    let Devices {
-        server,
-        client,
-        listen,
-    } = T::devices();
-    let listener = server.listen(listen).unwrap();
+    let (server, client, listener) = listening::<T>();
     let addr = listener.local_addr();
     let (cpd, ccq) = (client.alloc_pd().unwrap(), client.create_cq(16));
     let cqp = client.create_qp(&cpd, QpInit::new(&ccq));

@@ -33,29 +33,9 @@ static void looping_receives(struct ibv_qp *qp, struct ibv_srq *srq, int depth)
 	CHECK(bad == (depth % 2 ? &b : &a));
 }
 
-/* The send and receive completion queues of the parts, apart. */
-struct queues {
-	struct ibv_cq *send, *recv;
-};
-
-static struct queues make_queues(struct ql_pair *p)
-{
-	struct queues q = {
-		ibv_create_cq(p->listener->verbs, 64, NULL, NULL, 0),
-		ibv_create_cq(p->listener->verbs, 64, NULL, NULL, 0),
-	};
-	CHECK(q.send != NULL && q.recv != NULL);
-	return q;
-}
-
-static void destroy_queues(struct queues q)
-{
-	CHECK(ibv_destroy_cq(q.send) == 0 && ibv_destroy_cq(q.recv) == 0);
-}
-
 static void queue_pair(struct ql_pair *p)
 {
-	struct queues q = make_queues(p);
+	struct ql_queues q = ql_queues(p);
 	struct ibv_qp_init_attr attr = ql_attr(q.send, q.recv, 1, 5);
 	struct ibv_qp *qp = ibv_create_qp(p->pd, &attr);
 	CHECK(qp != NULL);
@@ -84,12 +64,12 @@ static void queue_pair(struct ql_pair *p)
 	for (uint64_t id = 21; id <= 25; id++)
 		QL_FLUSHED(q.recv, id);
 	CHECK(ibv_destroy_qp(qp) == 0);
-	destroy_queues(q);
+	ql_destroy_queues(q);
 }
 
 static void loops(struct ql_pair *p)
 {
-	struct queues q = make_queues(p);
+	struct ql_queues q = ql_queues(p);
 	struct ibv_qp_init_attr attr = ql_attr(q.send, q.recv, 1, 5);
 	struct ibv_qp *qp = ibv_create_qp(p->pd, &attr);
 	CHECK(qp != NULL);
@@ -98,7 +78,7 @@ static void loops(struct ql_pair *p)
 	loop.next = &loop;
 	CHECK(ibv_post_send(qp, &loop, &bad) == ENOMEM && bad == &loop);
 	CHECK(ibv_destroy_qp(qp) == 0);
-	destroy_queues(q);
+	ql_destroy_queues(q);
 }
 
 static void srq(struct ql_pair *p)
@@ -114,7 +94,7 @@ static void srq(struct ql_pair *p)
 
 static void connected(struct ql_pair *p)
 {
-	struct queues q = make_queues(p);
+	struct ql_queues q = ql_queues(p);
 	struct ibv_cq *client_cq = q.send, *server_cq = q.recv;
 	struct rdma_cm_id *server;
 	struct rdma_cm_id *client = ql_connect(p, ql_attr(client_cq, client_cq, 1, 5),
@@ -136,10 +116,8 @@ static void connected(struct ql_pair *p)
 	expect_cm_event(p->server_ch, RDMA_CM_EVENT_DISCONNECTED, QL_WAIT_MS);
 	for (uint64_t id = 21; id <= 25; id++)
 		QL_FLUSHED(server_cq, id);
-	rdma_destroy_qp(client);
-	rdma_destroy_qp(server);
-	CHECK(rdma_destroy_id(client) == 0 && rdma_destroy_id(server) == 0);
-	destroy_queues(q);
+	ql_destroy_pair(client, server);
+	ql_destroy_queues(q);
 }
 
 static const struct ql_part parts[] = {

@@ -69,8 +69,7 @@ static void destroy_established(struct ql_pair *p)
 	for (uint64_t id = 1; id <= 8; id++)
 		QL_FLUSHED(server_cq, id);
 	drain_events(p->client_ch, 200);
-	rdma_destroy_qp(server);
-	CHECK(rdma_destroy_id(client) == 0 && rdma_destroy_id(server) == 0);
+	ql_destroy_pair(client, server);
 	CHECK(ibv_destroy_qp(other) == 0);
 	CHECK(ibv_destroy_cq(shared) == 0 && ibv_destroy_cq(server_cq) == 0);
 }
@@ -98,8 +97,7 @@ static void destroy_while_connecting(struct ql_pair *p)
 	QL_FLUSHED(server_cq, 2);
 	expect_nothing_of(client_cq, qp_num);
 	drain_events(p->client_ch, 200);
-	rdma_destroy_qp(server);
-	CHECK(rdma_destroy_id(client) == 0 && rdma_destroy_id(server) == 0);
+	ql_destroy_pair(client, server);
 	CHECK(ibv_destroy_cq(client_cq) == 0 && ibv_destroy_cq(server_cq) == 0);
 }
 

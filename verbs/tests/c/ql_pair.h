@@ -107,6 +107,34 @@ static inline struct rdma_cm_id *ql_connect(struct ql_pair *p, struct ibv_qp_ini
 	return client;
 }
 
+/* Destroys a connected pair's queue pairs and ids. */
+static inline void ql_destroy_pair(struct rdma_cm_id *client, struct rdma_cm_id *server)
+{
+	rdma_destroy_qp(client);
+	rdma_destroy_qp(server);
+	CHECK(rdma_destroy_id(client) == 0 && rdma_destroy_id(server) == 0);
+}
+
+/* A send and a receive completion queue, apart. */
+struct ql_queues {
+	struct ibv_cq *send, *recv;
+};
+
+static inline struct ql_queues ql_queues(struct ql_pair *p)
+{
+	struct ql_queues q = {
+		ibv_create_cq(p->listener->verbs, 64, NULL, NULL, 0),
+		ibv_create_cq(p->listener->verbs, 64, NULL, NULL, 0),
+	};
+	CHECK(q.send != NULL && q.recv != NULL);
+	return q;
+}
+
+static inline void ql_destroy_queues(struct ql_queues q)
+{
+	CHECK(ibv_destroy_cq(q.send) == 0 && ibv_destroy_cq(q.recv) == 0);
+}
+
 /* Waits up to `ms` for a completion on `cq`: 1 with it in `*wc`, or 0. */
 static inline int ql_poll(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
 {
