@@ -559,6 +559,9 @@ fn an_enhanced_initiator_falls_back_to_revision_1_when_allowed<T: Transport>() {
     let listener = bed.server.listen(bed.listen).unwrap();
     let addr = listener.local_addr();
     let (spd, scq, sqp) = queue_pair(&bed.server);
+    // A failed accept leaves its queue pair in Error, as the kernel's
+    // rdma_accept does: the retry is accepted onto another.
+    let (_refused_pd, _refused_cq, refused_qp) = queue_pair(&bed.server);
     let (cpd, ccq, cqp) = queue_pair(&bed.client);
     let (connection, sconn) = std::thread::scope(|scope| {
         let server = scope.spawn(|| {
@@ -566,7 +569,7 @@ fn an_enhanced_initiator_falls_back_to_revision_1_when_allowed<T: Transport>() {
             // The enhanced Request is refused by closing...
             let first = listener.get_request(WAIT).unwrap();
             assert_eq!(first.request.revision, Revision::Enhanced);
-            assert!(first.accept(&sqp, revision_1.clone()).is_err());
+            assert!(first.accept(&refused_qp, revision_1.clone()).is_err());
             // ...and the retry in revision 1 is accepted.
             let second = listener.get_request(WAIT).unwrap();
             assert_eq!(second.request.revision, Revision::Rfc5044);
