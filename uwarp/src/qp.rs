@@ -442,9 +442,10 @@ impl QueuePair {
     /// Abortive close (`ibv_modify_qp` to `IBV_QPS_ERR`): outstanding work
     /// is flushed and the connection is reset. A queue pair not connected
     /// yet enters Error at once and its work is flushed now; a connection
-    /// still being set up for it is reset once it comes up.
+    /// still being set up for it is reset once it comes up. In a child of
+    /// `fork` it does nothing to a parent's queue pair.
     pub fn abort(&self) {
-        if self.shared.end_unlinked() {
+        if !self.in_its_process() || self.shared.end_unlinked() {
             return;
         }
         self.shared.abort.store(true, Ordering::Release);
@@ -455,7 +456,17 @@ impl QueuePair {
     /// pair not connected enters Error, its work flushed, as the kernel's
     /// iWARP connection manager leaves it. A connected one is left alone.
     pub(crate) fn connection_failed(&self) {
-        self.shared.end_unlinked();
+        if self.in_its_process() {
+            self.shared.end_unlinked();
+        }
+    }
+
+    /// Whether this is the process the queue pair's device was opened in.
+    /// In a child of `fork`, a parent's queue pair is the parent's: the
+    /// child leaves its work and its connection alone (and waits for no
+    /// thread or lock the parent held when it forked).
+    fn in_its_process(&self) -> bool {
+        self.driver.ensure_in_its_process().is_ok()
     }
 
     /// Destroys the queue pair (`ibv_destroy_qp`): a connection being set
@@ -464,8 +475,12 @@ impl QueuePair {
     /// pair reaches a completion queue: no completion waiting for room in
     /// a full queue, no flush of the reset. Completions already in a
     /// queue stay there. Later posts fail; the handle's other calls
-    /// still answer.
+    /// still answer. In a child of `fork` it does nothing to a parent's
+    /// queue pair.
     pub fn destroy(&self) {
+        if !self.in_its_process() {
+            return;
+        }
         self.shared.stop_deliveries();
         self.abort();
         // The handle's flushes are over (a flush under way holds the lock)

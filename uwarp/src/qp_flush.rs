@@ -218,6 +218,25 @@ mod tests {
     }
 
     #[test]
+    fn a_child_of_fork_leaves_a_parents_queue_pair_alone() {
+        let cq = CompletionQueue::new(4, Driver::default(), None);
+        let qp = QueuePair::new(PdId::from_raw(1), QpInit::new(&cq), Driver::of_the_parent());
+        qp.abort();
+        assert_eq!(qp.state(), uwarp_stack::verbs::QpState::Idle);
+        // A batch of completions the parent's dataplane had open when the
+        // process forked stays open in the child for ever.
+        let shared = qp.shared.clone();
+        let (done, destroyed) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _open = shared.deliveries();
+            qp.destroy();
+            let _ = done.send(());
+        });
+        let waited = destroyed.recv_timeout(std::time::Duration::from_secs(10));
+        assert!(waited.is_ok(), "destroy waited for the parent's dataplane");
+    }
+
+    #[test]
     fn destroying_a_queue_pair_never_connected_drops_its_work() {
         let (qp, send_cq, recv_cq) = unconnected(16);
         qp.post_recv(recv(1)).unwrap();
