@@ -75,6 +75,7 @@ mod qp;
 mod qp_flush;
 mod qp_link;
 mod slots;
+mod sockaddr;
 mod srq;
 mod transport;
 
@@ -87,6 +88,7 @@ pub use error::Error;
 pub use fork::fork_generation;
 pub use pd::{MemoryRegion, ProtectionDomain};
 pub use qp::{QpCaps, QpInit, QueuePair};
+pub use sockaddr::c_sockaddr;
 pub use srq::SharedReceiveQueue;
 pub use transport::dpdk::{
     CoreThreads, DpdkConfig, DpdkPort, LinkEnd, VirtualLink, ZERO_COPY_FROM,

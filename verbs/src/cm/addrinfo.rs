@@ -73,40 +73,7 @@ pub unsafe fn from_sockaddr_len(
 }
 
 /// `addr` as a C socket address, in a `sockaddr_storage`, and its length.
-pub fn to_sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: all zeros is a valid sockaddr_storage.
-    let mut storage: libc::sockaddr_storage = unsafe { core::mem::zeroed() };
-    let len = match addr {
-        SocketAddr::V4(v4) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: v4.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from(*v4.ip()).to_be(),
-                },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: a sockaddr_in fits in a sockaddr_storage.
-            unsafe { ptr::write(ptr::from_mut(&mut storage).cast(), sin) };
-            size_of::<libc::sockaddr_in>()
-        }
-        SocketAddr::V6(v6) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: v6.port().to_be(),
-                sin6_flowinfo: v6.flowinfo(),
-                sin6_addr: libc::in6_addr {
-                    s6_addr: v6.ip().octets(),
-                },
-                sin6_scope_id: v6.scope_id(),
-            };
-            // SAFETY: a sockaddr_in6 fits in a sockaddr_storage.
-            unsafe { ptr::write(ptr::from_mut(&mut storage).cast(), sin6) };
-            size_of::<libc::sockaddr_in6>()
-        }
-    };
-    (storage, len as libc::socklen_t)
-}
+pub use uwarp::c_sockaddr as to_sockaddr;
 
 /// `rdma_getaddrinfo`: resolves `node` and `service` (as `getaddrinfo`
 /// does) into connection-manager address information: with `RAI_PASSIVE`
