@@ -111,9 +111,11 @@ fn main() {
              |strerror|socket_id|lcore_to_socket_id|lcore_count|get_main_lcore\
              |eth_.*|pktmbuf_pool_create.*|pktmbuf_free_bulk|mempool_.*\
              |ring_(create|free|lookup)|vdev_(init|uninit)|mem_virt2iova|thread_(register|unregister)\
-             |dev_bus|bus_name|vfio_container_dma_(map|unmap))",
+             |dev_bus|bus_name|vfio_container_dma_(map|unmap)|openlog_stream|log_get_stream)",
         )
         .allowlist_function("shim_.*")
+        // C's standard error stream, for `rte_openlog_stream`.
+        .allowlist_var("stderr")
         .allowlist_type("rte_eth_(link|stats|xstat|xstat_name|dev_info|conf|rxconf|txconf)")
         .allowlist_type("rte_mbuf_ext_shared_info")
         .allowlist_var(

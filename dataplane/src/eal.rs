@@ -272,9 +272,34 @@ fn run_eal_init(args: &[String]) -> std::result::Result<Eal, Error> {
     if let Some(affinity) = affinity {
         affinity.restore();
     }
+    log_to_plain_stderr();
     Ok(Eal {
         args: args.to_vec(),
     })
+}
+
+/// Sends DPDK's log to C's `stderr` itself instead of the stream
+/// `rte_eal_init` opened for it.
+///
+/// On Linux the EAL's default log stream (DPDK 22.11,
+/// `lib/eal/linux/eal_log.c`) is a `fopencookie` stream whose writer
+/// copies each message to `stderr` and then calls `syslog(3)`. That makes
+/// a process hang at exit: `exit` flushes every stdio stream while it
+/// holds glibc's lock of the list of streams, and flushing the log stream
+/// waits in `syslog` for syslog's lock; meanwhile a message the EAL's
+/// interrupt thread logs (net_memif's handler of its peer's disconnect
+/// does) holds syslog's lock and, inside `syslog`, `localtime_r` → `tzset`
+/// → `fopen` waits for the list's lock. `stderr` is unbuffered and
+/// writing to it takes only its own lock, so no order of the two threads
+/// can deadlock; messages still reach file descriptor 2, where the
+/// callers that capture the EAL's output read them.
+fn log_to_plain_stderr() {
+    // SAFETY: the EAL is initialised; `stderr` is C's standard error
+    // stream, open for the life of the process, and rte_openlog_stream
+    // only records the pointer (it always returns 0).
+    unsafe {
+        dpdk_sys::rte_openlog_stream(dpdk_sys::stderr);
+    }
 }
 
 /// A thread's CPU affinity mask, saved to be put back.
