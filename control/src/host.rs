@@ -209,9 +209,18 @@ impl<A: TcpApp> TcpHost<A> {
 
     /// Stops the cores and the port; returns what they counted. Flows
     /// still open are reset (their peers hear a RST).
-    pub fn shutdown(mut self) -> HostReport {
+    pub fn shutdown(self) -> HostReport {
+        self.shutdown_awaiting(|_| {})
+    }
+
+    /// [`shutdown`](Self::shutdown), with `before_port_stop` run on the
+    /// port once no core polls it any more and before it stops (to wait
+    /// for the peer of a net_memif link to close first: docs/dpdk.md,
+    /// "Exit and teardown").
+    pub fn shutdown_awaiting(mut self, before_port_stop: impl FnOnce(&Port)) -> HostReport {
         let stopped = self.runtime.shutdown();
         let report = HostReport::of(&stopped, TcpSetup::counters);
+        before_port_stop(&self.port);
         stop_port(&mut self.port, report.reset_at_shutdown());
         report
     }

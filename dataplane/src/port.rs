@@ -473,6 +473,23 @@ impl Port {
         Err(Error::LinkDown { waited: total })
     }
 
+    /// Waits until the link is down, looking every 10 ms; `false` if it
+    /// was still up (or unreadable) after `timeout`. On net_memif the
+    /// link goes down when the peer closes its end, which the EAL's
+    /// interrupt thread handles.
+    pub fn wait_for_link_down(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.link().is_ok_and(|link| !link.up) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Whether [`start`](Self::start) succeeded and no
     /// [`stop`](Self::stop) followed.
     pub fn is_started(&self) -> bool {

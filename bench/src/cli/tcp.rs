@@ -102,6 +102,15 @@ pub(super) struct TcpArgs {
     /// (a peer left in LAST-ACK would retransmit its FIN for minutes).
     #[arg(long, default_value_t = 200)]
     linger_ms: u64,
+    /// Once the cores stopped, print "uwarp-perf: cores stopped" and keep
+    /// the port up until standard input closes (for a runner of both
+    /// ends of a net_memif link: docs/dpdk.md, "Exit and teardown").
+    #[arg(long)]
+    hold_port: bool,
+    /// Once the cores stopped, wait up to this many milliseconds for the
+    /// peer to close the link before stopping the port (0: not).
+    #[arg(long, default_value_t = 0)]
+    await_peer_close_ms: u64,
     /// One JSON object per connection instead of text.
     #[arg(long)]
     json: bool,
@@ -166,6 +175,10 @@ pub(super) fn tcp(args: &TcpArgs) -> Result<(), String> {
                 .map_err(|e| format!("--impair-tx: {e}"))?,
         },
         linger: std::time::Duration::from_millis(args.linger_ms),
+        teardown: tcp::Teardown {
+            hold_until_stdin_closes: args.hold_port,
+            await_peer_close: std::time::Duration::from_millis(args.await_peer_close_ms),
+        },
     };
     let outcome = tcp::run(&run)?;
     // Host-wide: TCP frames whose checksums the device filled (0 on

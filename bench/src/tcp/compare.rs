@@ -32,11 +32,17 @@
 //! socket exists (and its port has had time to start), and the sink's
 //! "listening on" line then confirms the link; the source opens its
 //! connection as soon as its own end of the link is up.
+//!
+//! The two end in two phases, so that neither races DPDK 22.11's memif
+//! teardown (docs/dpdk.md, "Exit and teardown"): each stops its cores and
+//! says so ([`CORES_STOPPED`]); once both did, the source (which holds its
+//! port until its standard input closes) stops its port, and the sink,
+//! which waits for that close, stops its own after it.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -44,6 +50,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
+use super::teardown::CORES_STOPPED;
 use super::{hex, pattern_block};
 use crate::pollloop::memif_vdev;
 
@@ -63,6 +70,9 @@ const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// between is refused for good; the source's own EAL start (hundreds of
 /// milliseconds) widens the margin further.
 const SETTLE: Duration = Duration::from_millis(100);
+/// How long the sink waits for the source to close its end of the link
+/// once its own cores stopped.
+const PEER_CLOSE_WAIT: Duration = Duration::from_secs(10);
 /// Octets per write and read on the kernel side.
 const KERNEL_CHUNK: usize = 1 << 20;
 
@@ -249,6 +259,9 @@ struct Peer {
     name: &'static str,
     stdout: JoinHandle<String>,
     stderr: Receiver<String>,
+    /// Its standard input: dropping it lets a child run with
+    /// `--hold-port` stop its port.
+    stdin: Option<ChildStdin>,
     /// The stderr lines taken from `stderr` so far.
     seen: Vec<String>,
 }
@@ -260,11 +273,12 @@ impl Peer {
         let mut child = Command::new(exe)
             .arg("tcp")
             .args(args)
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| format!("cannot start the uwarp {name}: {e}"))?;
+        let stdin = child.stdin.take();
         let mut stdout = child.stdout.take().expect("stdout is piped");
         let stderr = BufReader::new(child.stderr.take().expect("stderr is piped"));
         children.running.push(child);
@@ -285,6 +299,7 @@ impl Peer {
             name,
             stdout,
             stderr: stderr_lines,
+            stdin,
             seen: Vec::new(),
         })
     }
@@ -393,6 +408,8 @@ fn tcp_args(config: &CompareConfig, sink: bool, socket: &Path) -> Vec<String> {
             vdev("server", "02:fe:00:00:00:01"),
             "--ip".into(),
             format!("{SINK_IP}/24"),
+            "--await-peer-close-ms".into(),
+            PEER_CLOSE_WAIT.as_millis().to_string(),
         ]
     } else {
         vec![
@@ -406,6 +423,7 @@ fn tcp_args(config: &CompareConfig, sink: bool, socket: &Path) -> Vec<String> {
             vdev("client", "02:fe:00:00:00:02"),
             "--ip".into(),
             format!("{SOURCE_IP}/24"),
+            "--hold-port".into(),
         ]
     };
     args.extend([
@@ -457,11 +475,17 @@ fn uwarp(config: &CompareConfig) -> Result<(Transfer, u64, String), String> {
     sink.wait_for_line("listening on", READY_TIMEOUT)
         .map_err(|e| format!("{e}\n(beside it, the uwarp source{})", source.tail()))?;
 
-    let statuses =
-        wait_all(&mut children.running, config.timeout + READY_TIMEOUT).map_err(|e| {
-            let (sink, source) = (sink.tail(), source.tail());
-            format!("{e}\n(the uwarp sink{sink})\n(the uwarp source{source})")
-        })?;
+    // The source stops its port once both ends' cores stopped polling
+    // (or one of them failed before: its exit then tells the rest).
+    let limit = config.timeout + READY_TIMEOUT;
+    let _ = sink
+        .wait_for_line(CORES_STOPPED, limit)
+        .and_then(|()| source.wait_for_line(CORES_STOPPED, limit));
+    drop(source.stdin.take());
+    let statuses = wait_all(&mut children.running, limit).map_err(|e| {
+        let (sink, source) = (sink.tail(), source.tail());
+        format!("{e}\n(the uwarp sink{sink})\n(the uwarp source{source})")
+    })?;
     let (sink, source) = (sink.report(statuses[0])?, source.report(statuses[1])?);
     for (name, report) in [("sink", &sink), ("source", &source)] {
         if report.end != "closed" {

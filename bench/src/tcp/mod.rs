@@ -6,6 +6,7 @@
 
 pub mod compare;
 pub mod roles;
+pub mod teardown;
 
 use std::net::SocketAddrV4;
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use uwarp_stack::tcp::CongestionControl;
 use crate::port::PortHost;
 
 pub use roles::{pattern, pattern_block, Report, Role, RoleApp};
+pub use teardown::Teardown;
 
 /// Which side opens the connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,6 +60,8 @@ pub struct TcpRun {
     /// again for a retransmitted FIN) reaches the peer before the port
     /// goes down.
     pub linger: Duration,
+    /// What happens between the cores' stop and the port's.
+    pub teardown: Teardown,
 }
 
 /// Everything one run measured.
@@ -90,7 +94,7 @@ pub fn run(config: &TcpRun) -> Result<TcpOutcome, String> {
     if result.is_ok() {
         std::thread::sleep(config.linger);
     }
-    let host_report = host.shutdown();
+    let host_report = host.shutdown_awaiting(|port| config.teardown.before_port_stop(port));
     result?;
     Ok(TcpOutcome {
         reports: reports_out,
