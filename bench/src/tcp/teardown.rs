@@ -10,8 +10,8 @@
 //! - holds its port until its standard input closes (whoever runs both
 //!   ends closes it once the peer's cores stopped too);
 //! - waits, bounded, for the peer to close the link first (our link goes
-//!   down), then for [`DISCONNECT_GRACE`] while the EAL's interrupt thread
-//!   finishes its disconnect.
+//!   down), then 100 ms more while the EAL's interrupt thread finishes
+//!   its disconnect.
 
 use std::time::Duration;
 
