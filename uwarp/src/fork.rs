@@ -22,7 +22,7 @@
 //! multithreaded parent's child may only call async-signal-safe
 //! functions: it does nothing but `close(2)`, atomic loads and stores.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 
 use crate::transport::socket::descriptors;
 
@@ -69,22 +69,77 @@ pub(crate) fn watch() {
     }
 }
 
+/// The pipe over which a child says it closed its copies of the sockets
+/// (read end, write end; -1 when there is none), made before each `fork`.
+static CLOSED_PIPE: [AtomicI32; 2] = [AtomicI32::new(-1), AtomicI32::new(-1)];
+
+/// How long `fork` waits in the parent for the child's word.
+const CHILD_CLOSED_WAIT_MS: i32 = 2000;
+
 /// In the forking thread before `fork`: waits for the socket transport's
-/// sockets being made now to be registered, and holds new ones back.
+/// sockets being made now to be registered, holds new ones back, and
+/// makes the pipe the child answers on.
 extern "C" fn before_fork() {
     descriptors::hold_creations();
+    let mut fds = [-1; 2];
+    // SAFETY: `fds` has room for the two descriptors. Without a pipe the
+    // parent does not wait (as before this existed).
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        fds = [-1; 2];
+    }
+    CLOSED_PIPE[0].store(fds[0], Ordering::Release);
+    CLOSED_PIPE[1].store(fds[1], Ordering::Release);
 }
 
-/// In the parent after `fork`: lets the transport make sockets again.
+/// In the parent after `fork`: waits (at most [`CHILD_CLOSED_WAIT_MS`])
+/// until the child has closed its copies of the transport's sockets, then
+/// lets the transport make sockets again. A socket the parent closes
+/// after `fork` returns is closed for good, as a kernel object would be:
+/// without the wait, a child not yet scheduled would still hold a
+/// listening socket open (a client connecting to a listener the parent
+/// destroyed would be accepted, not refused).
 extern "C" fn after_fork_in_parent() {
+    let (read, write) = (
+        CLOSED_PIPE[0].swap(-1, Ordering::AcqRel),
+        CLOSED_PIPE[1].swap(-1, Ordering::AcqRel),
+    );
+    if read >= 0 {
+        // SAFETY: the pipe's descriptors, made by `before_fork` and owned
+        // here; the child's word (or its end of the pipe closing, if it
+        // dies first) ends the wait.
+        unsafe {
+            libc::close(write);
+            let mut ready = libc::pollfd {
+                fd: read,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            libc::poll(&mut ready, 1, CHILD_CLOSED_WAIT_MS);
+            libc::close(read);
+        }
+    }
     descriptors::release_creations();
 }
 
 /// In the child, before `fork` returns there: closes the copies of the
-/// transport's sockets and counts the fork (async-signal-safe: close and
-/// atomics only).
+/// transport's sockets, tells the parent so, and counts the fork
+/// (async-signal-safe: close, write and atomics only).
 extern "C" fn after_fork_in_child() {
     descriptors::close_in_child();
+    let (read, write) = (
+        CLOSED_PIPE[0].swap(-1, Ordering::AcqRel),
+        CLOSED_PIPE[1].swap(-1, Ordering::AcqRel),
+    );
+    if write >= 0 {
+        let word = 1u8;
+        // SAFETY: writes one octet to the pipe, then closes the child's
+        // copies of both ends.
+        unsafe {
+            libc::write(write, (&raw const word).cast(), 1);
+            libc::close(write);
+            libc::close(read);
+        }
+    }
     GENERATION.fetch_add(1, Ordering::AcqRel);
 }
 

@@ -97,6 +97,13 @@ impl EventChannel {
         }
         // SAFETY: a live channel, boxed by `publish`, now ours alone.
         let owned = unsafe { Box::from_raw(channel.cast::<EventChannel>()) };
+        if owned.queue.is_foreign() {
+            // A copy of the parent's channel, in a child of fork: its
+            // lock may be held for good by a thread the child does not
+            // have, and its sockets are the parent's: forgotten.
+            std::mem::forget(owned);
+            return true;
+        }
         owned.queue.close();
         LIVE_CHANNELS.retire(owned);
         true
@@ -106,11 +113,16 @@ impl EventChannel {
 /// What an id shares with its events: whether it was destroyed, and how
 /// many events counted against it the application holds (taken, not
 /// acknowledged). Both under one lock, so that handing an event out and
-/// destroying its id exclude each other.
+/// destroying its id exclude each other; whether it was destroyed is also
+/// readable without the lock ([`Liveness::is_destroyed`]), for the
+/// library threads that look at it again and again (a child of `fork`
+/// could otherwise inherit the lock held by one of them, for good).
 #[derive(Default)]
 pub struct Liveness {
     state: Mutex<Held>,
     released: Condvar,
+    /// `Held::destroyed`, for readers that take no lock.
+    destroyed: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Default)]
@@ -124,14 +136,17 @@ impl Liveness {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Whether the id was destroyed.
+    /// Whether the id was destroyed (no lock taken).
     pub fn is_destroyed(&self) -> bool {
-        self.held().destroyed
+        self.destroyed.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Marks the id destroyed: no event of it is handed out any more.
     pub fn mark_destroyed(&self) {
-        self.held().destroyed = true;
+        let mut held = self.held();
+        held.destroyed = true;
+        self.destroyed
+            .store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// Counts an event as handed out, unless the id was destroyed
@@ -391,6 +406,12 @@ unsafe extern "C" fn take_event(args: *mut core::ffi::c_void, fd: *mut c_int) ->
         }
         // SAFETY: a live channel.
         let queue = unsafe { EventChannel::from_ibv(channel) }.queue();
+        if queue.is_foreign() {
+            // A parent's channel, in a child of fork: its events are the
+            // parent's (`ENODEV`, as the parent's other objects answer).
+            set_errno(libc::ENODEV);
+            return -1;
+        }
         match take_from(queue) {
             Some(taken) => {
                 // SAFETY: the caller promises `out` is writable.

@@ -39,6 +39,8 @@ pub struct Id {
     pub(super) endpoint_qp: Option<IbvQpInitAttr>,
     /// `RDMA_OPTION_ID_AFONLY`, when set: how its listener is opened.
     pub(super) listen_options: ListenOptions,
+    /// The fork generation the id was made in ([`uwarp::fork_generation`]).
+    generation: u64,
 }
 
 /// What an id's threads share with it.
@@ -181,6 +183,7 @@ impl Id {
             }),
             endpoint_qp: None,
             listen_options: ListenOptions::default(),
+            generation: uwarp::fork_generation(),
         });
         let c_id = ptr::from_mut(&mut id.ibv) as usize;
         Arc::get_mut(&mut id.shared)
@@ -194,6 +197,15 @@ impl Id {
         let id: *mut RdmaCmId = Box::into_raw(id).cast();
         LIVE_IDS.insert(id);
         id
+    }
+
+    /// Whether the id was made by the parent of this process (a child of
+    /// `fork`): the library threads that serve it are the parent's, and
+    /// may have held its locks at the fork, so the child touches nothing
+    /// of it but its `rdma_cm_id` (as with the parent's other objects, its
+    /// operations answer `ENODEV`).
+    fn is_foreign(&self) -> bool {
+        self.generation != uwarp::fork_generation()
     }
 
     /// What an operation that posted its event answers: 0, or
@@ -330,7 +342,12 @@ pub(super) unsafe fn with_id(
             return -1;
         }
         // SAFETY: the caller promises a live id.
-        match body(unsafe { Id::from_ibv(id) }) {
+        let live = unsafe { Id::from_ibv(id) };
+        if live.is_foreign() {
+            set_errno(libc::ENODEV);
+            return -1;
+        }
+        match body(live) {
             Ok(answer) => answer,
             Err(errno) => {
                 set_errno(errno);
@@ -381,6 +398,9 @@ unsafe extern "C" fn take_completion(args: *mut c_void, fd: *mut c_int) -> c_int
             id.acknowledge_stored();
             let channel = id.sync_channel().ok_or(libc::EINVAL)?;
             let queue = EventChannel::from_ibv(channel).queue();
+            if queue.is_foreign() {
+                return Err(libc::ENODEV);
+            }
             let Some(event) = take_from(queue) else {
                 fd.write(queue.fd());
                 return Ok(TAKE_NOTHING);
@@ -453,6 +473,12 @@ pub unsafe extern "C" fn rdma_destroy_id(id: *mut RdmaCmId) -> c_int {
         }
         // SAFETY: a live id, boxed as an `Id`, now ours alone.
         let mut owned = unsafe { Box::from_raw(id.cast::<Id>()) };
+        if owned.is_foreign() {
+            // A copy of the parent's id, in a child of fork: forgotten,
+            // not torn down (its locks may be held for good).
+            std::mem::forget(owned);
+            return 0;
+        }
         owned.acknowledge_stored();
         let unread = {
             let mut queue = owned.shared.queue();

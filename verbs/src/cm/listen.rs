@@ -226,6 +226,9 @@ unsafe extern "C" fn take_request(args: *mut c_void, fd: *mut c_int) -> c_int {
             }
             listener.acknowledge_stored();
             let queue = EventChannel::from_ibv(listener.ibv.channel).queue();
+            if queue.is_foreign() {
+                return Err(libc::ENODEV);
+            }
             let Some(event) = take_from(queue) else {
                 fd.write(queue.fd());
                 return Ok(TAKE_NOTHING);

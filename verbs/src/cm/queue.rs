@@ -20,8 +20,17 @@ use std::sync::{Mutex, MutexGuard};
 use super::events::{Event, Liveness};
 
 /// A channel's queue of events and its readiness descriptor.
+///
+/// A child of `fork` shares the queue's sockets with its parent but not
+/// its events (its copy of the memory): in the child, a queue its parent
+/// made ([`EventQueue::is_foreign`]) never touches the sockets, so the
+/// child can neither take the parent's readiness token nor shut the
+/// parent's channel down.
 pub struct EventQueue {
     state: Mutex<State>,
+    /// The fork generation the queue was made in
+    /// ([`uwarp::fork_generation`]).
+    generation: u64,
     /// The end applications wait on (the channel's `fd`).
     readable: OwnedFd,
     /// The end the token is sent from.
@@ -61,6 +70,7 @@ impl EventQueue {
                 events: VecDeque::new(),
                 closed: false,
             }),
+            generation: uwarp::fork_generation(),
             readable,
             token,
         })
@@ -71,6 +81,12 @@ impl EventQueue {
         self.readable.as_raw_fd()
     }
 
+    /// Whether the queue was made by the parent of this process (a child
+    /// of `fork`): its events are the parent's, not to be taken here.
+    pub fn is_foreign(&self) -> bool {
+        self.generation != uwarp::fork_generation()
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -78,7 +94,7 @@ impl EventQueue {
     /// Queues `event` (dropped if the channel is closed).
     pub fn post(&self, event: Box<Event>) {
         let mut state = self.state();
-        if state.closed {
+        if state.closed || self.is_foreign() {
             return;
         }
         if state.events.is_empty() {
@@ -91,6 +107,9 @@ impl EventQueue {
     /// lock is released) the events before it for which it does not;
     /// `None` when the queue holds no event `accept` takes.
     pub fn take(&self, mut accept: impl FnMut(&Event) -> bool) -> Option<Box<Event>> {
+        if self.is_foreign() {
+            return None;
+        }
         let mut dropped = Vec::new();
         let taken = {
             let mut state = self.state();
@@ -116,6 +135,9 @@ impl EventQueue {
     /// events; a migrated id's).
     pub fn remove_about(&self, about: &std::sync::Arc<Liveness>) -> Vec<Box<Event>> {
         let mut state = self.state();
+        if self.is_foreign() {
+            return Vec::new();
+        }
         let before = state.events.len();
         let (removed, kept): (Vec<_>, Vec<_>) = state
             .events
@@ -133,16 +155,19 @@ impl EventQueue {
     /// stream (the descriptors stay open, so their numbers are not reused
     /// under such a thread, until the queue itself is dropped).
     pub fn close(&self) {
+        let foreign = self.is_foreign();
         let events = {
             let mut state = self.state();
             state.closed = true;
-            if !state.events.is_empty() {
+            if !state.events.is_empty() && !foreign {
                 self.take_token();
             }
             std::mem::take(&mut state.events)
         };
-        // SAFETY: shuts down this queue's own socket.
-        unsafe { libc::shutdown(self.token.as_raw_fd(), libc::SHUT_RDWR) };
+        if !foreign {
+            // SAFETY: shuts down this queue's own socket.
+            unsafe { libc::shutdown(self.token.as_raw_fd(), libc::SHUT_RDWR) };
+        }
         drop(events);
     }
 
