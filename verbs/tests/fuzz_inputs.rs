@@ -42,6 +42,10 @@ fn getaddrinfo_seeds() -> Vec<Vec<u8>> {
         addrinfo(0, 0, 0, "192.168.0.1", "http"),
         addrinfo(0, 0, 0, "localhost", "80"),
         addrinfo(0, 27, 0, "127.0.0.1", "80"),
+        // Regression (found by fuzz-ci.sh): a passive entry for service 0
+        // whose hints carry an IPv6 destination took the destination's
+        // family for the IPv4 address it listens on.
+        vec![0x01, 0x00, 0x00, 0xd2, 0x00, 0x31, 0x0a, 0x00, 0xe7, 0x0a],
     ]
 }
 

@@ -192,7 +192,12 @@ impl Expected {
         // checked by `from_sockaddr_len` in the library).
         let (src, dst) = hinted_addresses(node);
         assert_eq!((src, dst), self.hinted, "not the hints' addresses");
-        let family = family_of(dst.or(src)).unwrap_or(self.family);
+        let main = if self.passive {
+            src.or(dst)
+        } else {
+            dst.or(src)
+        };
+        let family = family_of(main).unwrap_or(self.family);
         assert_eq!(node.ai_family, family);
         assert_eq!(node.ai_flags & RAI_PASSIVE != 0, self.passive);
     }

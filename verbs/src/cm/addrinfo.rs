@@ -134,7 +134,10 @@ pub unsafe extern "C" fn rdma_getaddrinfo(
         let mut list: *mut RdmaAddrinfo = ptr::null_mut();
         let hinted_family = hints.map_or(libc::AF_UNSPEC, |hints| hints.ai_family);
         for (src, dst) in entries.into_iter().rev() {
-            let family = family_of(dst.or(src)).unwrap_or(hinted_family);
+            // The family of the address the entry is for: the source to
+            // listen on, or the destination to connect to.
+            let main = if passive { src.or(dst) } else { dst.or(src) };
+            let family = family_of(main).unwrap_or(hinted_family);
             list = Box::into_raw(entry(src, dst, flags & RAI_PASSIVE, family, list));
         }
         if list.is_null() {
