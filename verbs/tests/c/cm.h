@@ -29,6 +29,27 @@ static inline struct rdma_cm_event *expect(struct rdma_event_channel *ch, int ty
 	return event;
 }
 
+/* Takes and acknowledges two events of type `type` on `ch` (one for each
+ * side of a connection whose ids share the channel). */
+static inline void expect_both(struct rdma_event_channel *ch, int type)
+{
+	for (int side = 0; side < 2; side++)
+		rdma_ack_cm_event(expect(ch, type, NULL));
+}
+
+/* Disconnects `client` from `child`, both on `ch`: DISCONNECTED on both
+ * sides, then both queue pairs and ids destroyed. */
+static inline void disconnect_pair(struct rdma_event_channel *ch, struct rdma_cm_id *client,
+				   struct rdma_cm_id *child)
+{
+	CHECK(rdma_disconnect(client) == 0);
+	expect_both(ch, RDMA_CM_EVENT_DISCONNECTED);
+	rdma_destroy_qp(client);
+	rdma_destroy_qp(child);
+	CHECK(rdma_destroy_id(client) == 0);
+	CHECK(rdma_destroy_id(child) == 0);
+}
+
 /* Gives `id` a queue pair completing on `cq`, 8 deep each way. */
 static inline void make_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *cq)
 {

@@ -33,15 +33,8 @@ static void connect_through(struct rdma_event_channel *ch, struct sockaddr *dst,
 	rdma_ack_cm_event(request);
 	make_qp(child, pd, cq);
 	CHECK(rdma_accept(child, NULL) == 0);
-	for (int established = 0; established < 2; established++)
-		rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ESTABLISHED, NULL));
-	CHECK(rdma_disconnect(client) == 0);
-	for (int disconnected = 0; disconnected < 2; disconnected++)
-		rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_DISCONNECTED, NULL));
-	rdma_destroy_qp(client);
-	rdma_destroy_qp(child);
-	CHECK(rdma_destroy_id(client) == 0);
-	CHECK(rdma_destroy_id(child) == 0);
+	expect_both(ch, RDMA_CM_EVENT_ESTABLISHED);
+	disconnect_pair(ch, client, child);
 }
 
 /* A new id on `ch` with AFONLY set to `only` (-1: not set). */

@@ -86,8 +86,7 @@ int main(int argc, char **argv)
 	struct ibv_qp_init_attr attr = rc_qp_attr(server_cq, 8);
 	CHECK(rdma_create_qp(child, pd, &attr) == 0);
 	CHECK(rdma_accept(child, &reply) == 0);
-	for (int established = 0; established < 2; established++)
-		rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ESTABLISHED, NULL));
+	expect_both(ch, RDMA_CM_EVENT_ESTABLISHED);
 
 	/* As tgt does for each SCSI WRITE: the server reads the client. */
 	if (ird > 0)
@@ -98,13 +97,7 @@ int main(int argc, char **argv)
 		read_from(client->qp, cq, client_mr, (uintptr_t)server_buf,
 			  server_mr->rkey, ord);
 
-	CHECK(rdma_disconnect(client) == 0);
-	for (int disconnected = 0; disconnected < 2; disconnected++)
-		rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_DISCONNECTED, NULL));
-	rdma_destroy_qp(client);
-	rdma_destroy_qp(child);
-	CHECK(rdma_destroy_id(client) == 0);
-	CHECK(rdma_destroy_id(child) == 0);
+	disconnect_pair(ch, client, child);
 	CHECK(rdma_destroy_id(listener) == 0);
 	return finish();
 }

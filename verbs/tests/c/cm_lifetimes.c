@@ -679,8 +679,7 @@ static void cancellation(void)
 	struct ibv_recv_wr rwr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1 }, *bad_r;
 	CHECK(ibv_post_recv(child->qp, &rwr, &bad_r) == 0);
 	CHECK(rdma_accept(child, NULL) == 0);
-	for (int established = 0; established < 2; established++)
-		rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ESTABLISHED, NULL));
+	expect_both(ch, RDMA_CM_EVENT_ESTABLISHED);
 	struct ibv_send_wr swr = { .wr_id = 2, .sg_list = &sge, .num_sge = 1,
 				   .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED },
 			   *bad_s;
