@@ -304,7 +304,7 @@ impl HandOut for SetAddresses {
 /// destroyed meanwhile are dropped on the way.
 pub fn take_from(queue: &EventQueue) -> Option<*mut RdmaCmEvent> {
     loop {
-        let event = queue.take(|_| true)?;
+        let event = queue.take()?;
         if let Some(handed) = event.hand_out() {
             return Some(handed);
         }

@@ -103,30 +103,16 @@ impl EventQueue {
         state.events.push_back(event);
     }
 
-    /// Takes the next event for which `accept` holds, dropping (after the
-    /// lock is released) the events before it for which it does not;
-    /// `None` when the queue holds no event `accept` takes.
-    pub fn take(&self, mut accept: impl FnMut(&Event) -> bool) -> Option<Box<Event>> {
+    /// Takes the next event, `None` when the queue holds none.
+    pub fn take(&self) -> Option<Box<Event>> {
         if self.is_foreign() {
             return None;
         }
-        let mut dropped = Vec::new();
-        let taken = {
-            let mut state = self.state();
-            let mut taken = None;
-            while let Some(event) = state.events.pop_front() {
-                if accept(&event) {
-                    taken = Some(event);
-                    break;
-                }
-                dropped.push(event);
-            }
-            if state.events.is_empty() && (taken.is_some() || !dropped.is_empty()) {
-                self.take_token();
-            }
-            taken
-        };
-        drop(dropped);
+        let mut state = self.state();
+        let taken = state.events.pop_front();
+        if taken.is_some() && state.events.is_empty() {
+            self.take_token();
+        }
         taken
     }
 
