@@ -22,6 +22,7 @@
 //! - [`datagram`]: address handles and multicast, which iWARP does not
 //!   have.
 //! - [`cm`]: the connection manager (librdmacm).
+//! - [`rsocket`]: rsockets, librdmacm's sockets over RDMA.
 //! - [`text`]: the names of the verbs' enumerations.
 //! - [`limits`]: what the device reports about itself.
 //! - [`async_events`]: asynchronous events and the other device-level
@@ -60,6 +61,7 @@ pub mod pd;
 pub mod provider;
 pub mod provider_abi;
 pub mod qp;
+pub mod rsocket;
 pub mod srq;
 pub mod text;
 pub mod unmap;

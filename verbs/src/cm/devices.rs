@@ -1,6 +1,5 @@
-//! `rdma_get_devices`, `rdma_free_devices`, and `rpoll` (rsockets'
-//! `poll`, which programs import even when they poll only ordinary
-//! descriptors: uwarp has no rsockets, so every descriptor is one).
+//! `rdma_get_devices` and `rdma_free_devices` (`rpoll` is in
+//! [`crate::rsocket`]).
 
 use core::ffi::c_int;
 use core::ptr;
@@ -46,23 +45,7 @@ pub unsafe extern "C" fn rdma_free_devices(list: *mut *mut IbvContext) {
     }
 }
 
-/// `rpoll`: `poll(2)`.
-///
-/// # Safety
-///
-/// As `poll`: `fds` is valid for `nfds` entries.
-#[no_mangle]
-pub unsafe extern "C" fn rpoll(
-    fds: *mut libc::pollfd,
-    nfds: libc::nfds_t,
-    timeout: c_int,
-) -> c_int {
-    // SAFETY: forwarded to poll with the caller's promise.
-    unsafe { libc::poll(fds, nfds, timeout) }
-}
-
 symbol_versions! {
     rdma_get_devices => "RDMACM_1.0",
     rdma_free_devices => "RDMACM_1.0",
-    rpoll => "RDMACM_1.0",
 }

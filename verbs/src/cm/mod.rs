@@ -24,7 +24,7 @@
 //! - [`ib_only`]: multicast and ECE, as the kernel answers them on iWARP.
 //! - [`qp`]: the queue pair of an id.
 //! - [`addrinfo`]: `rdma_getaddrinfo`, addresses between C and Rust.
-//! - [`devices`]: `rdma_get_devices`, and `rpoll`.
+//! - [`devices`]: the device list (`rdma_get_devices`).
 
 pub mod addrinfo;
 pub mod connect;

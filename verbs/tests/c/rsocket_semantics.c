@@ -1,0 +1,188 @@
+/* rsockets' socket semantics in one process (the listener's accepting is
+ * the library's own): a bad descriptor answers EBADF; a connection whose
+ * two sides have different queue and buffer sizes (RDMA_SQSIZE,
+ * RDMA_RQSIZE, SO_RCVBUF, SO_SNDBUF) carries 1 MiB each way intact;
+ * O_NONBLOCK and MSG_DONTWAIT receives with nothing queued answer EAGAIN;
+ * rpoll over an rsocket and a pipe reports each as it becomes ready and
+ * times out when neither is; after the peer's rclose the data it sent is
+ * read, then end of file, and a send fails with ECONNRESET or EPIPE;
+ * what is not implemented answers ENOSYS. Usage: rsocket_semantics PORT. */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+#include <rdma/rsocket.h>
+#include "check.h"
+
+#define BIG (1 << 20)
+
+/* One direction of the big transfer: `fd` and the pattern's seed. */
+struct stream {
+	int fd;
+	unsigned seed;
+	int ok;
+};
+
+static unsigned char pattern(unsigned seed, size_t at)
+{
+	return (unsigned char)((at * 7 + seed) ^ (at >> 9));
+}
+
+static void *send_all(void *arg)
+{
+	struct stream *s = arg;
+	unsigned char *buf = malloc(BIG);
+	size_t at, sent = 0;
+
+	for (at = 0; at < BIG; at++)
+		buf[at] = pattern(s->seed, at);
+	while (sent < BIG) {
+		ssize_t n = rsend(s->fd, buf + sent, BIG - sent < 70000 ? BIG - sent : 70000, 0);
+		if (n <= 0)
+			break;
+		sent += n;
+	}
+	s->ok = sent == BIG;
+	free(buf);
+	return NULL;
+}
+
+static void *recv_all(void *arg)
+{
+	struct stream *s = arg;
+	unsigned char *buf = malloc(BIG);
+	size_t at, got = 0;
+
+	while (got < BIG) {
+		ssize_t n = rrecv(s->fd, buf + got, BIG - got, 0);
+		if (n <= 0)
+			break;
+		got += n;
+	}
+	s->ok = got == BIG;
+	for (at = 0; s->ok && at < BIG; at++)
+		s->ok = buf[at] == pattern(s->seed, at);
+	free(buf);
+	return NULL;
+}
+
+static void set_int(int fd, int level, int name, int value)
+{
+	CHECK(rsetsockopt(fd, level, name, &value, sizeof(value)) == 0);
+}
+
+static int get_int(int fd, int level, int name)
+{
+	int value = -1;
+	socklen_t len = sizeof(value);
+	CHECK(rgetsockopt(fd, level, name, &value, &len) == 0);
+	return value;
+}
+
+int main(int argc, char **argv)
+{
+	struct sockaddr_in addr = { .sin_family = AF_INET };
+	struct pollfd fds[2];
+	struct stream up, down;
+	pthread_t threads[4];
+	int listener, client, server, pipefd[2];
+	char byte = 'x', buf[64];
+
+	alarm(60);
+	signal(SIGPIPE, SIG_IGN);
+	if (argc != 2)
+		return 2;
+	addr.sin_port = htons(atoi(argv[1]));
+	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+
+	/* A descriptor that is no rsocket. */
+	errno = 0;
+	CHECK(rclose(1000) == -1 && errno == EBADF);
+	errno = 0;
+	CHECK(rrecv(1000, buf, sizeof(buf), 0) == -1 && errno == EBADF);
+	errno = 0;
+	CHECK(rsend(1000, buf, sizeof(buf), 0) == -1 && errno == EBADF);
+	errno = 0;
+	CHECK(rsocket(AF_INET, SOCK_DGRAM, 0) == -1 && errno == ENOSYS);
+
+	/* The listener's sockets: small queues and buffers. */
+	listener = rsocket(AF_INET, SOCK_STREAM, 0);
+	CHECK(listener >= 0);
+	set_int(listener, SOL_SOCKET, SO_REUSEADDR, 1);
+	set_int(listener, SOL_RDMA, RDMA_SQSIZE, 24);
+	set_int(listener, SOL_RDMA, RDMA_RQSIZE, 40);
+	set_int(listener, SOL_SOCKET, SO_RCVBUF, 8192);
+	set_int(listener, SOL_SOCKET, SO_SNDBUF, 4096);
+	CHECK(get_int(listener, SOL_SOCKET, SO_RCVBUF) == 16384);
+	CHECK(rbind(listener, (struct sockaddr *)&addr, sizeof(addr)) == 0);
+	CHECK(rlisten(listener, 4) == 0);
+
+	/* The client's: large ones, other depths. */
+	client = rsocket(AF_INET, SOCK_STREAM, 0);
+	CHECK(client >= 0);
+	set_int(client, SOL_RDMA, RDMA_SQSIZE, 200);
+	set_int(client, SOL_RDMA, RDMA_RQSIZE, 17);
+	set_int(client, SOL_SOCKET, SO_RCVBUF, 300000);
+	set_int(client, SOL_SOCKET, SO_SNDBUF, 70000);
+	CHECK(rconnect(client, (struct sockaddr *)&addr, sizeof(addr)) == 0);
+	server = raccept(listener, NULL, NULL);
+	CHECK(server >= 0);
+	/* Sizes are fixed once connected. */
+	errno = 0;
+	CHECK(rsetsockopt(client, SOL_RDMA, RDMA_SQSIZE, &(int){ 64 }, sizeof(int)) == -1 &&
+	      errno == EINVAL);
+
+	/* Nothing queued: a non-blocking receive answers EAGAIN. */
+	errno = 0;
+	CHECK(rrecv(server, buf, sizeof(buf), MSG_DONTWAIT) == -1 && errno == EAGAIN);
+	CHECK(rfcntl(server, F_SETFL, rfcntl(server, F_GETFL) | O_NONBLOCK) == 0);
+	CHECK(rfcntl(server, F_GETFL) & O_NONBLOCK);
+	errno = 0;
+	CHECK(rrecv(server, buf, sizeof(buf), 0) == -1 && errno == EAGAIN);
+	CHECK(rfcntl(server, F_SETFL, 0) == 0);
+
+	/* rpoll over the rsocket and a pipe. */
+	CHECK(pipe(pipefd) == 0);
+	fds[0] = (struct pollfd){ .fd = server, .events = POLLIN };
+	fds[1] = (struct pollfd){ .fd = pipefd[0], .events = POLLIN };
+	CHECK(rpoll(fds, 2, 100) == 0);
+	CHECK(write(pipefd[1], &byte, 1) == 1);
+	CHECK(rpoll(fds, 2, 1000) == 1 && fds[1].revents == POLLIN && fds[0].revents == 0);
+	CHECK(read(pipefd[0], &byte, 1) == 1);
+	CHECK(rsend(client, "hello", 5, 0) == 5);
+	CHECK(rpoll(fds, 2, 5000) == 1 && fds[0].revents == POLLIN && fds[1].revents == 0);
+	CHECK(rrecv(server, buf, sizeof(buf), 0) == 5 && memcmp(buf, "hello", 5) == 0);
+	fds[0].events = POLLOUT;
+	CHECK(rpoll(fds, 1, 1000) == 1 && fds[0].revents == POLLOUT);
+
+	/* 1 MiB each way at once through the asymmetric buffers. */
+	up = (struct stream){ .fd = client, .seed = 3 };
+	down = (struct stream){ .fd = server, .seed = 11 };
+	struct stream up_rx = { .fd = server, .seed = 3 }, down_rx = { .fd = client, .seed = 11 };
+	pthread_create(&threads[0], NULL, send_all, &up);
+	pthread_create(&threads[1], NULL, recv_all, &up_rx);
+	pthread_create(&threads[2], NULL, send_all, &down);
+	pthread_create(&threads[3], NULL, recv_all, &down_rx);
+	for (int i = 0; i < 4; i++)
+		pthread_join(threads[i], NULL);
+	CHECK(up.ok && up_rx.ok && down.ok && down_rx.ok);
+
+	/* The peer closes: what it sent is read, then end of file. */
+	CHECK(rsend(client, "bye", 3, 0) == 3);
+	CHECK(rclose(client) == 0);
+	fds[0] = (struct pollfd){ .fd = server, .events = POLLIN };
+	CHECK(rpoll(fds, 1, 5000) == 1 && (fds[0].revents & POLLIN));
+	CHECK(rrecv(server, buf, sizeof(buf), 0) == 3 && memcmp(buf, "bye", 3) == 0);
+	CHECK(rrecv(server, buf, sizeof(buf), 0) == 0);
+	CHECK(rpoll(fds, 1, 5000) == 1 && (fds[0].revents & POLLHUP));
+	errno = 0;
+	CHECK(rsend(server, "late", 4, 0) == -1 && (errno == ECONNRESET || errno == EPIPE));
+
+	errno = 0;
+	CHECK(riomap(server, buf, sizeof(buf), PROT_WRITE, 0, -1) == -1 && errno == ENOSYS);
+	CHECK(rclose(server) == 0);
+	CHECK(rclose(listener) == 0);
+	return finish();
+}

@@ -1,0 +1,181 @@
+//! rsockets on the drop-in librdmacm: its exports match rdma-core 44's,
+//! Debian's `rstream` (blocking, non-blocking and `rpoll` modes, small and
+//! large transfers, data verified) and `rcopy` (a file, compared) run on
+//! both sides under `uwarp-run`, and a C program checks the socket
+//! semantics (`tests/c/rsocket_semantics.c`).
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use support::pair::{free_port, run_pair, strings, wait_listening, Loopback, Running, Side};
+use support::{assert_success, compile_c, debian_tool, uwarp_run};
+
+/// The rsocket functions rdma-core 44's librdmacm exports, all at
+/// `RDMACM_1.0` (`objdump -T /usr/lib/x86_64-linux-gnu/librdmacm.so.1`).
+const RSOCKET_API: [&str; 27] = [
+    "rsocket",
+    "rbind",
+    "rlisten",
+    "raccept",
+    "rconnect",
+    "rshutdown",
+    "rclose",
+    "rrecv",
+    "rrecvfrom",
+    "rrecvmsg",
+    "rsend",
+    "rsendto",
+    "rsendmsg",
+    "rread",
+    "rreadv",
+    "rwrite",
+    "rwritev",
+    "rpoll",
+    "rselect",
+    "rgetpeername",
+    "rgetsockname",
+    "rsetsockopt",
+    "rgetsockopt",
+    "rfcntl",
+    "riomap",
+    "riounmap",
+    "riowrite",
+];
+
+/// The library `cargo test` built (in `deps/`, beside this test).
+fn library() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's path");
+    exe.with_file_name("libuwarp_verbs.so")
+}
+
+#[test]
+fn the_rsocket_api_is_exported_at_rdmacm_1_0() {
+    let output = Command::new("objdump")
+        .arg("-T")
+        .arg(library())
+        .output()
+        .expect("objdump runs (binutils)");
+    assert_success("objdump -T", &output);
+    let table = String::from_utf8_lossy(&output.stdout);
+    for name in RSOCKET_API {
+        let exported = table.lines().any(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            fields.last() == Some(&name)
+                && fields.contains(&"RDMACM_1.0")
+                && !line.contains("*UND*")
+        });
+        assert!(exported, "{name} is not exported at RDMACM_1.0:\n{table}");
+    }
+}
+
+/// Debian's rstream, server and client on loopback with `options` on
+/// both sides; asserts both succeeded and printed their result line for
+/// `size` (as rstream names it: `64`, `1m`), and returns the client's.
+fn rstream_pair(options: &[&str], size: &str) -> String {
+    let port = free_port().to_string();
+    let mut server = strings(&["-p", &port]);
+    server.extend(strings(options));
+    let mut client = strings(&["-s", "127.0.0.1", "-p", &port]);
+    client.extend(strings(options));
+    let (server, client) = run_pair(&Loopback, "rstream", &port, [server, client], &["refused"]);
+    assert_success("rstream client", &client);
+    assert_success("rstream server", &server);
+    let result = |output: &Output| {
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .find(|line| line.starts_with("custom") && line.split_whitespace().nth(1) == Some(size))
+            .map(str::to_owned)
+    };
+    assert!(result(&server).is_some(), "no result in {server:?}");
+    result(&client).unwrap_or_else(|| panic!("no result in {client:?}"))
+}
+
+#[test]
+fn rstream_blocking_small_transfers_verified() {
+    rstream_pair(&["-S", "64", "-C", "2000", "-T", "v"], "64");
+}
+
+#[test]
+fn rstream_blocking_large_transfers_verified() {
+    rstream_pair(&["-S", "1048576", "-C", "20", "-T", "v"], "1m");
+}
+
+#[test]
+fn rstream_nonblocking_small_and_large_transfers_verified() {
+    rstream_pair(&["-S", "64", "-C", "2000", "-T", "n", "-T", "v"], "64");
+    rstream_pair(&["-S", "1048576", "-C", "20", "-T", "n", "-T", "v"], "1m");
+}
+
+#[test]
+fn rstream_with_rpoll_small_and_large_transfers_verified() {
+    rstream_pair(&["-S", "64", "-C", "1000", "-T", "a", "-T", "v"], "64");
+    rstream_pair(&["-S", "1048576", "-C", "20", "-T", "a", "-T", "v"], "1m");
+}
+
+#[test]
+fn rstream_small_buffers_and_inline_size() {
+    // rstream sets SO_SNDBUF and SO_RCVBUF from -B and RDMA_INLINE from
+    // -i; 3000 octets is neither inline nor a whole buffer half.
+    rstream_pair(
+        &[
+            "-S", "3000", "-C", "500", "-B", "8192", "-i", "16", "-T", "v",
+        ],
+        "2.9k",
+    );
+}
+
+#[test]
+fn rcopy_copies_a_file_intact() {
+    let dir = std::env::temp_dir().join(format!("uwarp-rcopy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    let source = dir.join("source.bin");
+    let copy = dir.join("copy.bin");
+    // 3 MiB and some: several buffers' worth, not a multiple of any.
+    let content: Vec<u8> = (0..3 * 1024 * 1024 + 4321u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(&source, &content).expect("the source file");
+
+    let port = free_port().to_string();
+    let server = Side {
+        tool: "rcopy",
+        args: strings(&["-p", &port]),
+        options: Vec::new(),
+    };
+    let server = Running::start(server.command());
+    wait_listening(&port);
+    let destination = format!("127.0.0.1:{}", copy.display());
+    let client = uwarp_run(
+        debian_tool("rcopy"),
+        &[
+            source.to_str().expect("a UTF-8 path"),
+            &destination,
+            "-p",
+            &port,
+        ],
+    );
+    // The server loops for the next client: stopped once the copy is done.
+    let server = server.finish(Instant::now() + Duration::from_millis(500));
+    assert_success("rcopy client", &client);
+    let copied =
+        std::fs::read(&copy).unwrap_or_else(|e| panic!("no copy ({e}); server: {server:?}"));
+    assert!(
+        copied == content,
+        "the copy differs from the source ({} octets of {})",
+        copied.len(),
+        content.len()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_c_program_checks_rsocket_semantics() {
+    let program = compile_c("rsocket_semantics");
+    let port = free_port().to_string();
+    let output = uwarp_run(&program, &[&port]);
+    assert_success("rsocket_semantics", &output);
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "ok\n");
+}
