@@ -262,6 +262,16 @@ pub fn progress<'a>(
     }
 }
 
+/// What [`progress`] answered, as the state and the failure if any.
+fn settle<'a>(
+    outcome: Result<MutexGuard<'a, Inner>, (MutexGuard<'a, Inner>, i32)>,
+) -> (MutexGuard<'a, Inner>, Option<i32>) {
+    match outcome {
+        Ok(inner) => (inner, None),
+        Err((inner, errno)) => (inner, Some(errno)),
+    }
+}
+
 /// Sleeps until `fd` is readable or `limit` passes.
 pub fn wait_readable(fd: i32, limit: Duration) {
     let mut pollfd = libc::pollfd {
@@ -311,12 +321,8 @@ pub fn readiness(socket: &Rsocket, events: i16) -> i16 {
 pub fn send(socket: &Rsocket, chunks: &[&[u8]], flags: i32) -> Result<usize, i32> {
     let total: usize = chunks.iter().map(|c| c.len()).sum();
     let mut inner = socket.lock();
-    if inner.state & state::CONNECTED == 0 && inner.conn.is_none() {
-        return Err(if inner.state & (state::DISCONNECTED | state::ERROR) != 0 {
-            libc::EPIPE
-        } else {
-            libc::ENOTCONN
-        });
+    if inner.conn.is_none() {
+        return Err(libc::ENOTCONN);
     }
     let nonblock = inner.nonblocking(flags);
     let mut cursor = Cursor {
@@ -330,13 +336,9 @@ pub fn send(socket: &Rsocket, chunks: &[&[u8]], flags: i32) -> Result<usize, i32
     while sent < total {
         let ready = inner.conn.as_ref().is_some_and(can_send) && inner.state & state::WRITABLE != 0;
         if !ready {
-            match progress(socket, inner, nonblock, can_send_or_closed) {
-                Ok(back) => inner = back,
-                Err((back, errno)) => {
-                    inner = back;
-                    failure = Some(errno);
-                    break;
-                }
+            (inner, failure) = settle(progress(socket, inner, nonblock, can_send_or_closed));
+            if failure.is_some() {
+                break;
             }
             if inner.state & state::WRITABLE == 0 {
                 failure = Some(libc::ECONNRESET);
@@ -455,13 +457,9 @@ pub fn recv(socket: &Rsocket, out: &mut [&mut [u8]], flags: i32) -> Result<usize
     let mut failure = None;
     loop {
         if inner.conn.as_ref().is_some_and(|c| c.rmsg.is_empty()) {
-            match progress(socket, inner, nonblock, have_data_or_eof) {
-                Ok(back) => inner = back,
-                Err((back, errno)) => {
-                    inner = back;
-                    failure = Some(errno);
-                    break;
-                }
+            (inner, failure) = settle(progress(socket, inner, nonblock, have_data_or_eof));
+            if failure.is_some() {
+                break;
             }
         }
         let conn = inner.conn.as_mut().expect("checked above");

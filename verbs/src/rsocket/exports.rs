@@ -138,7 +138,8 @@ pub extern "C" fn rlisten(fd: c_int, _backlog: c_int) -> c_int {
 ///
 /// # Safety
 ///
-/// As [`copy_addr`]'s.
+/// `addr` is NULL or writable for `*addrlen` octets; `addrlen` is NULL or
+/// valid.
 #[no_mangle]
 pub unsafe extern "C" fn raccept(
     fd: c_int,
@@ -300,20 +301,44 @@ unsafe fn one_ref<'a>(buf: *const c_void, len: usize) -> Vec<&'a [u8]> {
     vec![unsafe { core::slice::from_raw_parts(buf.cast::<u8>(), len) }]
 }
 
-/// Receives into `buffers` from `fd`.
-fn receive(fd: c_int, mut buffers: Vec<&mut [u8]>, flags: c_int) -> isize {
+/// Receives from `fd` into the buffers `buffers` makes (once `fd` is
+/// known to be an rsocket).
+fn receive<'a>(
+    fd: c_int,
+    buffers: impl FnOnce() -> Result<Vec<&'a mut [u8]>, i32>,
+    flags: c_int,
+) -> isize {
     answer(-1, || {
         let socket = socket_of(fd)?;
-        Ok(data::recv(&socket, &mut buffers, flags)? as isize)
+        Ok(data::recv(&socket, &mut buffers()?, flags)? as isize)
     })
 }
 
-/// Sends `buffers` on `fd`.
-fn transmit(fd: c_int, buffers: Vec<&[u8]>, flags: c_int) -> isize {
+/// Sends on `fd` the buffers `buffers` makes.
+fn transmit<'a>(
+    fd: c_int,
+    buffers: impl FnOnce() -> Result<Vec<&'a [u8]>, i32>,
+    flags: c_int,
+) -> isize {
     answer(-1, || {
         let socket = socket_of(fd)?;
-        Ok(data::send(&socket, &buffers, flags)? as isize)
+        Ok(data::send(&socket, &buffers()?, flags)? as isize)
     })
+}
+
+/// The `iovec` array of a message: `ENOTSUP` with control data, as
+/// rdma-core's `rrecvmsg` and `rsendmsg` answer.
+///
+/// # Safety
+///
+/// `msg` is NULL or a valid `msghdr`.
+unsafe fn message_iov(msg: *const libc::msghdr) -> Result<(*const libc::iovec, c_int), i32> {
+    // SAFETY: the caller promises NULL or a valid msghdr.
+    let msg = unsafe { msg.as_ref() }.ok_or(libc::EFAULT)?;
+    if !msg.msg_control.is_null() && msg.msg_controllen > 0 {
+        return Err(libc::ENOTSUP);
+    }
+    Ok((msg.msg_iov, msg.msg_iovlen as c_int))
 }
 
 /// `rrecv`: what has arrived, up to `len` octets; 0 at end of file;
@@ -325,14 +350,15 @@ fn transmit(fd: c_int, buffers: Vec<&[u8]>, flags: c_int) -> isize {
 #[no_mangle]
 pub unsafe extern "C" fn rrecv(fd: c_int, buf: *mut c_void, len: usize, flags: c_int) -> isize {
     // SAFETY: forwarded from the caller.
-    receive(fd, unsafe { one_mut(buf, len) }, flags)
+    receive(fd, || Ok(unsafe { one_mut(buf, len) }), flags)
 }
 
 /// `rrecvfrom`: `rrecv`, with the peer's address (a stream socket's).
 ///
 /// # Safety
 ///
-/// As `rrecv`'s and [`copy_addr`]'s.
+/// As `rrecv`'s; `src` is NULL or writable for `*srclen` octets,
+/// `srclen` NULL or valid.
 #[no_mangle]
 pub unsafe extern "C" fn rrecvfrom(
     fd: c_int,
@@ -343,7 +369,7 @@ pub unsafe extern "C" fn rrecvfrom(
     srclen: *mut libc::socklen_t,
 ) -> isize {
     // SAFETY: forwarded from the caller.
-    let got = receive(fd, unsafe { one_mut(buf, len) }, flags);
+    let got = receive(fd, || Ok(unsafe { one_mut(buf, len) }), flags);
     if got > 0 {
         // SAFETY: forwarded from the caller.
         unsafe { rgetpeername(fd, src, srclen) };
@@ -357,17 +383,13 @@ pub unsafe extern "C" fn rrecvfrom(
 ///
 /// `msg` is a valid `msghdr` whose buffers are writable.
 #[no_mangle]
-pub unsafe extern "C" fn rrecvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int) -> isize {
-    answer(-1, || {
-        // SAFETY: the caller promises a valid msghdr.
-        let msg = unsafe { msg.as_ref() }.ok_or(libc::EFAULT)?;
-        if !msg.msg_control.is_null() && msg.msg_controllen > 0 {
-            return Err(libc::ENOTSUP);
-        }
-        // SAFETY: the caller promises the iovecs.
-        let buffers = unsafe { iov_mut(msg.msg_iov, msg.msg_iovlen as c_int) }?;
-        Ok(receive(fd, buffers, flags))
-    })
+pub unsafe extern "C" fn rrecvmsg(fd: c_int, msg: *const libc::msghdr, flags: c_int) -> isize {
+    // SAFETY: the caller promises a valid msghdr and writable iovecs.
+    receive(
+        fd,
+        || unsafe { message_iov(msg).and_then(|(iov, count)| iov_mut(iov, count)) },
+        flags,
+    )
 }
 
 /// `rread`: `rrecv` with no flags.
@@ -378,7 +400,7 @@ pub unsafe extern "C" fn rrecvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_in
 #[no_mangle]
 pub unsafe extern "C" fn rread(fd: c_int, buf: *mut c_void, count: usize) -> isize {
     // SAFETY: forwarded from the caller.
-    receive(fd, unsafe { one_mut(buf, count) }, 0)
+    receive(fd, || Ok(unsafe { one_mut(buf, count) }), 0)
 }
 
 /// `rreadv`: into several buffers.
@@ -388,11 +410,8 @@ pub unsafe extern "C" fn rread(fd: c_int, buf: *mut c_void, count: usize) -> isi
 /// `iov` is valid for `iovcnt` writable entries.
 #[no_mangle]
 pub unsafe extern "C" fn rreadv(fd: c_int, iov: *const libc::iovec, iovcnt: c_int) -> isize {
-    answer(-1, || {
-        // SAFETY: forwarded from the caller.
-        let buffers = unsafe { iov_mut(iov, iovcnt) }?;
-        Ok(receive(fd, buffers, 0))
-    })
+    // SAFETY: forwarded from the caller.
+    receive(fd, || unsafe { iov_mut(iov, iovcnt) }, 0)
 }
 
 /// `rsend`: up to `len` octets; how many were taken (fewer when a
@@ -405,7 +424,7 @@ pub unsafe extern "C" fn rreadv(fd: c_int, iov: *const libc::iovec, iovcnt: c_in
 #[no_mangle]
 pub unsafe extern "C" fn rsend(fd: c_int, buf: *const c_void, len: usize, flags: c_int) -> isize {
     // SAFETY: forwarded from the caller.
-    transmit(fd, unsafe { one_ref(buf, len) }, flags)
+    transmit(fd, || Ok(unsafe { one_ref(buf, len) }), flags)
 }
 
 /// `rsendto`: a stream socket ignores the address, as rdma-core's.
@@ -423,7 +442,7 @@ pub unsafe extern "C" fn rsendto(
     _destlen: libc::socklen_t,
 ) -> isize {
     // SAFETY: forwarded from the caller.
-    transmit(fd, unsafe { one_ref(buf, len) }, flags)
+    transmit(fd, || Ok(unsafe { one_ref(buf, len) }), flags)
 }
 
 /// `rsendmsg`: the message's `iovec`s; control data is `ENOTSUP`.
@@ -433,16 +452,12 @@ pub unsafe extern "C" fn rsendto(
 /// `msg` is a valid `msghdr` whose buffers are readable.
 #[no_mangle]
 pub unsafe extern "C" fn rsendmsg(fd: c_int, msg: *const libc::msghdr, flags: c_int) -> isize {
-    answer(-1, || {
-        // SAFETY: the caller promises a valid msghdr.
-        let msg = unsafe { msg.as_ref() }.ok_or(libc::EFAULT)?;
-        if !msg.msg_control.is_null() && msg.msg_controllen > 0 {
-            return Err(libc::ENOTSUP);
-        }
-        // SAFETY: the caller promises the iovecs.
-        let buffers = unsafe { iov_ref(msg.msg_iov, msg.msg_iovlen as c_int) }?;
-        Ok(transmit(fd, buffers, flags))
-    })
+    // SAFETY: the caller promises a valid msghdr and readable iovecs.
+    transmit(
+        fd,
+        || unsafe { message_iov(msg).and_then(|(iov, count)| iov_ref(iov, count)) },
+        flags,
+    )
 }
 
 /// `rwrite`: `rsend` with no flags.
@@ -453,7 +468,7 @@ pub unsafe extern "C" fn rsendmsg(fd: c_int, msg: *const libc::msghdr, flags: c_
 #[no_mangle]
 pub unsafe extern "C" fn rwrite(fd: c_int, buf: *const c_void, count: usize) -> isize {
     // SAFETY: forwarded from the caller.
-    transmit(fd, unsafe { one_ref(buf, count) }, 0)
+    transmit(fd, || Ok(unsafe { one_ref(buf, count) }), 0)
 }
 
 /// `rwritev`: several buffers, in order.
@@ -463,11 +478,8 @@ pub unsafe extern "C" fn rwrite(fd: c_int, buf: *const c_void, count: usize) -> 
 /// `iov` is valid for `iovcnt` readable entries.
 #[no_mangle]
 pub unsafe extern "C" fn rwritev(fd: c_int, iov: *const libc::iovec, iovcnt: c_int) -> isize {
-    answer(-1, || {
-        // SAFETY: forwarded from the caller.
-        let buffers = unsafe { iov_ref(iov, iovcnt) }?;
-        Ok(transmit(fd, buffers, 0))
-    })
+    // SAFETY: forwarded from the caller.
+    transmit(fd, || unsafe { iov_ref(iov, iovcnt) }, 0)
 }
 
 /// `rpoll`: `poll(2)` over rsockets and ordinary descriptors.
@@ -523,7 +535,8 @@ pub unsafe extern "C" fn rselect(
 ///
 /// # Safety
 ///
-/// As [`copy_addr`]'s.
+/// `addr` is NULL or writable for `*addrlen` octets; `addrlen` is NULL or
+/// valid.
 #[no_mangle]
 pub unsafe extern "C" fn rgetpeername(
     fd: c_int,
@@ -543,7 +556,8 @@ pub unsafe extern "C" fn rgetpeername(
 ///
 /// # Safety
 ///
-/// As [`copy_addr`]'s.
+/// `addr` is NULL or writable for `*addrlen` octets; `addrlen` is NULL or
+/// valid.
 #[no_mangle]
 pub unsafe extern "C" fn rgetsockname(
     fd: c_int,

@@ -66,48 +66,46 @@ pub struct RemoteSge {
 }
 
 impl RemoteSge {
+    /// The 16 octets in the byte order `u64_to` and `u32_to` write.
+    fn encode(self, u64_to: fn(u64) -> [u8; 8], u32_to: fn(u32) -> [u8; 4]) -> [u8; SGE_SIZE] {
+        let mut out = [0; SGE_SIZE];
+        out[..8].copy_from_slice(&u64_to(self.addr));
+        out[8..12].copy_from_slice(&u32_to(self.key));
+        out[12..].copy_from_slice(&u32_to(self.length));
+        out
+    }
+
+    /// An entry from 16 octets in the byte order `u64_of` and `u32_of`
+    /// read.
+    fn decode(bytes: &[u8], u64_of: fn([u8; 8]) -> u64, u32_of: fn([u8; 4]) -> u32) -> Self {
+        let mut addr = [0; 8];
+        addr.copy_from_slice(&bytes[..8]);
+        let word = |at: usize| u32_of([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+        Self {
+            addr: u64_of(addr),
+            key: word(8),
+            length: word(12),
+        }
+    }
+
     /// The 16 octets as the sender's host writes them (`memcpy`).
     pub fn to_host_bytes(self) -> [u8; SGE_SIZE] {
-        let mut out = [0; SGE_SIZE];
-        out[..8].copy_from_slice(&self.addr.to_ne_bytes());
-        out[8..12].copy_from_slice(&self.key.to_ne_bytes());
-        out[12..].copy_from_slice(&self.length.to_ne_bytes());
-        out
+        self.encode(u64::to_ne_bytes, u32::to_ne_bytes)
     }
 
     /// An entry written by a peer of this host's byte order.
     pub fn from_host_bytes(bytes: &[u8; SGE_SIZE]) -> Self {
-        let word = |at: usize| {
-            u32::from_ne_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
-        };
-        let mut addr = [0; 8];
-        addr.copy_from_slice(&bytes[..8]);
-        Self {
-            addr: u64::from_ne_bytes(addr),
-            key: word(8),
-            length: word(12),
-        }
+        Self::decode(bytes, u64::from_ne_bytes, u32::from_ne_bytes)
     }
 
     /// As `struct rs_conn_data` carries it: big-endian fields.
     fn to_net(self, out: &mut [u8]) {
-        out[..8].copy_from_slice(&self.addr.to_be_bytes());
-        out[8..12].copy_from_slice(&self.key.to_be_bytes());
-        out[12..16].copy_from_slice(&self.length.to_be_bytes());
+        out[..SGE_SIZE].copy_from_slice(&self.encode(u64::to_be_bytes, u32::to_be_bytes));
     }
 
     /// From `struct rs_conn_data`'s big-endian fields.
     fn from_net(bytes: &[u8]) -> Self {
-        let word = |at: usize| {
-            u32::from_be_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
-        };
-        let mut addr = [0; 8];
-        addr.copy_from_slice(&bytes[..8]);
-        Self {
-            addr: u64::from_be_bytes(addr),
-            key: word(8),
-            length: word(12),
-        }
+        Self::decode(bytes, u64::from_be_bytes, u32::from_be_bytes)
     }
 }
 
