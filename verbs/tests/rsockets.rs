@@ -1,8 +1,9 @@
 //! rsockets on the drop-in librdmacm: its exports match rdma-core 44's,
 //! Debian's `rstream` (blocking, non-blocking and `rpoll` modes, small and
 //! large transfers, data verified) and `rcopy` (a file, compared) run on
-//! both sides under `uwarp-run`, and a C program checks the socket
-//! semantics (`tests/c/rsocket_semantics.c`).
+//! both sides under `uwarp-run`, as does `riostream` (`riomap`,
+//! `riowrite`), and a C program checks the socket semantics
+//! (`tests/c/rsocket_semantics.c`).
 
 mod support;
 
@@ -75,14 +76,20 @@ fn the_rsocket_api_is_exported_at_rdmacm_1_0() {
 /// both sides; asserts both succeeded and printed their result line for
 /// `size` (as rstream names it: `64`, `1m`), and returns the client's.
 fn rstream_pair(options: &[&str], size: &str) -> String {
+    stream_pair("rstream", options, size)
+}
+
+/// [`rstream_pair`] for `tool`, rstream or riostream (same options, same
+/// output).
+fn stream_pair(tool: &str, options: &[&str], size: &str) -> String {
     let port = free_port().to_string();
     let mut server = strings(&["-p", &port]);
     server.extend(strings(options));
     let mut client = strings(&["-s", "127.0.0.1", "-p", &port]);
     client.extend(strings(options));
-    let (server, client) = run_pair(&Loopback, "rstream", &port, [server, client], &["refused"]);
-    assert_success("rstream client", &client);
-    assert_success("rstream server", &server);
+    let (server, client) = run_pair(&Loopback, tool, &port, [server, client], &["refused"]);
+    assert_success(&format!("{tool} client"), &client);
+    assert_success(&format!("{tool} server"), &server);
     let result = |output: &Output| {
         String::from_utf8_lossy(&output.stdout)
             .lines()
@@ -124,6 +131,20 @@ fn rstream_small_buffers_and_inline_size() {
             "-S", "3000", "-C", "500", "-B", "8192", "-i", "16", "-T", "v",
         ],
         "2.9k",
+    );
+}
+
+#[test]
+fn riostream_writes_into_the_peers_mapped_buffer_verified() {
+    // riostream riomaps its buffer and riowrites into the peer's; each
+    // side spins on its buffer's last octet, which the peer's RDMA Write
+    // places last.
+    stream_pair("riostream", &["-S", "64", "-C", "200", "-T", "v"], "64");
+    stream_pair("riostream", &["-S", "1048576", "-C", "10", "-T", "v"], "1m");
+    stream_pair(
+        "riostream",
+        &["-S", "100000", "-C", "20", "-T", "n", "-T", "v"],
+        "97k",
     );
 }
 

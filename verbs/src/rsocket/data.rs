@@ -10,12 +10,13 @@ use std::time::{Duration, Instant};
 
 use uwarp::{Payload, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion};
 
+use super::iomap;
 use super::stream::{state, Conn, Inner, Rsocket, SNDLOWAT, WR_ID_MSG_SEND, WR_ID_RECV};
-use super::wire::{self, RemoteSge, MSG_SIZE, SGE_SIZE, SGL_SIZE};
+use super::wire::{self, RemoteSge, IOMAP_SIZE, MSG_SIZE, SGE_SIZE, SGL_SIZE};
 use crate::export::errno_of;
 
 /// `RS_OLAP_START_SIZE`: the first transfer of a large send.
-const OLAP_START_SIZE: u32 = 2048;
+pub const OLAP_START_SIZE: u32 = 2048;
 /// `RS_MAX_TRANSFER`: the largest transfer.
 const MAX_TRANSFER: u32 = 65536;
 /// How long one wait sleeps at most before it looks again (rdma-core's
@@ -65,7 +66,7 @@ pub fn can_send(conn: &Conn) -> bool {
 
 impl Conn {
     /// Posts `wr`, mapping uwarp's refusal to `errno`.
-    fn post(&self, wr: SendWr) -> Result<(), i32> {
+    pub fn post(&self, wr: SendWr) -> Result<(), i32> {
         self.qp.post_send(wr).map_err(|e| errno_of(&e))
     }
 
@@ -78,7 +79,12 @@ impl Conn {
     /// `rs_post_write_msg` in iWARP mode: the RDMA Write of `payload` at
     /// `remote`, then `msg` as an inline Send (its completion carries the
     /// operation only, flagged as the message's).
-    fn post_write_msg(&self, payload: Payload, msg: u32, remote: (u64, u32)) -> Result<(), i32> {
+    pub fn post_write_msg(
+        &self,
+        payload: Payload,
+        msg: u32,
+        remote: (u64, u32),
+    ) -> Result<(), i32> {
         let write = SendOp::Write {
             remote_addr: remote.0,
             rkey: remote.1,
@@ -217,6 +223,14 @@ fn completed_send(state_bits: &mut u32, err: &mut i32, conn: &mut Conn, wc: &Wor
                 *state_bits = state::DISCONNECTED;
             }
         }
+        wire::OP_IOMAP_SGL => {
+            // The Write carried an entry from the send buffer; the Send
+            // after it carried the message alone.
+            conn.sqe_avail += 1;
+            if wc.wr_id & WR_ID_MSG_SEND == 0 {
+                conn.sbuf_bytes_avail += IOMAP_SIZE as u32;
+            }
+        }
         _ => {
             conn.sqe_avail += 1;
             conn.sbuf_bytes_avail += wire::data_of(msg);
@@ -263,7 +277,7 @@ pub fn progress<'a>(
 }
 
 /// What [`progress`] answered, as the state and the failure if any.
-fn settle<'a>(
+pub fn settle<'a>(
     outcome: Result<MutexGuard<'a, Inner>, (MutexGuard<'a, Inner>, i32)>,
 ) -> (MutexGuard<'a, Inner>, Option<i32>) {
     match outcome {
@@ -325,6 +339,11 @@ pub fn send(socket: &Rsocket, chunks: &[&[u8]], flags: i32) -> Result<usize, i32
         return Err(libc::ENOTCONN);
     }
     let nonblock = inner.nonblocking(flags);
+    let failure;
+    (inner, failure) = iomap::send_pending(socket, inner, nonblock);
+    if let Some(errno) = failure {
+        return Err(errno);
+    }
     let mut cursor = Cursor {
         chunks,
         index: 0,
@@ -334,41 +353,18 @@ pub fn send(socket: &Rsocket, chunks: &[&[u8]], flags: i32) -> Result<usize, i32
     let mut olen = OLAP_START_SIZE;
     let mut failure = None;
     while sent < total {
-        let ready = inner.conn.as_ref().is_some_and(can_send) && inner.state & state::WRITABLE != 0;
-        if !ready {
-            (inner, failure) = settle(progress(socket, inner, nonblock, can_send_or_closed));
-            if failure.is_some() {
-                break;
-            }
-            if inner.state & state::WRITABLE == 0 {
-                failure = Some(libc::ECONNRESET);
-                break;
-            }
+        (inner, failure) = await_send(socket, inner, nonblock);
+        if failure.is_some() {
+            break;
         }
-        let left = (total - sent) as u32;
-        let mut xfer = if olen < left {
-            let size = olen;
-            if olen < MAX_TRANSFER {
-                olen <<= 1;
-            }
-            size
-        } else {
-            left
-        };
-        let sq_inline = inner.conn.as_ref().map_or(0, |c| c.sizes.sq_inline);
         let conn = inner
             .conn
             .as_mut()
             .expect("a writable socket has a connection");
-        xfer = xfer
+        let xfer = next_transfer(&mut olen, (total - sent) as u32)
             .min(conn.sbuf_bytes_avail)
             .min(conn.target_entry(conn.target_sge).length);
-        let data = cursor.take(xfer as usize);
-        let payload = if xfer <= sq_inline {
-            Payload::Inline(data)
-        } else {
-            Payload::Sgl(stage(conn, &data))
-        };
+        let payload = payload_of(conn, cursor.take(xfer as usize));
         if let Err(errno) = write_data(conn, payload, xfer) {
             failure = Some(errno);
             break;
@@ -376,9 +372,56 @@ pub fn send(socket: &Rsocket, chunks: &[&[u8]], flags: i32) -> Result<usize, i32
         sent += xfer as usize;
     }
     drop(inner);
+    count_or_failure(sent, failure)
+}
+
+/// What a transfer answers (`(ret && left == len) ? ret : len - left`
+/// in rdma-core): the count moved, or the failure if nothing was.
+pub fn count_or_failure(count: usize, failure: Option<i32>) -> Result<usize, i32> {
     match failure {
-        Some(errno) if sent == 0 => Err(errno),
-        _ => Ok(sent),
+        Some(errno) if count == 0 => Err(errno),
+        _ => Ok(count),
+    }
+}
+
+/// Waits, unless `nonblock`, until the socket can send (`rs_can_send`),
+/// as `rsend` and `riowrite` do before each transfer: `ECONNRESET` once
+/// sending has ended.
+pub fn await_send<'a>(
+    socket: &'a Rsocket,
+    inner: MutexGuard<'a, Inner>,
+    nonblock: bool,
+) -> (MutexGuard<'a, Inner>, Option<i32>) {
+    if inner.conn.as_ref().is_some_and(can_send) && inner.state & state::WRITABLE != 0 {
+        return (inner, None);
+    }
+    let (inner, failure) = settle(progress(socket, inner, nonblock, can_send_or_closed));
+    if failure.is_none() && inner.state & state::WRITABLE == 0 {
+        return (inner, Some(libc::ECONNRESET));
+    }
+    (inner, failure)
+}
+
+/// The size of the next transfer of `left` octets: `olen`, which doubles
+/// up to `RS_MAX_TRANSFER` (64 KiB), or what is left (`rsend`'s overlap).
+pub fn next_transfer(olen: &mut u32, left: u32) -> u32 {
+    if *olen >= left {
+        return left;
+    }
+    let size = *olen;
+    if *olen < MAX_TRANSFER {
+        *olen <<= 1;
+    }
+    size
+}
+
+/// The payload of a Write of `data`: inline when it fits (`sq_inline`),
+/// else staged in the send buffer.
+pub fn payload_of(conn: &mut Conn, data: Vec<u8>) -> Payload {
+    if data.len() <= conn.sizes.sq_inline as usize {
+        Payload::Inline(data)
+    } else {
+        Payload::Sgl(stage(conn, &data))
     }
 }
 
@@ -474,10 +517,7 @@ pub fn recv(socket: &Rsocket, out: &mut [&mut [u8]], flags: i32) -> Result<usize
         }
     }
     drop(inner);
-    match failure {
-        Some(errno) if copied == 0 => Err(errno),
-        _ => Ok(copied),
-    }
+    count_or_failure(copied, failure)
 }
 
 /// Writes `data` at `at` octets into the list of buffers `out`.

@@ -1,14 +1,14 @@
 //! The rsocket API's C entry points, exported at `RDMACM_1.0` as rdma-core
 //! 44's librdmacm exports them. Each runs in [`guard`] and answers -1
 //! with `errno` on failure (`riowrite`: `(size_t)-1`), never a panic.
-//! Datagram rsockets and the iomap calls are not implemented: `ENOSYS`.
+//! Datagram rsockets are not implemented: `ENOSYS`.
 
 use core::ffi::{c_int, c_void};
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::stream::{self, state, Rsocket, Sizes};
-use super::{data, listen, options, poll, table};
+use super::{data, iomap, listen, options, poll, table};
 use crate::cm::addrinfo::from_sockaddr_len;
 use crate::export::{guard, set_errno, symbol_versions};
 
@@ -123,7 +123,7 @@ pub extern "C" fn rlisten(fd: c_int, _backlog: c_int) -> c_int {
         if inner.state & !state::BOUND != 0 {
             return Err(libc::EINVAL);
         }
-        let listening = listen::listen(&inner)?;
+        let listening = listen::listen(&socket, &inner)?;
         inner.local = Some(listening.local_addr());
         inner.state = state::LISTENING;
         *socket.listening.lock().unwrap_or_else(|e| e.into_inner()) = Some(listening);
@@ -654,38 +654,58 @@ pub extern "C" fn rfcntl(fd: c_int, cmd: c_int, arg: c_int) -> c_int {
     })
 }
 
-/// `riomap`: not implemented (`ENOSYS`; the connection offers no iomap).
+/// `riomap` ([`iomap::map`]): the offset of the mapping.
+///
+/// # Safety
+///
+/// `buf` is valid for `len` octets until `riounmap` or `rclose`; the
+/// program reads what the peer writes there through raw pointers only.
 #[no_mangle]
-pub extern "C" fn riomap(
-    _fd: c_int,
-    _buf: *mut c_void,
-    _len: usize,
-    _prot: c_int,
+pub unsafe extern "C" fn riomap(
+    fd: c_int,
+    buf: *mut c_void,
+    len: usize,
+    prot: c_int,
     _flags: c_int,
-    _offset: libc::off_t,
+    offset: libc::off_t,
 ) -> libc::off_t {
-    set_errno(libc::ENOSYS);
-    -1
+    answer(-1, || {
+        let socket = socket_of(fd)?;
+        // SAFETY: forwarded from the caller.
+        unsafe { iomap::map(&socket, buf.cast(), len, prot, offset) }
+    })
 }
 
-/// `riounmap`: not implemented (`ENOSYS`).
+/// `riounmap` ([`iomap::unmap`]).
 #[no_mangle]
-pub extern "C" fn riounmap(_fd: c_int, _buf: *mut c_void, _len: usize) -> c_int {
-    set_errno(libc::ENOSYS);
-    -1
+pub extern "C" fn riounmap(fd: c_int, buf: *mut c_void, len: usize) -> c_int {
+    answer(-1, || {
+        let socket = socket_of(fd)?;
+        iomap::unmap(&socket, buf.cast(), len)?;
+        Ok(0)
+    })
 }
 
-/// `riowrite`: not implemented (`(size_t)-1`, `ENOSYS`).
+/// `riowrite` ([`iomap::write`]): the count written, `(size_t)-1` with
+/// `errno` when none was.
+///
+/// # Safety
+///
+/// `buf` is valid for reads of `count` octets.
 #[no_mangle]
-pub extern "C" fn riowrite(
-    _fd: c_int,
-    _buf: *const c_void,
-    _count: usize,
-    _offset: libc::off_t,
-    _flags: c_int,
+pub unsafe extern "C" fn riowrite(
+    fd: c_int,
+    buf: *const c_void,
+    count: usize,
+    offset: libc::off_t,
+    flags: c_int,
 ) -> usize {
-    set_errno(libc::ENOSYS);
-    usize::MAX
+    answer(usize::MAX, || {
+        let socket = socket_of(fd)?;
+        // SAFETY: forwarded from the caller.
+        let data = unsafe { one_ref(buf, count) };
+        iomap::write(&socket, data.first().copied().unwrap_or(&[]), offset, flags)
+    })
 }
 
 symbol_versions! {

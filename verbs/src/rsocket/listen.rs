@@ -7,7 +7,7 @@
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use uwarp::{Error, ListenOptions, Listener};
@@ -65,16 +65,25 @@ impl Listening {
         accepted.pop_front().ok_or(libc::EAGAIN)
     }
 
-    /// Stops listening: the thread ends, requests are refused.
+    /// Stops listening: the thread ends, requests are refused, and the
+    /// connections accepted but never taken by `raccept` are closed (their
+    /// peers see end of file).
     pub fn close(&self) {
         self.closed.store(true, Ordering::Release);
         self.listener.stop();
+        let unclaimed =
+            std::mem::take(&mut *self.accepted.lock().unwrap_or_else(|e| e.into_inner()));
+        for socket in unclaimed {
+            if let Some(conn) = socket.lock().conn.take() {
+                stream::release(conn);
+            }
+        }
     }
 }
 
 /// `rlisten`: listens on the socket's bound address (any address and a
 /// port the system picks if unbound) and starts the accepting thread.
-pub fn listen(inner: &Inner) -> Result<Arc<Listening>, i32> {
+pub fn listen(socket: &Arc<Rsocket>, inner: &Inner) -> Result<Arc<Listening>, i32> {
     let device = provider::device()?;
     let addr = inner.local.unwrap_or_else(|| match inner.family {
         libc::AF_INET6 => "[::]:0".parse().expect("an address"),
@@ -111,26 +120,38 @@ pub fn listen(inner: &Inner) -> Result<Arc<Listening>, i32> {
         accepted: Mutex::new(VecDeque::new()),
         closed: AtomicBool::new(false),
     });
-    let template = Inner {
+    let worker = listening.clone();
+    let owner = Arc::downgrade(socket);
+    provider::spawn("uwarp-raccept", move || accept_loop(&worker, &owner))
+        .map_err(|e| e.raw_os_error().unwrap_or(libc::EAGAIN))?;
+    Ok(listening)
+}
+
+/// What an accepted socket inherits from its listener `owner` now
+/// (`rs_alloc` of rdma-core: options set after `rlisten` count); `None`
+/// once the listener is gone.
+fn template_of(owner: &Weak<Rsocket>) -> Option<Inner> {
+    let owner = owner.upgrade()?;
+    let inner = owner.lock();
+    Some(Inner {
         family: inner.family,
         sizes: inner.sizes,
         fd_flags: inner.fd_flags,
         option_bits: inner.option_bits,
         ..Inner::default()
-    };
-    let worker = listening.clone();
-    provider::spawn("uwarp-raccept", move || accept_loop(&worker, &template))
-        .map_err(|e| e.raw_os_error().unwrap_or(libc::EAGAIN))?;
-    Ok(listening)
+    })
 }
 
 /// The accepting thread: each request becomes a connected socket in the
 /// queue, until the socket is closed or the device goes.
-fn accept_loop(listening: &Listening, template: &Inner) {
+fn accept_loop(listening: &Listening, owner: &Weak<Rsocket>) {
     while !listening.closed.load(Ordering::Acquire) {
         match listening.listener.get_request(REQUEST_WAIT) {
             Ok(request) => {
-                let Some(socket) = stream::accept(request, template) else {
+                let Some(template) = template_of(owner) else {
+                    return;
+                };
+                let Some(socket) = stream::accept(request, &template) else {
                     continue;
                 };
                 listening

@@ -10,12 +10,14 @@
 //!   and accepting.
 //! - [`listen`]: listening sockets and their accepting thread.
 //! - [`data`]: sending, receiving, credits, shutdown.
+//! - [`iomap`]: `riomap`, `riounmap`, `riowrite`.
 //! - [`poll`]: `rpoll` and `rselect`.
 //! - [`options`]: `rsetsockopt`, `rgetsockopt`, `rfcntl`.
 //! - [`exports`]: the C entry points.
 
 pub mod data;
 pub mod exports;
+pub mod iomap;
 pub mod listen;
 pub mod options;
 pub mod poll;

@@ -5,6 +5,7 @@
 //! accepted, and what rdma-core does not know is `ENOTSUP`.
 
 use super::stream::{state, Inner, SNDLOWAT};
+use super::wire::{scale_to_value, value_to_scale};
 
 /// `SOL_RDMA` of `<rdma/rsocket.h>`.
 pub const SOL_RDMA: i32 = 0x10000;
@@ -69,18 +70,15 @@ pub fn set(inner: &mut Inner, level: i32, name: i32, value: i32) -> Result<(), i
             inner.af_only = Some(value != 0);
             set_bit(&mut inner.option_bits.ipv6, name, value != 0);
         }
-        (SOL_RDMA, _)
-            if inner.state & (state::OPENING | state::CONNECTED | state::LISTENING) != 0
-                || !unconnected =>
-        {
+        (SOL_RDMA, _) if inner.state & (state::OPENING | state::CONNECTED) != 0 || !unconnected => {
             return Err(libc::EINVAL);
         }
         (SOL_RDMA, RDMA_SQSIZE) => inner.sizes.sq_size = (value as u32).min(QP_MAX_SIZE),
         (SOL_RDMA, RDMA_RQSIZE) => inner.sizes.rq_size = (value as u32).min(QP_MAX_SIZE),
         (SOL_RDMA, RDMA_INLINE) => inner.sizes.sq_inline = (value as u32).min(QP_MAX_SIZE),
-        // No iomap: the size is accepted and the map stays empty, so
-        // `riomap` answers ENOSYS.
-        (SOL_RDMA, RDMA_IOMAPSIZE) => {}
+        (SOL_RDMA, RDMA_IOMAPSIZE) => {
+            inner.sizes.iomap_size = scale_to_value(value_to_scale(value.max(0) as u32))
+        }
         _ => return Err(libc::ENOTSUP),
     }
     Ok(())
@@ -106,7 +104,7 @@ pub fn get(inner: &mut Inner, level: i32, name: i32) -> Result<(i32, Option<i32>
         (SOL_RDMA, RDMA_SQSIZE) => inner.sizes.sq_size as i32,
         (SOL_RDMA, RDMA_RQSIZE) => inner.sizes.rq_size as i32,
         (SOL_RDMA, RDMA_INLINE) => inner.sizes.sq_inline as i32,
-        (SOL_RDMA, RDMA_IOMAPSIZE) => 0,
+        (SOL_RDMA, RDMA_IOMAPSIZE) => inner.sizes.iomap_size as i32,
         _ => return Err(libc::ENOTSUP),
     };
     Ok((value, None))

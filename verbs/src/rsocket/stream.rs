@@ -13,7 +13,8 @@ use uwarp::{
     ProtectionDomain, QpCaps, QpInit, QueuePair, RecvWr,
 };
 
-use super::wire::{ConnData, RemoteSge, MSG_SIZE, SGE_SIZE, SGL_SIZE};
+use super::iomap::Mapping;
+use super::wire::{ConnData, Iomap, RemoteSge, IOMAP_SIZE, MSG_SIZE, SGE_SIZE, SGL_SIZE};
 use crate::export::errno_of;
 use crate::provider;
 
@@ -74,6 +75,8 @@ pub struct Sizes {
     pub sbuf_size: u32,
     /// Receive buffer (`SO_RCVBUF`, doubled).
     pub rbuf_size: u32,
+    /// Entries of the iomap the peer may fill (`RDMA_IOMAPSIZE`).
+    pub iomap_size: u32,
 }
 
 impl Default for Sizes {
@@ -84,6 +87,7 @@ impl Default for Sizes {
             sq_inline: 64,
             sbuf_size: 1 << 17,
             rbuf_size: 1 << 17,
+            iomap_size: 0,
         }
     }
 }
@@ -236,6 +240,10 @@ pub struct Conn {
     pub sqe_avail: u32,
     /// Data arrived and not yet read: `(op, octets)` (`rmsg`).
     pub rmsg: std::collections::VecDeque<(u32, u32)>,
+    /// The peer's iomap, where `riomap`'s writable mappings are announced.
+    pub remote_iomap: RemoteSge,
+    /// This side's `riomap` mappings.
+    pub mappings: Vec<Mapping>,
 }
 
 /// Clamps the queue sizes as `rs_set_qp_size` does, and gives iWARP's
@@ -274,7 +282,10 @@ impl Conn {
             sizes.sbuf_size as usize + SGE_SIZE * QP_CTRL_SIZE as usize,
             Access::LOCAL_WRITE,
         )?;
-        let target = region(SGE_SIZE * SGL_SIZE, remote)?;
+        let target = region(
+            SGE_SIZE * SGL_SIZE + IOMAP_SIZE * sizes.iomap_size as usize,
+            remote,
+        )?;
         let rbuf = region(
             sizes.rbuf_size as usize + MSG_SIZE * sizes.rq_size as usize,
             remote,
@@ -304,6 +315,8 @@ impl Conn {
             sbuf_head: 0,
             sqe_avail: sizes.sq_size - QP_CTRL_SIZE,
             rmsg: Default::default(),
+            remote_iomap: RemoteSge::default(),
+            mappings: Vec::new(),
         };
         for _ in 0..sizes.rq_size {
             conn.post_recv()?;
@@ -339,13 +352,19 @@ impl Conn {
                 key: self.rbuf.rkey(),
                 length: self.sizes.rbuf_size >> 1,
             },
+            iomap_size: self.sizes.iomap_size,
         }
     }
 
-    /// `rs_save_conn_data`: the peer's target SGL, its first buffer (the
-    /// own target SGL's entry 0) and its credits.
+    /// `rs_save_conn_data`: the peer's target SGL and the iomap after it,
+    /// its first buffer (the own target SGL's entry 0) and its credits.
     pub fn save_peer(&mut self, peer: &ConnData) {
         self.remote_sgl = peer.target_sgl;
+        self.remote_iomap = RemoteSge {
+            addr: peer.target_sgl.addr + SGE_SIZE as u64 * u64::from(peer.target_sgl.length),
+            key: peer.target_sgl.key,
+            length: peer.iomap_size,
+        };
         self.remote_sge = 1;
         self.set_target(0, peer.data_buf);
         self.sseq_comp = peer.credits;
@@ -356,6 +375,14 @@ impl Conn {
         let mut bytes = [0; SGE_SIZE];
         let _ = self.target.buffer().read_at(index * SGE_SIZE, &mut bytes);
         RemoteSge::from_host_bytes(&bytes)
+    }
+
+    /// Entry `index` of the own iomap (the peer writes it).
+    pub fn iomap_entry(&self, index: usize) -> Iomap {
+        let mut bytes = [0; IOMAP_SIZE];
+        let at = SGE_SIZE * SGL_SIZE + index * IOMAP_SIZE;
+        let _ = self.target.buffer().read_at(at, &mut bytes);
+        Iomap::from_host_bytes(&bytes)
     }
 
     /// Writes entry `index` of the own target SGL.

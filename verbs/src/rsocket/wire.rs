@@ -119,16 +119,19 @@ pub struct ConnData {
     pub target_sgl: RemoteSge,
     /// The first half of the sender's receive buffer.
     pub data_buf: RemoteSge,
+    /// Entries of the iomap after the sender's target SGL
+    /// (`RDMA_IOMAPSIZE`).
+    pub iomap_size: u32,
 }
 
 impl ConnData {
-    /// The 40 octets rdma-core's `rs_format_conn_data` writes (no iomap:
-    /// `target_iomap_size` 0, as rdma-core's default).
+    /// The 40 octets rdma-core's `rs_format_conn_data` writes.
     pub fn encode(&self) -> [u8; CONN_DATA_SIZE] {
         let mut out = [0; CONN_DATA_SIZE];
         out[0] = 1;
         out[1] = CONN_FLAG_IOMAP;
         out[2..4].copy_from_slice(&self.credits.to_be_bytes());
+        out[7] = value_to_scale(self.iomap_size) as u8;
         self.target_sgl.to_net(&mut out[8..24]);
         self.data_buf.to_net(&mut out[24..40]);
         out
@@ -146,9 +149,64 @@ impl ConnData {
         }
         Some(Self {
             credits: u16::from_be_bytes([bytes[2], bytes[3]]),
+            iomap_size: scale_to_value(u32::from(bytes[7])),
             target_sgl: RemoteSge::from_net(&bytes[8..24]),
             data_buf: RemoteSge::from_net(&bytes[24..40]),
         })
+    }
+}
+
+/// `sizeof(struct rs_iomap)`: an offset, then an `rs_sge`.
+pub const IOMAP_SIZE: usize = 8 + SGE_SIZE;
+
+/// `rs_value_to_scale(value, 8)`: a count in one octet, exact up to 128,
+/// in units of 256 above.
+pub fn value_to_scale(value: u32) -> u32 {
+    if value <= 1 << 7 {
+        value
+    } else {
+        (1 << 7) | (value >> 8)
+    }
+}
+
+/// `rs_scale_to_value(value, 8)`: the count an octet of
+/// [`value_to_scale`] stands for.
+pub fn scale_to_value(value: u32) -> u32 {
+    if value <= 1 << 7 {
+        value
+    } else {
+        (value & !(1 << 7)) << 8
+    }
+}
+
+/// `struct rs_iomap`: the sender's buffer `sge` mapped at `offset`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Iomap {
+    /// The offset `riowrite` names.
+    pub offset: u64,
+    /// The buffer.
+    pub sge: RemoteSge,
+}
+
+impl Iomap {
+    /// The 24 octets as the sender's host writes them.
+    pub fn to_host_bytes(self) -> [u8; IOMAP_SIZE] {
+        let mut out = [0; IOMAP_SIZE];
+        out[..8].copy_from_slice(&self.offset.to_ne_bytes());
+        out[8..].copy_from_slice(&self.sge.to_host_bytes());
+        out
+    }
+
+    /// An entry written by a peer of this host's byte order.
+    pub fn from_host_bytes(bytes: &[u8; IOMAP_SIZE]) -> Self {
+        let mut offset = [0; 8];
+        offset.copy_from_slice(&bytes[..8]);
+        let mut sge = [0; SGE_SIZE];
+        sge.copy_from_slice(&bytes[8..]);
+        Self {
+            offset: u64::from_ne_bytes(offset),
+            sge: RemoteSge::from_host_bytes(&sge),
+        }
     }
 }
 
@@ -170,10 +228,12 @@ mod tests {
                 key: 7,
                 length: 65536,
             },
+            iomap_size: 512,
         };
         let bytes = data.encode();
         assert_eq!(&bytes[..4], &[1, CONN_FLAG_IOMAP, 0x01, 0x80]);
         assert_eq!(&bytes[8..16], &0x1122_3344_5566_7788u64.to_be_bytes());
+        assert_eq!(bytes[7], 0x82);
         assert_eq!(ConnData::decode(&bytes), Some(data));
         let mut other_version = bytes;
         other_version[0] = 2;

@@ -5,8 +5,10 @@
  * O_NONBLOCK and MSG_DONTWAIT receives with nothing queued answer EAGAIN;
  * rpoll (and rselect) over an rsocket and a pipe report each as it
  * becomes ready and time out when neither is; after the peer's rclose the data it sent is
- * read, then end of file, and a send fails with ECONNRESET;
- * what is not implemented answers ENOSYS. Usage: rsocket_semantics PORT. */
+ * read, then end of file, and a send fails with ECONNRESET; after
+ * rshutdown(SHUT_WR) the peer reads end of file and can still answer;
+ * riomap with no iomap offered answers ENOMEM, datagram sockets ENOSYS.
+ * Usage: rsocket_semantics PORT. */
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -194,9 +196,30 @@ int main(int argc, char **argv)
 	errno = 0;
 	CHECK(rsend(server, "late", 4, 0) == -1 && errno == ECONNRESET);
 
+	/* No iomap was offered (RDMA_IOMAPSIZE 0, the default). */
 	errno = 0;
-	CHECK(riomap(server, buf, sizeof(buf), PROT_WRITE, 0, -1) == -1 && errno == ENOSYS);
+	CHECK(riomap(server, buf, sizeof(buf), PROT_WRITE, 0, -1) == -1 && errno == ENOMEM);
+	errno = 0;
+	CHECK(riounmap(server, buf, sizeof(buf)) == -1 && errno == EINVAL);
 	CHECK(rclose(server) == 0);
+
+	/* A half close: the side that shut its sending down still reads. */
+	client = rsocket(AF_INET, SOCK_STREAM, 0);
+	CHECK(client >= 0);
+	CHECK(rconnect(client, (struct sockaddr *)&addr, sizeof(addr)) == 0);
+	server = raccept(listener, NULL, NULL);
+	CHECK(server >= 0);
+	CHECK(rsend(client, "last", 4, 0) == 4);
+	CHECK(rshutdown(client, SHUT_WR) == 0);
+	errno = 0;
+	CHECK(rsend(client, "more", 4, 0) == -1 && errno == ECONNRESET);
+	CHECK(rrecv(server, buf, sizeof(buf), MSG_WAITALL) == 4 && memcmp(buf, "last", 4) == 0);
+	CHECK(rrecv(server, buf, sizeof(buf), 0) == 0);
+	CHECK(rsend(server, "reply", 5, 0) == 5);
+	CHECK(rrecv(client, buf, sizeof(buf), 0) == 5 && memcmp(buf, "reply", 5) == 0);
+	CHECK(rclose(server) == 0);
+	CHECK(rrecv(client, buf, sizeof(buf), 0) == 0);
+	CHECK(rclose(client) == 0);
 	CHECK(rclose(listener) == 0);
 	return finish();
 }
