@@ -2,8 +2,9 @@
 //! Debian's `rstream` (blocking, non-blocking and `rpoll` modes, small and
 //! large transfers, data verified) and `rcopy` (a file, compared) run on
 //! both sides under `uwarp-run`, as does `riostream` (`riomap`,
-//! `riowrite`), and a C program checks the socket semantics
-//! (`tests/c/rsocket_semantics.c`).
+//! `riowrite`); a C program checks the socket semantics
+//! (`tests/c/rsocket_semantics.c`), and a plain sockets program runs on
+//! rsockets under `librspreload.so` (`tests/c/rsocket_plain.c`).
 
 mod support;
 
@@ -198,5 +199,22 @@ fn a_c_program_checks_rsocket_semantics() {
     let port = free_port().to_string();
     let output = uwarp_run(&program, &[&port]);
     assert_success("rsocket_semantics", &output);
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "ok\n");
+}
+
+/// rdma-core's preload library, which turns a program's TCP sockets into
+/// rsockets.
+const RSPRELOAD: &str = "/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so";
+
+#[test]
+fn a_plain_socket_program_runs_on_rsockets_under_librspreload() {
+    let program = compile_c("rsocket_plain");
+    let port = free_port().to_string();
+    let preload = format!("LD_PRELOAD={RSPRELOAD}");
+    let program = program.to_str().expect("a UTF-8 path");
+    // The accepted socket must be an rsocket (the program checks SOL_RDMA),
+    // while uwarp's own transport keeps its kernel sockets.
+    let output = uwarp_run("/usr/bin/env", &[&preload, program, &port, "1"]);
+    assert_success("rsocket_plain under librspreload.so", &output);
     assert_eq!(String::from_utf8_lossy(&output.stdout), "ok\n");
 }

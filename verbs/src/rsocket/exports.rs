@@ -55,12 +55,29 @@ unsafe fn copy_addr(
     }
 }
 
+/// Whether the calling thread is one of uwarp's own (its transport's
+/// control and dataplane threads, the libraries' threads: all named
+/// `uwarp-*`). Under `LD_PRELOAD=librspreload.so` every `socket()` of the
+/// process comes here first, the kernel TCP sockets of uwarp's socket
+/// transport included; those must stay kernel sockets (the preload
+/// library makes one when `rsocket` fails), or the first listen would
+/// wait for itself.
+fn on_uwarps_own_thread() -> bool {
+    std::thread::current()
+        .name()
+        .is_some_and(|name| name.starts_with("uwarp-"))
+}
+
 /// `rsocket`: a stream socket of `AF_INET` or `AF_INET6` (`SOCK_NONBLOCK`
 /// and `SOCK_CLOEXEC` taken); datagram sockets are `ENOSYS`, other
-/// families and protocols `ENOTSUP` as rdma-core answers.
+/// families and protocols `ENOTSUP` as rdma-core answers, and so is a
+/// call from uwarp's own threads (see `on_uwarps_own_thread`).
 #[no_mangle]
 pub extern "C" fn rsocket(domain: c_int, kind: c_int, protocol: c_int) -> c_int {
     answer(-1, || {
+        if on_uwarps_own_thread() {
+            return Err(libc::ENOTSUP);
+        }
         let socket_type = kind & !(libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK);
         if domain != libc::AF_INET && domain != libc::AF_INET6 {
             return Err(libc::ENOTSUP);
