@@ -224,8 +224,8 @@ fn completed_send(state_bits: &mut u32, err: &mut i32, conn: &mut Conn, wc: &Wor
             }
         }
         wire::OP_IOMAP_SGL => {
-            // The Write carried an entry from the send buffer; the Send
-            // after it carried the message alone.
+            // The Write's entry counted against the send buffer (as
+            // rdma-core's); the Send after it carried the message alone.
             conn.sqe_avail += 1;
             if wc.wr_id & WR_ID_MSG_SEND == 0 {
                 conn.sbuf_bytes_avail += IOMAP_SIZE as u32;

@@ -8,7 +8,7 @@
 
 use std::sync::MutexGuard;
 
-use uwarp::{Access, MemoryRegion, SendOp, SendWr};
+use uwarp::{Access, MemoryRegion, Payload, SendOp, SendWr};
 
 use super::data::{await_send, count_or_failure, next_transfer, payload_of, OLAP_START_SIZE};
 use super::stream::{Conn, Inner, Rsocket};
@@ -131,7 +131,7 @@ pub fn send_pending<'a>(
         conn.sqe_avail -= 2;
         conn.sbuf_bytes_avail -= IOMAP_SIZE as u32;
         let slot = conn.remote_iomap.addr + u64::from(index) * IOMAP_SIZE as u64;
-        let payload = payload_of(conn, entry.to_host_bytes().to_vec());
+        let payload = Payload::Inline(entry.to_host_bytes().to_vec());
         let msg = wire::message(wire::OP_IOMAP_SGL, index);
         if let Err(errno) = conn.post_write_msg(payload, msg, (slot, conn.remote_iomap.key)) {
             return (inner, Some(errno));

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use uwarp::{
     Access, CompletionChannel, CompletionQueue, ConnectParams, LocalParams, MemoryRegion,
-    ProtectionDomain, QpCaps, QpInit, QueuePair, RecvWr,
+    ProtectionDomain, QpCaps, QpInit, QueuePair, RecvWr, RtrSet,
 };
 
 use super::iomap::Mapping;
@@ -268,10 +268,13 @@ impl Conn {
         let depth = (sizes.sq_size + sizes.rq_size) as usize;
         let cq = device.create_cq_with_channel(depth, channel, 0);
         let mut init = QpInit::new(&cq);
+        // Control writes (a target SGL entry, an iomap entry) always go
+        // inline, whatever inline size the data was given (rdma-core
+        // copies them to a control buffer when it is smaller).
         init.caps = QpCaps {
             max_send_sge: 2,
             max_recv_sge: 1,
-            max_inline_data: sizes.sq_inline as usize,
+            max_inline_data: (sizes.sq_inline as usize).max(IOMAP_SIZE),
         };
         init.max_send_wr = sizes.sq_size as usize;
         init.max_recv_wr = sizes.rq_size as usize;
@@ -396,12 +399,18 @@ impl Conn {
 
 /// The MPA settings of an rsocket connection: iWARP's work-around of
 /// `rs_do_connect` (`initiator_depth` 1: the first RDMA Read of some
-/// RNICs), no inbound Reads, and the conn data as private data.
+/// RNICs), no inbound Reads, the conn data as private data, and the
+/// peer-to-peer model (RFC 6581 section 9) whenever the peer speaks it,
+/// as the drop-in's connection manager (`cm/connect.rs`): a passive
+/// rsocket sends first (its credits, on its first `rrecv` or `rpoll`),
+/// which the client-server model of RFC 5044 section 7.1.2 forbids before
+/// the initiator's first FPDU.
 pub fn mpa_params(ird: u16, ord: u16, data: &ConnData) -> LocalParams {
     LocalParams {
         ird,
         ord,
         private_data: data.encode().to_vec(),
+        peer_to_peer: Some(RtrSet::ALL),
         ..LocalParams::default()
     }
 }

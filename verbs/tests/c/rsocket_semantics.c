@@ -128,6 +128,8 @@ int main(int argc, char **argv)
 	set_int(client, SOL_RDMA, RDMA_RQSIZE, 17);
 	set_int(client, SOL_SOCKET, SO_RCVBUF, 300000);
 	set_int(client, SOL_SOCKET, SO_SNDBUF, 70000);
+	/* Less inline data than a credit update's buffer entry (16 octets). */
+	set_int(client, SOL_RDMA, RDMA_INLINE, 8);
 	CHECK(rconnect(client, (struct sockaddr *)&addr, sizeof(addr)) == 0);
 	server = raccept(listener, NULL, NULL);
 	CHECK(server >= 0);
