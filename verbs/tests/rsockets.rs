@@ -12,7 +12,9 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use support::pair::{free_port, run_pair, strings, wait_listening, Loopback, Running, Side};
+use support::pair::{
+    free_port, run_pair, strings, wait_listening, Link, Loopback, MemifLink, Running, Side,
+};
 use support::{assert_success, compile_c, debian_tool, uwarp_run};
 
 /// The rsocket functions rdma-core 44's librdmacm exports, all at
@@ -77,18 +79,27 @@ fn the_rsocket_api_is_exported_at_rdmacm_1_0() {
 /// both sides; asserts both succeeded and printed their result line for
 /// `size` (as rstream names it: `64`, `1m`), and returns the client's.
 fn rstream_pair(options: &[&str], size: &str) -> String {
-    stream_pair("rstream", options, size)
+    stream_pair(&Loopback, "rstream", options, size)
 }
 
 /// [`rstream_pair`] for `tool`, rstream or riostream (same options, same
-/// output).
-fn stream_pair(tool: &str, options: &[&str], size: &str) -> String {
+/// output), on `link`: the client connects to its server address (an
+/// IPv6 address when `options` bind the server to one with `-b`).
+fn stream_pair(link: &dyn Link, tool: &str, options: &[&str], size: &str) -> String {
     let port = free_port().to_string();
+    let bound = options
+        .windows(2)
+        .find(|pair| pair[0] == "-b")
+        .map(|pair| pair[1]);
+    let address = bound.unwrap_or(link.server_ip());
     let mut server = strings(&["-p", &port]);
     server.extend(strings(options));
-    let mut client = strings(&["-s", "127.0.0.1", "-p", &port]);
-    client.extend(strings(options));
-    let (server, client) = run_pair(&Loopback, tool, &port, [server, client], &["refused"]);
+    let mut client = strings(&["-s", address, "-p", &port]);
+    let unbound = options
+        .iter()
+        .filter(|arg| **arg != "-b" && Some(**arg) != bound);
+    client.extend(unbound.map(|arg| (*arg).to_owned()));
+    let (server, client) = run_pair(link, tool, &port, [server, client], &["refused"]);
     assert_success(&format!("{tool} client"), &client);
     assert_success(&format!("{tool} server"), &server);
     let result = |output: &Output| {
@@ -140,12 +151,50 @@ fn riostream_writes_into_the_peers_mapped_buffer_verified() {
     // riostream riomaps its buffer and riowrites into the peer's; each
     // side spins on its buffer's last octet, which the peer's RDMA Write
     // places last.
-    stream_pair("riostream", &["-S", "64", "-C", "200", "-T", "v"], "64");
-    stream_pair("riostream", &["-S", "1048576", "-C", "10", "-T", "v"], "1m");
     stream_pair(
+        &Loopback,
         "riostream",
-        &["-S", "100000", "-C", "20", "-T", "n", "-T", "v"],
-        "97k",
+        &["-S", "64", "-C", "200", "-T", "v"],
+        "64",
+    );
+    stream_pair(
+        &Loopback,
+        "riostream",
+        &["-S", "1048576", "-C", "10", "-T", "v"],
+        "1m",
+    );
+    let nonblocking = ["-S", "100000", "-C", "20", "-T", "n", "-T", "v"];
+    stream_pair(&Loopback, "riostream", &nonblocking, "97k");
+}
+
+#[test]
+fn rstream_over_ipv6() {
+    rstream_pair(&["-b", "::1", "-S", "4096", "-C", "200", "-T", "v"], "4k");
+}
+
+#[test]
+fn rstream_and_riostream_run_over_dpdk() {
+    if !uwarp_testing::root_or_skip("DPDK's net_memif") {
+        return;
+    }
+    let link = MemifLink::new("verbs-rsockets");
+    stream_pair(
+        &link,
+        "rstream",
+        &["-S", "1048576", "-C", "10", "-T", "v"],
+        "1m",
+    );
+    stream_pair(
+        &link,
+        "rstream",
+        &["-S", "64", "-C", "500", "-T", "n", "-T", "v"],
+        "64",
+    );
+    stream_pair(
+        &link,
+        "riostream",
+        &["-S", "65536", "-C", "20", "-T", "v"],
+        "64k",
     );
 }
 
