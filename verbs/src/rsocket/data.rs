@@ -8,7 +8,7 @@
 use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
-use uwarp::{Payload, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion};
+use uwarp::{Payload, SendOp, SendWr, WcStatus, WorkCompletion};
 
 use super::iomap;
 use super::stream::{state, Conn, Inner, Rsocket, SNDLOWAT, WR_ID_MSG_SEND, WR_ID_RECV};
@@ -240,7 +240,6 @@ fn completed_send(state_bits: &mut u32, err: &mut i32, conn: &mut Conn, wc: &Wor
         *state_bits = state::ERROR;
         *err = libc::EIO;
     }
-    debug_assert!(wc.opcode != WcOpcode::Recv);
 }
 
 /// `rs_process_cq` and `rs_get_comp`: makes progress until `test` holds;
@@ -386,7 +385,7 @@ pub fn count_or_failure(count: usize, failure: Option<i32>) -> Result<usize, i32
 
 /// Waits, unless `nonblock`, until the socket can send (`rs_can_send`),
 /// as `rsend` and `riowrite` do before each transfer: `ECONNRESET` once
-/// sending has ended.
+/// sending has ended. On success the socket has its connection.
 pub fn await_send<'a>(
     socket: &'a Rsocket,
     inner: MutexGuard<'a, Inner>,
@@ -396,7 +395,7 @@ pub fn await_send<'a>(
         return (inner, None);
     }
     let (inner, failure) = settle(progress(socket, inner, nonblock, can_send_or_closed));
-    if failure.is_none() && inner.state & state::WRITABLE == 0 {
+    if failure.is_none() && (inner.state & state::WRITABLE == 0 || inner.conn.is_none()) {
         return (inner, Some(libc::ECONNRESET));
     }
     (inner, failure)
@@ -505,7 +504,10 @@ pub fn recv(socket: &Rsocket, out: &mut [&mut [u8]], flags: i32) -> Result<usize
                 break;
             }
         }
-        let conn = inner.conn.as_mut().expect("checked above");
+        // An rclose on another thread took the connection: end of file.
+        let Some(conn) = inner.conn.as_mut() else {
+            break;
+        };
         if flags & libc::MSG_PEEK != 0 {
             copied = peek(conn, out);
             break;

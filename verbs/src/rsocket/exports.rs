@@ -584,10 +584,9 @@ pub unsafe extern "C" fn rgetsockname(
     answer(-1, || {
         let inner_socket = socket_of(fd)?;
         let inner = inner_socket.lock();
-        let local = inner.local.unwrap_or_else(|| match inner.family {
-            libc::AF_INET6 => "[::]:0".parse().expect("an address"),
-            _ => "0.0.0.0:0".parse().expect("an address"),
-        });
+        let local = inner
+            .local
+            .unwrap_or_else(|| stream::any_address(inner.family));
         // SAFETY: forwarded from the caller.
         unsafe { copy_addr(local, addr, addrlen) };
         Ok(0)

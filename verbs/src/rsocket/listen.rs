@@ -85,10 +85,9 @@ impl Listening {
 /// port the system picks if unbound) and starts the accepting thread.
 pub fn listen(socket: &Arc<Rsocket>, inner: &Inner) -> Result<Arc<Listening>, i32> {
     let device = provider::device()?;
-    let addr = inner.local.unwrap_or_else(|| match inner.family {
-        libc::AF_INET6 => "[::]:0".parse().expect("an address"),
-        _ => "0.0.0.0:0".parse().expect("an address"),
-    });
+    let addr = inner
+        .local
+        .unwrap_or_else(|| stream::any_address(inner.family));
     let options = ListenOptions {
         af_only: inner.af_only,
     };

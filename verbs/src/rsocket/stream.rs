@@ -44,6 +44,18 @@ pub mod state {
     pub const ERROR: u32 = 0x2000;
 }
 
+/// The unspecified address of `family` (`AF_INET6` or else `AF_INET`),
+/// port 0: where an unbound socket listens, what `rgetsockname` answers
+/// for it.
+pub fn any_address(family: i32) -> SocketAddr {
+    let ip: std::net::IpAddr = if family == libc::AF_INET6 {
+        std::net::Ipv6Addr::UNSPECIFIED.into()
+    } else {
+        std::net::Ipv4Addr::UNSPECIFIED.into()
+    };
+    SocketAddr::new(ip, 0)
+}
+
 /// `RS_QP_MIN_SIZE`.
 const QP_MIN_SIZE: u32 = 16;
 /// `RS_QP_MAX_SIZE`.

@@ -137,9 +137,8 @@ impl ConnData {
         out
     }
 
-    /// Parses a peer's private data as `rs_save_conn_data` reads it:
-    /// `EPROTONOSUPPORT`-style refusal (`None`) unless it is version 1 of a
-    /// host of this byte order.
+    /// Parses a peer's private data as `rs_save_conn_data` reads it;
+    /// `None` unless it is version 1 from a host of this byte order.
     pub fn decode(bytes: &[u8]) -> Option<Self> {
         if bytes.len() < CONN_DATA_SIZE || bytes[0] != 1 {
             return None;
