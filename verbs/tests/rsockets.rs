@@ -251,6 +251,15 @@ fn a_c_program_checks_rsocket_semantics() {
     assert_eq!(String::from_utf8_lossy(&output.stdout), "ok\n");
 }
 
+#[test]
+fn a_child_of_fork_cannot_use_its_parents_rsocket_and_leaves_it_working() {
+    let program = compile_c("rsocket_fork");
+    let port = free_port().to_string();
+    let output = uwarp_run(&program, &[&port]);
+    assert_success("rsocket_fork", &output);
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "ok\n");
+}
+
 /// rdma-core's preload library, which turns a program's TCP sockets into
 /// rsockets.
 const RSPRELOAD: &str = "/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so";
