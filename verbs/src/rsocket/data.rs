@@ -27,6 +27,17 @@ const WAKE_UP_INTERVAL: Duration = Duration::from_millis(100);
 /// A test of what an operation waits for (`rs_conn_have_rdata`, ...).
 pub type Test = fn(&Inner) -> bool;
 
+/// Why a socket without a connection cannot move data: `EAGAIN` while it
+/// connects (rdma-core's `rrecv` and `rsend` on an `rs_opening` socket),
+/// else `ENOTCONN`.
+pub fn not_connected(inner: &Inner) -> i32 {
+    if inner.state == state::OPENING {
+        libc::EAGAIN
+    } else {
+        libc::ENOTCONN
+    }
+}
+
 /// `rs_conn_have_rdata`: data to read, or nothing more will come.
 pub fn have_data_or_eof(inner: &Inner) -> bool {
     inner.state & state::READABLE == 0 || inner.conn.as_ref().is_some_and(|c| !c.rmsg.is_empty())
@@ -335,7 +346,7 @@ pub fn send(socket: &Rsocket, chunks: &[&[u8]], flags: i32) -> Result<usize, i32
     let total: usize = chunks.iter().map(|c| c.len()).sum();
     let mut inner = socket.lock();
     if inner.conn.is_none() {
-        return Err(libc::ENOTCONN);
+        return Err(not_connected(&inner));
     }
     let nonblock = inner.nonblocking(flags);
     let failure;
@@ -492,7 +503,7 @@ pub fn recv(socket: &Rsocket, out: &mut [&mut [u8]], flags: i32) -> Result<usize
     let len: usize = out.iter().map(|c| c.len()).sum();
     let mut inner = socket.lock();
     if inner.conn.is_none() {
-        return Err(libc::ENOTCONN);
+        return Err(not_connected(&inner));
     }
     let nonblock = inner.nonblocking(flags);
     let mut copied = 0;

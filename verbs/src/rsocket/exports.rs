@@ -11,6 +11,7 @@ use super::stream::{self, state, Rsocket, Sizes};
 use super::{data, iomap, listen, options, poll, table};
 use crate::cm::addrinfo::from_sockaddr_len;
 use crate::export::{guard, set_errno, symbol_versions};
+use crate::provider;
 
 /// How long `rclose` waits for the sends outstanding and the peer's
 /// acknowledgement of the disconnect message.
@@ -190,10 +191,12 @@ pub unsafe extern "C" fn raccept(
     })
 }
 
-/// `rconnect`: connects and exchanges the rsocket conn data; returns once
-/// connected, even on a non-blocking socket (whose `rpoll` then finds it
-/// writable at once). A failure leaves the socket in `rs_connect_error`
-/// with `SO_ERROR` set.
+/// `rconnect`: connects and exchanges the rsocket conn data. A blocking
+/// socket returns once connected; an `O_NONBLOCK` one answers
+/// `EINPROGRESS` at once and connects on a library thread, `rpoll`
+/// reporting `POLLOUT` (or `POLLERR`, with `SO_ERROR` set) at the end, as
+/// rdma-core's. `EINPROGRESS` again while it connects, `EISCONN` once
+/// connected. A failure leaves the socket in `rs_connect_error`.
 ///
 /// # Safety
 ///
@@ -208,19 +211,31 @@ pub unsafe extern "C" fn rconnect(
         let socket = socket_of(fd)?;
         // SAFETY: the caller promises `addr` is valid for `addrlen`.
         let peer = unsafe { from_sockaddr_len(addr, addrlen) }.ok_or(libc::EINVAL)?;
-        let mut inner = socket.lock();
-        if inner.state & state::CONNECTED != 0 {
-            return Err(libc::EISCONN);
+        let (sizes, nonblock) = {
+            let mut inner = socket.lock();
+            match inner.state {
+                state::OPENING => return Err(libc::EINPROGRESS),
+                bits if bits & state::CONNECTED != 0 => return Err(libc::EISCONN),
+                state::INIT | state::BOUND => {}
+                _ => return Err(libc::EINVAL),
+            }
+            inner.state = state::OPENING;
+            (inner.sizes, inner.nonblocking(0))
+        };
+        if !nonblock {
+            stream::finish_connect(&socket, stream::connect(sizes, &socket.channel, peer))?;
+            return Ok(0);
         }
-        if inner.state & !state::BOUND != 0 {
-            return Err(libc::EINVAL);
+        let worker = socket.clone();
+        let connecting = move || {
+            let outcome = stream::connect(sizes, &worker.channel, peer);
+            let _ = stream::finish_connect(&worker, outcome);
+        };
+        if let Err(err) = provider::spawn("uwarp-rconnect", connecting) {
+            let errno = err.raw_os_error().unwrap_or(libc::EAGAIN);
+            return stream::finish_connect(&socket, Err(errno)).map(|()| 0);
         }
-        inner.state = state::OPENING;
-        stream::connect(&mut inner, &socket.channel, peer).inspect_err(|&errno| {
-            inner.state = state::CONNECT_ERROR;
-            inner.err = errno;
-        })?;
-        Ok(0)
+        Err(libc::EINPROGRESS)
     })
 }
 
@@ -241,6 +256,14 @@ pub extern "C" fn rshutdown(fd: c_int, how: c_int) -> c_int {
 pub extern "C" fn rclose(fd: c_int) -> c_int {
     answer(-1, || {
         let socket = table::remove(fd).ok_or(libc::EBADF)?;
+        {
+            // A connect under way on a library thread finds the socket
+            // closed and releases what it made.
+            let mut inner = socket.lock();
+            if inner.state == state::OPENING {
+                inner.state = state::CONNECT_ERROR;
+            }
+        }
         if let Some(listening) = socket
             .listening
             .lock()

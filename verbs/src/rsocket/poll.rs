@@ -17,6 +17,15 @@ use super::table;
 /// at again (rdma-core's `wake_up_interval`).
 const WAKE_UP_INTERVAL: Duration = Duration::from_millis(500);
 
+/// How often `rpoll` looks at a socket still connecting (its library
+/// thread raises no event on the descriptor when it is done).
+const CONNECT_CHECK_INTERVAL: Duration = Duration::from_millis(5);
+
+/// Whether `fd` is an rsocket whose non-blocking connect is under way.
+fn connecting(fd: i32) -> bool {
+    table::lookup(fd).is_some_and(|socket| socket.lock().state == state::OPENING)
+}
+
 /// `rs_poll_rs` without waiting: the `revents` of `socket` for `events`.
 fn readiness(socket: &Rsocket, events: i16) -> i16 {
     let listening = socket
@@ -102,7 +111,11 @@ pub fn rpoll(fds: &mut [libc::pollfd], timeout: i32) -> Result<i32, i32> {
         if ready > 0 || timeout == 0 {
             return Ok(ready);
         }
-        let mut sleep = WAKE_UP_INTERVAL;
+        let mut sleep = if fds.iter().any(|entry| connecting(entry.fd)) {
+            CONNECT_CHECK_INTERVAL
+        } else {
+            WAKE_UP_INTERVAL
+        };
         if timeout > 0 {
             let limit = Duration::from_millis(timeout as u64);
             let spent = start.elapsed();

@@ -427,14 +427,16 @@ pub fn mpa_params(ird: u16, ord: u16, data: &ConnData) -> LocalParams {
     }
 }
 
-/// `rs_do_connect`, done at once: makes the connection's resources,
-/// connects to `peer` with this side's conn data, and saves the peer's.
+/// `rs_do_connect`: makes the connection's resources with `sizes`,
+/// connects to `peer` with this side's conn data, saves the peer's, and
+/// answers the connection with its addresses. Holds no lock: the socket
+/// stays usable (`rpoll`, `rclose`) meanwhile.
 pub fn connect(
-    inner: &mut Inner,
+    sizes: Sizes,
     channel: &CompletionChannel,
     peer: SocketAddr,
-) -> Result<(), i32> {
-    let mut conn = Conn::create(inner.sizes, channel)?;
+) -> Result<Connected, i32> {
+    let mut conn = Conn::create(sizes, channel)?;
     let device = provider::device()?;
     let params = ConnectParams {
         mpa: mpa_params(0, 1, &conn.conn_data()),
@@ -449,11 +451,38 @@ pub fn connect(
         return Err(libc::ENOTSUP);
     };
     conn.save_peer(&peer_data);
-    inner.local = Some(connection.local_addr);
-    inner.peer = Some(connection.peer_addr);
-    inner.conn = Some(conn);
-    inner.state = state::CONNECT_RDWR;
-    Ok(())
+    Ok((conn, connection.local_addr, connection.peer_addr))
+}
+
+/// A connection [`connect`] made: it, this end's address, the peer's.
+pub type Connected = (Conn, SocketAddr, SocketAddr);
+
+/// Ends a connect of `socket` (in `rs_opening`) with its `outcome`:
+/// connected both ways, or `rs_connect_error` with `SO_ERROR` set. A
+/// socket closed meanwhile gets nothing: the connection is released.
+pub fn finish_connect(socket: &Rsocket, outcome: Result<Connected, i32>) -> Result<(), i32> {
+    let mut inner = socket.lock();
+    if inner.state != state::OPENING {
+        if let Ok((conn, ..)) = outcome {
+            drop(inner);
+            release(conn);
+        }
+        return Err(libc::ECONNABORTED);
+    }
+    match outcome {
+        Ok((conn, local, peer)) => {
+            inner.local = Some(local);
+            inner.peer = Some(peer);
+            inner.conn = Some(conn);
+            inner.state = state::CONNECT_RDWR;
+            Ok(())
+        }
+        Err(errno) => {
+            inner.state = state::CONNECT_ERROR;
+            inner.err = errno;
+            Err(errno)
+        }
+    }
 }
 
 /// `rs_accept` for one request: a new socket inheriting the listener's

@@ -7,7 +7,9 @@
  * becomes ready and time out when neither is; after the peer's rclose the data it sent is
  * read, then end of file, and a send fails with ECONNRESET; after
  * rshutdown(SHUT_WR) the peer reads end of file and can still answer;
- * riomap with no iomap offered answers ENOMEM, datagram sockets ENOSYS.
+ * riomap with no iomap offered answers ENOMEM, datagram sockets ENOSYS;
+ * a non-blocking connect answers EINPROGRESS, then rpoll reports POLLOUT
+ * (SO_ERROR 0) or, with no listener, POLLERR (SO_ERROR ECONNREFUSED).
  * Usage: rsocket_semantics PORT. */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -222,6 +224,31 @@ int main(int argc, char **argv)
 	CHECK(rclose(server) == 0);
 	CHECK(rrecv(client, buf, sizeof(buf), 0) == 0);
 	CHECK(rclose(client) == 0);
+
+	/* A non-blocking connect: EINPROGRESS, then POLLOUT and SO_ERROR 0. */
+	client = rsocket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	CHECK(client >= 0);
+	errno = 0;
+	CHECK(rconnect(client, (struct sockaddr *)&addr, sizeof(addr)) == -1 && errno == EINPROGRESS);
+	fds[0] = (struct pollfd){ .fd = client, .events = POLLOUT };
+	CHECK(rpoll(fds, 1, 10000) == 1 && fds[0].revents == POLLOUT);
+	CHECK(get_int(client, SOL_SOCKET, SO_ERROR) == 0);
+	server = raccept(listener, NULL, NULL);
+	CHECK(server >= 0);
+	CHECK(rsend(client, "nb", 2, 0) == 2);
+	CHECK(rrecv(server, buf, 2, MSG_WAITALL) == 2 && memcmp(buf, "nb", 2) == 0);
+	CHECK(rclose(server) == 0);
+	CHECK(rclose(client) == 0);
 	CHECK(rclose(listener) == 0);
+
+	/* ... and to a port nobody listens on: POLLERR, SO_ERROR ECONNREFUSED. */
+	client = rsocket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	CHECK(client >= 0);
+	errno = 0;
+	CHECK(rconnect(client, (struct sockaddr *)&addr, sizeof(addr)) == -1 && errno == EINPROGRESS);
+	fds[0] = (struct pollfd){ .fd = client, .events = POLLOUT };
+	CHECK(rpoll(fds, 1, 10000) == 1 && (fds[0].revents & POLLERR));
+	CHECK(get_int(client, SOL_SOCKET, SO_ERROR) == ECONNREFUSED);
+	CHECK(rclose(client) == 0);
 	return finish();
 }
