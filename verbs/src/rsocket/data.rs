@@ -363,17 +363,17 @@ pub fn send(socket: &Rsocket, chunks: &[&[u8]], flags: i32) -> Result<usize, i32
     let mut olen = OLAP_START_SIZE;
     let mut failure = None;
     while sent < total {
-        (inner, failure) = await_send(socket, inner, nonblock);
-        if failure.is_some() {
-            break;
-        }
-        let conn = inner
-            .conn
-            .as_mut()
-            .expect("a writable socket has a connection");
-        let xfer = next_transfer(&mut olen, (total - sent) as u32)
-            .min(conn.sbuf_bytes_avail)
-            .min(conn.target_entry(conn.target_sge).length);
+        let left = (total - sent) as u32;
+        let peer_room = |c: &Conn| c.target_entry(c.target_sge).length;
+        let (back, size) = next_write(socket, inner, nonblock, (&mut olen, left), peer_room);
+        inner = back;
+        let (conn, xfer) = match size {
+            Ok(xfer) => (inner.conn.as_mut().expect("next_write found it"), xfer),
+            Err(errno) => {
+                failure = Some(errno);
+                break;
+            }
+        };
         let payload = payload_of(conn, cursor.take(xfer as usize));
         if let Err(errno) = write_data(conn, payload, xfer) {
             failure = Some(errno);
@@ -410,6 +410,28 @@ pub fn await_send<'a>(
         return (inner, Some(libc::ECONNRESET));
     }
     (inner, failure)
+}
+
+/// Waits for room to send ([`await_send`]) and sizes the next transfer
+/// of `left` octets ([`next_transfer`] with `olen`): no more than the
+/// free send buffer and `peer_room` (what the peer's buffer or mapping
+/// takes). On success the socket has its connection.
+pub fn next_write<'a>(
+    socket: &'a Rsocket,
+    inner: MutexGuard<'a, Inner>,
+    nonblock: bool,
+    (olen, left): (&mut u32, u32),
+    peer_room: impl FnOnce(&Conn) -> u32,
+) -> (MutexGuard<'a, Inner>, Result<u32, i32>) {
+    let (inner, failure) = await_send(socket, inner, nonblock);
+    if let Some(errno) = failure {
+        return (inner, Err(errno));
+    }
+    let conn = inner.conn.as_ref().expect("await_send found it");
+    let size = next_transfer(olen, left)
+        .min(conn.sbuf_bytes_avail)
+        .min(peer_room(conn));
+    (inner, Ok(size))
 }
 
 /// The size of the next transfer of `left` octets: `olen`, which doubles

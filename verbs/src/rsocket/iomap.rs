@@ -10,7 +10,7 @@ use std::sync::MutexGuard;
 
 use uwarp::{Access, MemoryRegion, Payload, SendOp, SendWr};
 
-use super::data::{await_send, count_or_failure, next_transfer, payload_of, OLAP_START_SIZE};
+use super::data::{await_send, count_or_failure, next_write, payload_of, OLAP_START_SIZE};
 use super::stream::{Conn, Inner, Rsocket};
 use super::wire::{self, Iomap, RemoteSge, IOMAP_SIZE};
 use crate::export::errno_of;
@@ -157,18 +157,17 @@ pub fn write(socket: &Rsocket, data: &[u8], offset: i64, flags: i32) -> Result<u
         let Some(target) = inner.conn.as_ref().and_then(|c| find_mapping(c, at)) else {
             break;
         };
-        (inner, failure) = await_send(socket, inner, nonblock);
-        if failure.is_some() {
-            break;
-        }
-        let conn = inner
-            .conn
-            .as_mut()
-            .expect("a socket that can send has a connection");
-        let room = target.offset + u64::from(target.sge.length) - at;
-        let xfer = next_transfer(&mut olen, (data.len() - written) as u32)
-            .min(conn.sbuf_bytes_avail)
-            .min(room as u32);
+        let left = (data.len() - written) as u32;
+        let room = (target.offset + u64::from(target.sge.length) - at) as u32;
+        let (back, size) = next_write(socket, inner, nonblock, (&mut olen, left), |_| room);
+        inner = back;
+        let (conn, xfer) = match size {
+            Ok(xfer) => (inner.conn.as_mut().expect("next_write found it"), xfer),
+            Err(errno) => {
+                failure = Some(errno);
+                break;
+            }
+        };
         conn.sqe_avail -= 1;
         conn.sbuf_bytes_avail -= xfer;
         let payload = payload_of(conn, data[written..written + xfer as usize].to_vec());
