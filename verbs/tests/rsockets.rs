@@ -1,6 +1,7 @@
 //! rsockets on the drop-in librdmacm: its exports match rdma-core 44's,
-//! Debian's `rstream` (blocking, non-blocking and `rpoll` modes, small and
-//! large transfers, data verified) and `rcopy` (a file, compared) run on
+//! Debian's `rstream` (its default `MSG_DONTWAIT` polling, blocking,
+//! `O_NONBLOCK` and `rpoll` modes, small and large transfers, data
+//! verified) and `rcopy` (a file, compared) run on
 //! both sides under `uwarp-run`, as does `riostream` (`riomap`,
 //! `riowrite`); a C program checks the socket semantics
 //! (`tests/c/rsocket_semantics.c`), and a plain sockets program runs on
@@ -113,13 +114,22 @@ fn stream_pair(link: &dyn Link, tool: &str, options: &[&str], size: &str) -> Str
 }
 
 #[test]
-fn rstream_blocking_small_transfers_verified() {
+fn rstream_default_mode_small_transfers_verified() {
+    // rstream's default: MSG_DONTWAIT calls in a busy loop.
     rstream_pair(&["-S", "64", "-C", "2000", "-T", "v"], "64");
 }
 
 #[test]
-fn rstream_blocking_large_transfers_verified() {
+fn rstream_default_mode_large_transfers_verified() {
     rstream_pair(&["-S", "1048576", "-C", "20", "-T", "v"], "1m");
+}
+
+#[test]
+fn rstream_blocking_small_and_large_transfers_verified() {
+    // -T b: blocking calls with MSG_WAITALL, and RDMA_INLINE 0, which
+    // uwarp raises to the 4 octets iWARP's messages need.
+    rstream_pair(&["-S", "64", "-C", "2000", "-T", "b", "-T", "v"], "64");
+    rstream_pair(&["-S", "1048576", "-C", "20", "-T", "b", "-T", "v"], "1m");
 }
 
 #[test]
