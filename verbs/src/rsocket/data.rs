@@ -255,7 +255,8 @@ fn completed_send(state_bits: &mut u32, err: &mut i32, conn: &mut Conn, wc: &Wor
 
 /// `rs_process_cq` and `rs_get_comp`: makes progress until `test` holds;
 /// `EAGAIN` at once if `nonblock` and it does not, else waits on the
-/// socket's channel. Answers the state locked again.
+/// socket's channel (`EINTR` when a signal interrupts the wait). Answers
+/// the state locked again.
 pub fn progress<'a>(
     socket: &'a Rsocket,
     mut inner: MutexGuard<'a, Inner>,
@@ -280,9 +281,14 @@ pub fn progress<'a>(
         };
         conn.cq.req_notify(false);
         drop(inner);
-        wait_readable(socket.fd(), WAKE_UP_INTERVAL);
+        let interrupted = !wait_readable(socket.fd(), WAKE_UP_INTERVAL);
         socket.drain_channel();
         inner = socket.lock();
+        if interrupted {
+            // A signal without SA_RESTART ends the wait, as it ends
+            // rdma-core's read of the completion channel.
+            return Err((inner, libc::EINTR));
+        }
     }
 }
 
@@ -296,8 +302,9 @@ pub fn settle<'a>(
     }
 }
 
-/// Sleeps until `fd` is readable or `limit` passes.
-pub fn wait_readable(fd: i32, limit: Duration) {
+/// Sleeps until `fd` is readable or `limit` passes: `false` if a signal
+/// interrupted the sleep.
+fn wait_readable(fd: i32, limit: Duration) -> bool {
     let mut pollfd = libc::pollfd {
         fd,
         events: libc::POLLIN,
@@ -305,7 +312,8 @@ pub fn wait_readable(fd: i32, limit: Duration) {
     };
     let millis = limit.as_millis().min(i32::MAX as u128) as i32;
     // SAFETY: one valid pollfd.
-    unsafe { libc::poll(&mut pollfd, 1, millis) };
+    let got = unsafe { libc::poll(&mut pollfd, 1, millis) };
+    got >= 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR)
 }
 
 /// `rs_poll_rs` for a connected (or formerly connected) socket: makes

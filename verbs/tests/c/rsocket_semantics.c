@@ -2,7 +2,8 @@
  * the library's own): a bad descriptor answers EBADF; a connection whose
  * two sides have different queue and buffer sizes (RDMA_SQSIZE,
  * RDMA_RQSIZE, SO_RCVBUF, SO_SNDBUF) carries 1 MiB each way intact;
- * O_NONBLOCK and MSG_DONTWAIT receives with nothing queued answer EAGAIN;
+ * O_NONBLOCK and MSG_DONTWAIT receives with nothing queued answer EAGAIN,
+ * a blocking one interrupted by a signal without SA_RESTART EINTR;
  * rpoll (and rselect) over an rsocket and a pipe report each as it
  * becomes ready and time out when neither is; after the peer's rclose the data it sent is
  * read, then end of file, and a send fails with ECONNRESET; after
@@ -16,6 +17,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/time.h>
 #include <unistd.h>
 #include <rdma/rsocket.h>
 #include "check.h"
@@ -70,6 +72,17 @@ static void *recv_all(void *arg)
 		s->ok = buf[at] == pattern(s->seed, at);
 	free(buf);
 	return NULL;
+}
+
+/* Interrupts, each second; a receive still waiting after five ends the
+ * program (the check below then failed by hanging). */
+static void on_alarm(int signal)
+{
+	static int count;
+
+	(void)signal;
+	if (++count == 5)
+		_exit(3);
 }
 
 static void set_int(int fd, int level, int name, int value)
@@ -148,6 +161,21 @@ int main(int argc, char **argv)
 	errno = 0;
 	CHECK(rrecv(server, buf, sizeof(buf), 0) == -1 && errno == EAGAIN);
 	CHECK(rfcntl(server, F_SETFL, 0) == 0);
+
+	/* A signal without SA_RESTART interrupts a blocking receive. */
+	{
+		struct sigaction interrupt = { .sa_handler = on_alarm };
+
+		struct itimerval every_second = { { 1, 0 }, { 1, 0 } }, off = { { 0, 0 }, { 0, 0 } };
+
+		CHECK(sigaction(SIGALRM, &interrupt, NULL) == 0);
+		CHECK(setitimer(ITIMER_REAL, &every_second, NULL) == 0);
+		errno = 0;
+		CHECK(rrecv(server, buf, sizeof(buf), 0) == -1 && errno == EINTR);
+		CHECK(setitimer(ITIMER_REAL, &off, NULL) == 0);
+		signal(SIGALRM, SIG_DFL);
+		alarm(60);
+	}
 
 	/* rpoll over the rsocket and a pipe. */
 	CHECK(pipe(pipefd) == 0);
