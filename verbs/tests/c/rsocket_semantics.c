@@ -98,6 +98,21 @@ static int get_int(int fd, int level, int name)
 	return value;
 }
 
+/* A new non-blocking rsocket in *fd connecting to `addr`: rconnect must
+ * answer EINPROGRESS; the revents rpoll then reports for POLLOUT within
+ * 10 s (0 if none). */
+static short connect_nonblocking(int *fd, struct sockaddr_in *addr)
+{
+	struct pollfd pfd;
+
+	*fd = rsocket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	CHECK(*fd >= 0);
+	errno = 0;
+	CHECK(rconnect(*fd, (struct sockaddr *)addr, sizeof(*addr)) == -1 && errno == EINPROGRESS);
+	pfd = (struct pollfd){ .fd = *fd, .events = POLLOUT };
+	return rpoll(&pfd, 1, 10000) == 1 ? pfd.revents : 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct sockaddr_in addr = { .sin_family = AF_INET };
@@ -254,12 +269,7 @@ int main(int argc, char **argv)
 	CHECK(rclose(client) == 0);
 
 	/* A non-blocking connect: EINPROGRESS, then POLLOUT and SO_ERROR 0. */
-	client = rsocket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-	CHECK(client >= 0);
-	errno = 0;
-	CHECK(rconnect(client, (struct sockaddr *)&addr, sizeof(addr)) == -1 && errno == EINPROGRESS);
-	fds[0] = (struct pollfd){ .fd = client, .events = POLLOUT };
-	CHECK(rpoll(fds, 1, 10000) == 1 && fds[0].revents == POLLOUT);
+	CHECK(connect_nonblocking(&client, &addr) == POLLOUT);
 	CHECK(get_int(client, SOL_SOCKET, SO_ERROR) == 0);
 	server = raccept(listener, NULL, NULL);
 	CHECK(server >= 0);
@@ -270,12 +280,7 @@ int main(int argc, char **argv)
 	CHECK(rclose(listener) == 0);
 
 	/* ... and to a port nobody listens on: POLLERR, SO_ERROR ECONNREFUSED. */
-	client = rsocket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-	CHECK(client >= 0);
-	errno = 0;
-	CHECK(rconnect(client, (struct sockaddr *)&addr, sizeof(addr)) == -1 && errno == EINPROGRESS);
-	fds[0] = (struct pollfd){ .fd = client, .events = POLLOUT };
-	CHECK(rpoll(fds, 1, 10000) == 1 && (fds[0].revents & POLLERR));
+	CHECK(connect_nonblocking(&client, &addr) & POLLERR);
 	CHECK(get_int(client, SOL_SOCKET, SO_ERROR) == ECONNREFUSED);
 	CHECK(rclose(client) == 0);
 	return finish();
