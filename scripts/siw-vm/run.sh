@@ -102,7 +102,11 @@ ip link set "$tap" up
 line="$(printf '%q ' "${command[@]}")"
 append="console=ttyS0 panic=-1 $extra uwsiw.ip=$vm_ip/24"
 append+=" uwsiw.siw=$(printf '%s' "$siw_params" | base64 -w0)"
-append+=" uwsiw.cmd=$(printf '%s' "$line" | base64 -w0)"
+append+=" uwsiw.cmd=$(printf '%s' "$line" | gzip -9n | base64 -w0)"
+# The kernel keeps 2048 octets of its command line (x86), and qemu
+# refuses a longer one.
+[ "${#append}" -lt 2048 ] \
+    || { echo "siw-vm: the command is too long for the kernel's command line (${#append} octets)" >&2; exit 1; }
 
 start="$EPOCHREALTIME"
 status=""

@@ -224,7 +224,7 @@ boot() {
     done
     local append="console=ttyS0 panic=-1 intel_iommu=on hugepages=192"
     append+=" uwsiw.ip=$net.$((n + 1))/24 uwsiw.vfio=0000:00:04.0,0000:00:05.0 uwsiw.siw="
-    append+=" uwsiw.cmd=$(printf '%s' "$line" | base64 -w0)"
+    append+=" uwsiw.cmd=$(printf '%s' "$line" | gzip -9n | base64 -w0)"
     : > "$work/$name.out"
     timeout "$timeout" qemu-system-x86_64 -machine q35 -accel "$accel" -cpu max -m 1024 -smp 2 \
         -nodefaults -display none -no-reboot -pidfile "$work/qemu-$name.pid" \
