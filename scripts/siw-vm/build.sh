@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the VMs' kernel and initramfs: a Debian 12 kernel and a busybox
 # initramfs holding the RDMA modules, a siw.ko built out of tree,
-# rdma-core's user space (rping, perftest, the siw provider, `rdma`), and
-# vfio-pci for a NIC given to DPDK. Everything comes from Debian's archive
+# rdma-core's user space (rping, perftest, rstream, the siw provider,
+# `rdma`), and vfio-pci for a NIC given to DPDK. Everything comes from Debian's archive
 # through apt, into a cache directory; nothing is installed on the host.
 # The siw VM (run.sh here) boots it as it is; the PCI VMs of scripts/vm/
 # append an archive with uwarp's binaries and DPDK's libraries.
@@ -190,7 +190,7 @@ printf '%s\n' "${order[@]}" > "$root/modules/order"
 # User space: the programs, the siw provider, and every library they load.
 libdirs="$cache/user/usr/lib/x86_64-linux-gnu:$cache/user/lib/x86_64-linux-gnu"
 provider="$(ls "$cache"/user/usr/lib/x86_64-linux-gnu/libibverbs/libsiw-rdmav*.so)"
-for program in rping ib_write_bw ib_read_bw ib_send_bw ib_write_lat ib_read_lat ib_send_lat rdma; do
+for program in rping ib_write_bw ib_read_bw ib_send_bw ib_write_lat ib_read_lat ib_send_lat rdma rstream; do
     install -D -m 0755 "$cache/user/usr/bin/$program" "$root/usr/bin/$program"
 done
 install -D -m 0644 "$provider" "$root/usr/lib/x86_64-linux-gnu/libibverbs/$(basename "$provider")"

@@ -1,7 +1,9 @@
-//! Debian's unmodified `rping`, `ib_write_bw -R` and `ib_read_bw -R` on
-//! uwarp's drop-in libraries (the socket transport, on the host at
-//! 10.79.0.1) against the same Debian tools on Linux soft-iWARP (siw) in
-//! the VM of `scripts/siw-vm/` (10.79.0.2), in both roles, in one boot:
+//! Debian's unmodified `rping`, `ib_write_bw -R`, `ib_read_bw -R` and
+//! `rstream` (rsockets: uwarp's against rdma-core's own, inside siw's
+//! librdmacm) on uwarp's drop-in libraries (the socket transport, on the
+//! host at 10.79.0.1) against the same Debian tools on Linux soft-iWARP
+//! (siw) in the VM of `scripts/siw-vm/` (10.79.0.2), in both roles, in
+//! one boot:
 //!
 //! 1. siw's clients against uwarp's servers, which listen on every
 //!    address before the VM boots (the tap comes with it);
@@ -10,7 +12,8 @@
 //!    Reply: siw's accept race, docs/siw-interop.md).
 //!
 //! rping's client checks every ping's data (`-V`; its server reads
-//! each ping into a buffer of its own `-S`, so both get the size);
+//! each ping into a buffer of its own `-S`, so both get the size), and
+//! so does rstream on both sides (`-T v`), small and large transfers;
 //! perftest's reports
 //! must show the size and iterations asked for, and every program must
 //! exit 0 (siw's rping may exit 255 instead after its own exit race,
@@ -60,6 +63,39 @@ const VERDICT_LIMIT_SECS: u32 = 150;
 const SIW_PORT: u16 = 18515;
 /// Any one program on the host.
 const RUN_LIMIT: Duration = Duration::from_secs(120);
+/// rstream's runs: transfer size and count, each way. rstream's default
+/// mode (non-blocking calls in a busy loop) on both sides: rdma-core 44's
+/// `-T b` asks for no inline data, which siw refuses.
+const RSTREAM_RUNS: [(&str, &str); 2] = [("64", "500"), ("1048576", "5")];
+/// Where siw's rstream servers listen in the VM.
+const SIW_RSTREAM_PORT: u16 = 18516;
+
+/// rstream's arguments for one of [`RSTREAM_RUNS`] on `port`.
+fn rstream_args((size, count): (&str, &str), port: &str) -> Vec<String> {
+    strings(&["-p", port, "-S", size, "-C", count, "-T", "v"])
+}
+
+/// How the VM names its rstream client's and server's runs of `run`.
+fn rstream_labels((size, _): (&str, &str)) -> (String, String) {
+    (
+        format!("rstream client {size}"),
+        format!("rstream server {size}"),
+    )
+}
+
+/// Checks an rstream run's output: exit 0, and its result line for the
+/// transfers asked for (`custom SIZE COUNT 1 ...`; rstream writes the
+/// size as `64` or `1m`).
+fn assert_rstream_ran(what: &str, output: &Output, (size, count): (&str, &str)) {
+    assert_success(what, output);
+    let size = if size == "1048576" { "1m" } else { size };
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let result = stdout.lines().any(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        fields.len() == 8 && fields[0] == "custom" && fields[1] == size && fields[2] == count
+    });
+    assert!(result, "{what} printed no result line:\n{stdout}");
+}
 
 /// A perftest tool's arguments (`-F`: under TCG the VM's clocks may
 /// disagree, and perftest would give up on its report).
@@ -104,13 +140,29 @@ fn assert_perftest_ran(what: &str, output: &Output) {
 }
 
 /// The VM's command: siw's clients against uwarp's servers on the host
-/// (`ports`: rping's, then each perftest tool's), then siw's rping
-/// server, then siw's perftest servers, each run until uwarp's client
-/// was not refused (the verdict comes from `verdict_port` on the host).
-fn vm_command(ports: &[u16; 3], verdict_port: u16) -> String {
+/// (`ports`: rping's, then each perftest tool's; `rstream_ports`: one
+/// for each of [`RSTREAM_RUNS`]), then siw's rping server, then siw's
+/// perftest servers, each run until uwarp's client was not refused (the
+/// verdict comes from `verdict_port` on the host), then siw's rstream
+/// servers.
+fn vm_command(ports: &[u16; 3], rstream_ports: &[u16; 2], verdict_port: u16) -> String {
     let host = HOST_IP;
     let [rping_port, write_port, read_port] = ports.map(|port| port.to_string());
     let done = |label: &str| report_status(label, "$?");
+    let mut rstream_clients = String::new();
+    let mut rstream_servers = String::new();
+    for (run, port) in RSTREAM_RUNS.into_iter().zip(rstream_ports) {
+        let (client_label, server_label) = rstream_labels(run);
+        let client = rstream_args(run, &port.to_string()).join(" ");
+        rstream_clients += &format!("rstream -s {host} {client}; {}; ", done(&client_label));
+        let server = rstream_args(run, &SIW_RSTREAM_PORT.to_string()).join(" ");
+        let server = announced_server(
+            &format!("rstream -b {VM_IP} {server}"),
+            SIW_RSTREAM_PORT,
+            &server_label,
+        );
+        rstream_servers += &format!("{server}; {}; ", done(&server_label));
+    }
     let perf_done = report_status("$t $n", "$rc");
     let rping_server = announced_server(
         &format!("rping -s -a {VM_IP} -p {SIW_PORT} -C {PINGS} -S {PING_SIZE}"),
@@ -132,11 +184,13 @@ fn vm_command(ports: &[u16; 3], verdict_port: u16) -> String {
         "rping -c -a {host} -p {rping_port} -C {PINGS} -S {PING_SIZE} -V; {}; \
          ib_write_bw {} {host}; {}; \
          ib_read_bw {} {host}; {}; \
+         {rstream_clients}\
          {rping_server}; {}; \
          for t in {}; do n=0; while [ $n -lt {ATTEMPTS} ]; do n=$((n+1)); \
            {perf_server}; rc=$?; {perf_done}; \
            [ $rc -eq 0 ] && break; \
-         done; done; true",
+         done; done; \
+         {rstream_servers}true",
         done("rping client"),
         perftest_args(&write_port).join(" "),
         done("write client"),
@@ -198,7 +252,17 @@ fn debian_rping_and_perftest_on_uwarp_work_with_siw_in_both_roles() {
         .set_nonblocking(true)
         .expect("a non-blocking verdict port");
     let verdict_port = verdicts.local_addr().expect("its address").port();
-    let mut vm = Vm::boot("", &vm_command(&ports, verdict_port));
+    let rstream_ports = [free_port(), free_port()];
+    let rstream_servers: Vec<_> = RSTREAM_RUNS
+        .into_iter()
+        .zip(rstream_ports)
+        .map(|(run, port)| {
+            let mut args = strings(&["-b", "0.0.0.0"]);
+            args.extend(rstream_args(run, &port.to_string()));
+            (run, uwarp_side("rstream", args))
+        })
+        .collect();
+    let mut vm = Vm::boot("", &vm_command(&ports, &rstream_ports, verdict_port));
 
     // siw's clients, uwarp's servers.
     let servers = [
@@ -222,6 +286,20 @@ fn debian_rping_and_perftest_on_uwarp_work_with_siw_in_both_roles() {
             tool => assert_perftest_ran(&format!("uwarp's ib_{tool}_bw server"), &output),
         }
         eprintln!("siw's {name} client against uwarp's server: passed");
+    }
+    for (run, server) in rstream_servers {
+        let status = vm.status_of(&rstream_labels(run).0);
+        let output = server.finish(Instant::now() + RUN_LIMIT);
+        assert_eq!(status, "0", "siw's rstream client, {} octets", run.0);
+        assert_rstream_ran(
+            &format!("uwarp's rstream server, {} octets", run.0),
+            &output,
+            run,
+        );
+        eprintln!(
+            "siw's rstream client against uwarp's server, {} octets: passed",
+            run.0
+        );
     }
 
     // siw's servers, uwarp's clients.
@@ -274,6 +352,31 @@ fn debian_rping_and_perftest_on_uwarp_work_with_siw_in_both_roles() {
         });
         let attempt = passed.unwrap_or_else(|| panic!("ib_{tool}_bw: refused {ATTEMPTS} times"));
         eprintln!("uwarp's ib_{tool}_bw client against siw's server: passed (attempt {attempt})");
+    }
+
+    // siw's rstream servers, uwarp's clients.
+    for run in RSTREAM_RUNS {
+        let label = rstream_labels(run).1;
+        vm.expect(&format!("uwsiw-test: serving {label}"));
+        vm.assert_running();
+        let mut args = strings(&["-s", &vm_ip]);
+        args.extend(rstream_args(run, &SIW_RSTREAM_PORT.to_string()));
+        let client = uwarp_client("rstream", args).finish(Instant::now() + RUN_LIMIT);
+        assert_rstream_ran(
+            &format!("uwarp's rstream client, {} octets", run.0),
+            &client,
+            run,
+        );
+        assert_eq!(
+            vm.status_of(&label),
+            "0",
+            "siw's rstream server, {} octets",
+            run.0
+        );
+        eprintln!(
+            "uwarp's rstream client against siw's server, {} octets: passed",
+            run.0
+        );
     }
     vm.finish();
 }
