@@ -262,6 +262,15 @@ fn a_c_program_checks_rsocket_semantics() {
 }
 
 #[test]
+fn a_socket_that_makes_no_call_takes_its_peers_credits_and_data() {
+    let program = compile_c("rsocket_credits");
+    let port = free_port().to_string();
+    let output = uwarp_run(&program, &[&port]);
+    assert_success("rsocket_credits", &output);
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "ok\n");
+}
+
+#[test]
 fn a_child_of_fork_cannot_use_its_parents_rsocket_and_leaves_it_working() {
     let program = compile_c("rsocket_fork");
     let port = free_port().to_string();

@@ -405,14 +405,18 @@ pub fn count_or_failure(count: usize, failure: Option<i32>) -> Result<usize, i32
 /// Waits, unless `nonblock`, until the socket can send (`rs_can_send`),
 /// as `rsend` and `riowrite` do before each transfer: `ECONNRESET` once
 /// sending has ended. On success the socket has its connection.
+///
+/// Polls the completion queue first even when the socket can send
+/// (rdma-core's polls only when it cannot): the peer's buffer offers
+/// arrive by RDMA Write, so a sender could go on for as many transfers as
+/// it has credits while the credit updates announcing those offers wait
+/// in the receive queue, beyond the receives reserved for them
+/// ([`super::stream::RECV_RESERVE`]).
 pub fn await_send<'a>(
     socket: &'a Rsocket,
     inner: MutexGuard<'a, Inner>,
     nonblock: bool,
 ) -> (MutexGuard<'a, Inner>, Option<i32>) {
-    if inner.conn.as_ref().is_some_and(can_send) && inner.state & state::WRITABLE != 0 {
-        return (inner, None);
-    }
     let (inner, failure) = settle(progress(socket, inner, nonblock, can_send_or_closed));
     if failure.is_none() && (inner.state & state::WRITABLE == 0 || inner.conn.is_none()) {
         return (inner, Some(libc::ECONNRESET));

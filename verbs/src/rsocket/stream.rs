@@ -62,6 +62,20 @@ const QP_MIN_SIZE: u32 = 16;
 pub const QP_MAX_SIZE: u32 = 0xFFFE;
 /// `RS_QP_CTRL_SIZE`: control messages in flight.
 pub const QP_CTRL_SIZE: u32 = 4;
+/// Receives posted beyond the credits granted (`RDMA_RQSIZE`), for the
+/// peer's control messages: on iWARP each credit update, shutdown and
+/// disconnect is a Send that takes a receive, and no credit bounds them.
+/// rdma-core posts the granted count alone, relying on InfiniBand's
+/// receiver-not-ready retries; on iWARP a Send that finds no receive ends
+/// the connection with a Terminate (RFC 5040 section 7.2). A peer sends a
+/// credit update as it consumes messages or frees half its buffer, so
+/// between two polls of the completion queue (every `rsend` transfer
+/// polls first: [`super::data::await_send`]) it sends at most a few: up
+/// to 3 while it consumes the at most `RDMA_RQSIZE` messages it had
+/// unread, 4 for the two halves of its buffer those filled and two whose
+/// offer waited for a control slot, 2 for the one transfer since the
+/// poll; then a shutdown and a disconnect. 11, and a margin.
+pub const RECV_RESERVE: u32 = 4 * QP_CTRL_SIZE;
 /// `RS_SNDLOWAT`: the send buffer space below which a socket is not
 /// writable.
 pub const SNDLOWAT: u32 = 2048;
@@ -89,6 +103,14 @@ pub struct Sizes {
     pub rbuf_size: u32,
     /// Entries of the iomap the peer may fill (`RDMA_IOMAPSIZE`).
     pub iomap_size: u32,
+}
+
+impl Sizes {
+    /// The receives a connection keeps posted, each with its message
+    /// slot: the credits granted and [`RECV_RESERVE`].
+    pub fn recv_depth(&self) -> u32 {
+        self.rq_size + RECV_RESERVE
+    }
 }
 
 impl Default for Sizes {
@@ -277,7 +299,7 @@ impl Conn {
         let sizes = clamp_sizes(sizes);
         let device = provider::device()?;
         let pd: ProtectionDomain = device.alloc_pd().map_err(|e| errno_of(&e))?;
-        let depth = (sizes.sq_size + sizes.rq_size) as usize;
+        let depth = (sizes.sq_size + sizes.recv_depth()) as usize;
         let cq = device.create_cq_with_channel(depth, channel, 0);
         let mut init = QpInit::new(&cq);
         // Control writes (a target SGL entry, an iomap entry) always go
@@ -289,7 +311,7 @@ impl Conn {
             max_inline_data: (sizes.sq_inline as usize).max(IOMAP_SIZE),
         };
         init.max_send_wr = sizes.sq_size as usize;
-        init.max_recv_wr = sizes.rq_size as usize;
+        init.max_recv_wr = sizes.recv_depth() as usize;
         let qp = device.create_qp(&pd, init);
         let region = |len: usize, access| pd.alloc_mr(len, access).map_err(|e| errno_of(&e));
         let remote = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
@@ -302,7 +324,7 @@ impl Conn {
             remote,
         )?;
         let rbuf = region(
-            sizes.rbuf_size as usize + MSG_SIZE * sizes.rq_size as usize,
+            sizes.rbuf_size as usize + MSG_SIZE * sizes.recv_depth() as usize,
             remote,
         )?;
         let mut conn = Self {
@@ -333,7 +355,7 @@ impl Conn {
             remote_iomap: RemoteSge::default(),
             mappings: Vec::new(),
         };
-        for _ in 0..sizes.rq_size {
+        for _ in 0..sizes.recv_depth() {
             conn.post_recv()?;
         }
         conn.cq.req_notify(false);
@@ -349,7 +371,7 @@ impl Conn {
             wr_id: WR_ID_RECV | u64::from(index),
             sgl: vec![self.rbuf.sge(offset, MSG_SIZE as u32)],
         };
-        self.rbuf_msg_index = (index + 1) % self.sizes.rq_size;
+        self.rbuf_msg_index = (index + 1) % self.sizes.recv_depth();
         self.qp.post_recv(wr).map_err(|e| errno_of(&e))
     }
 
