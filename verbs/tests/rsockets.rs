@@ -208,6 +208,26 @@ fn rstream_and_riostream_run_over_dpdk() {
     );
 }
 
+/// rstream's client connects without blocking and, when `rpoll` reports
+/// `POLLERR`, prints `errno`: "Connection refused" with nobody listening,
+/// as on rdma-core (the pairs above try a client again on "refused", its
+/// server not yet listening: over DPDK its listener comes up after the
+/// link does).
+#[test]
+fn rstream_says_its_refused_nonblocking_connect_was_refused() {
+    let port = free_port().to_string();
+    let client = uwarp_run(
+        debian_tool("rstream"),
+        &["-s", "127.0.0.1", "-p", &port, "-S", "64", "-C", "10"],
+    );
+    let stderr = String::from_utf8_lossy(&client.stderr);
+    assert!(!client.status.success(), "{client:?}");
+    assert!(
+        stderr.contains("rpoll: Connection refused"),
+        "rstream said: {stderr}"
+    );
+}
+
 #[test]
 fn rcopy_copies_a_file_intact() {
     let dir = std::env::temp_dir().join(format!("uwarp-rcopy-{}", std::process::id()));

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use super::data;
 use super::stream::{state, Rsocket};
 use super::table;
+use crate::export::set_errno;
 
 /// How long one `poll(2)` sleeps at most before every rsocket is looked
 /// at again (rdma-core's `wake_up_interval`).
@@ -48,9 +49,23 @@ fn readiness(socket: &Rsocket, events: i16) -> i16 {
         return data::readiness(socket, events);
     }
     if bits == state::CONNECT_ERROR {
+        connect_failure_to_errno(socket);
         return (events & (libc::POLLIN | libc::POLLOUT)) | libc::POLLERR;
     }
     0
+}
+
+/// Sets `errno` to why the non-blocking connect of `socket` failed, while
+/// `SO_ERROR` has not yet been read: rdma-core's `rpoll` runs the connect
+/// itself (`rs_do_connect`), and the call that finds it failed returns
+/// with `errno` as the failure left it (`ECONNREFUSED`, `ETIMEDOUT`).
+/// Programs print it: rstream's `perror("rpoll")` after `POLLERR` says
+/// "Connection refused", not the `EINPROGRESS` of its `rconnect`.
+fn connect_failure_to_errno(socket: &Rsocket) {
+    let err = socket.lock().err;
+    if err != 0 {
+        set_errno(err);
+    }
 }
 
 /// One look at every entry, setting its `revents`: how many are ready.
