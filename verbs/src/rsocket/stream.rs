@@ -67,14 +67,15 @@ pub const QP_CTRL_SIZE: u32 = 4;
 /// disconnect is a Send that takes a receive, and no credit bounds them.
 /// rdma-core posts the granted count alone, relying on InfiniBand's
 /// receiver-not-ready retries; on iWARP a Send that finds no receive ends
-/// the connection with a Terminate (RFC 5040 section 7.2). A peer sends a
-/// credit update as it consumes messages or frees half its buffer, so
-/// between two polls of the completion queue (every `rsend` transfer
-/// polls first: [`super::data::await_send`]) it sends at most a few: up
-/// to 3 while it consumes the at most `RDMA_RQSIZE` messages it had
-/// unread, 4 for the two halves of its buffer those filled and two whose
-/// offer waited for a control slot, 2 for the one transfer since the
-/// poll; then a shutdown and a disconnect. 11, and a margin.
+/// the connection with a Terminate (RFC 5041 section 7.2, no buffer for
+/// an untagged message). A peer sends a credit update as it consumes
+/// messages or frees half its buffer, so between two polls of the
+/// completion queue (every `rsend` transfer polls first:
+/// [`super::data::await_send`]) it sends at most a few: up to 3 while it
+/// consumes the at most `RDMA_RQSIZE` messages it had unread, 4 for the
+/// two halves of its buffer those filled and two whose offer waited for a
+/// control slot, 2 for the one transfer since the poll; then a shutdown
+/// and a disconnect. 11, and a margin.
 pub const RECV_RESERVE: u32 = 4 * QP_CTRL_SIZE;
 /// `RS_SNDLOWAT`: the send buffer space below which a socket is not
 /// writable.
