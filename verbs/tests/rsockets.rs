@@ -4,7 +4,9 @@
 //! verified) and `rcopy` (a file, compared) run on
 //! both sides under `uwarp-run`, as does `riostream` (`riomap`,
 //! `riowrite`); a C program checks the socket semantics
-//! (`tests/c/rsocket_semantics.c`), and a plain sockets program runs on
+//! (`tests/c/rsocket_semantics.c`), another that a socket making no call
+//! keeps receives for its peer's credit updates besides its data
+//! (`tests/c/rsocket_credits.c`), and a plain sockets program runs on
 //! rsockets under `librspreload.so` (`tests/c/rsocket_plain.c`).
 
 mod support;
@@ -272,31 +274,29 @@ fn rcopy_copies_a_file_intact() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn a_c_program_checks_rsocket_semantics() {
-    let program = compile_c("rsocket_semantics");
+/// Compiles `tests/c/{name}.c` and runs it under `uwarp-run` with a free
+/// port: it must succeed and print "ok".
+fn run_c_program(name: &str) {
+    let program = compile_c(name);
     let port = free_port().to_string();
     let output = uwarp_run(&program, &[&port]);
-    assert_success("rsocket_semantics", &output);
+    assert_success(name, &output);
     assert_eq!(String::from_utf8_lossy(&output.stdout), "ok\n");
+}
+
+#[test]
+fn a_c_program_checks_rsocket_semantics() {
+    run_c_program("rsocket_semantics");
 }
 
 #[test]
 fn a_socket_that_makes_no_call_takes_its_peers_credits_and_data() {
-    let program = compile_c("rsocket_credits");
-    let port = free_port().to_string();
-    let output = uwarp_run(&program, &[&port]);
-    assert_success("rsocket_credits", &output);
-    assert_eq!(String::from_utf8_lossy(&output.stdout), "ok\n");
+    run_c_program("rsocket_credits");
 }
 
 #[test]
 fn a_child_of_fork_cannot_use_its_parents_rsocket_and_leaves_it_working() {
-    let program = compile_c("rsocket_fork");
-    let port = free_port().to_string();
-    let output = uwarp_run(&program, &[&port]);
-    assert_success("rsocket_fork", &output);
-    assert_eq!(String::from_utf8_lossy(&output.stdout), "ok\n");
+    run_c_program("rsocket_fork");
 }
 
 /// rdma-core's preload library, which turns a program's TCP sockets into

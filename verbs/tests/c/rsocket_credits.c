@@ -20,25 +20,32 @@ static void set_int(int fd, int level, int name, int value)
 	CHECK(rsetsockopt(fd, level, name, &value, sizeof(value)) == 0);
 }
 
+/* A listener on the loopback address at `port`, its address in *addr. */
+static int listen_at(struct sockaddr_in *addr, const char *port)
+{
+	int listener = rsocket(AF_INET, SOCK_STREAM, 0);
+
+	*addr = (struct sockaddr_in){ .sin_family = AF_INET, .sin_port = htons(atoi(port)) };
+	addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	CHECK(listener >= 0);
+	set_int(listener, SOL_SOCKET, SO_REUSEADDR, 1);
+	CHECK(rbind(listener, (struct sockaddr *)addr, sizeof(*addr)) == 0);
+	CHECK(rlisten(listener, 4) == 0);
+	return listener;
+}
+
 int main(int argc, char **argv)
 {
-	struct sockaddr_in addr = { .sin_family = AF_INET };
+	struct sockaddr_in addr;
 	int listener, client, server, round;
 	char buf[CREDITS];
 
 	alarm(60);
 	if (argc != 2)
 		return 2;
-	addr.sin_port = htons(atoi(argv[1]));
-	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	listener = listen_at(&addr, argv[1]);
 
-	listener = rsocket(AF_INET, SOCK_STREAM, 0);
-	CHECK(listener >= 0);
-	set_int(listener, SOL_SOCKET, SO_REUSEADDR, 1);
-	CHECK(rbind(listener, (struct sockaddr *)&addr, sizeof(addr)) == 0);
-	CHECK(rlisten(listener, 4) == 0);
-
-	/* Three rounds: the credit updates of a round add to the last's. */
+	/* Three connections, each making the same exchange. */
 	for (round = 0; round < 3; round++) {
 		client = rsocket(AF_INET, SOCK_STREAM, 0);
 		CHECK(client >= 0);
