@@ -60,15 +60,35 @@ use super::guarded::guarded_copy;
 /// (the dataplane's `dma` module maps whole pages).
 pub const PAGE_ALIGN: usize = 4096;
 
-/// `len` zeroed octets aligned to [`PAGE_ALIGN`], for
-/// [`dealloc_page_aligned`] to free. Aborts like `Vec` when the allocation
-/// fails; panics if `len` is 0 or exceeds `isize::MAX` rounded down to
-/// the alignment.
+/// `len` zeroed octets aligned to [`PAGE_ALIGN`], on pages no other
+/// allocation shares, for [`dealloc_page_aligned`] to free. Aborts like
+/// `Vec` when the allocation fails; panics if `len` is 0 or too large.
+///
+/// The block comes from the global allocator with a small alignment and
+/// room to align it by hand, so that it is zeroed the way `calloc` zeroes
+/// (a block the allocator maps afresh is zero already and is not
+/// written). Asked for with the page alignment itself, `alloc_zeroed`
+/// falls back to an aligned allocation it then clears octet by octet:
+/// every page of a TCP send queue written at each connection's set-up,
+/// which cut the connection set-up rate five times (22,600 setups/s
+/// before, 4,300 after, `uwarp-perf loopback` on DPDK). The address of the
+/// block sits in the word before the aligned start.
 pub(crate) fn alloc_page_aligned(len: usize) -> NonNull<u8> {
-    let layout = page_layout(len);
-    // SAFETY: `layout` has a non-zero size (`page_layout`).
+    let layout = page_block_layout(len);
+    // SAFETY: `layout` has a non-zero size (`page_block_layout`).
     let raw = unsafe { alloc::alloc_zeroed(layout) };
-    NonNull::new(raw).unwrap_or_else(|| alloc::handle_alloc_error(layout))
+    let Some(raw) = NonNull::new(raw) else {
+        alloc::handle_alloc_error(layout)
+    };
+    let start = (raw.as_ptr().addr() + BLOCK_HEADER).next_multiple_of(PAGE_ALIGN);
+    let aligned = raw.as_ptr().wrapping_add(start - raw.as_ptr().addr());
+    // SAFETY: `aligned` lies at least BLOCK_HEADER (16) octets past `raw`
+    // and its pages end within the block (`page_block_layout`), so the
+    // word before it is inside the block, 8-aligned (the start is
+    // page-aligned), and no part of the `len` octets handed out.
+    unsafe { aligned.cast::<*mut u8>().sub(1).write(raw.as_ptr()) };
+    // SAFETY: inside a non-null block.
+    unsafe { NonNull::new_unchecked(aligned) }
 }
 
 /// Frees what [`alloc_page_aligned`] gave for `len`.
@@ -77,14 +97,28 @@ pub(crate) fn alloc_page_aligned(len: usize) -> NonNull<u8> {
 /// `ptr` must come from `alloc_page_aligned(len)`, with this `len`, and be
 /// freed only once.
 pub(crate) unsafe fn dealloc_page_aligned(ptr: NonNull<u8>, len: usize) {
-    // SAFETY: see the function's contract.
-    unsafe { alloc::dealloc(ptr.as_ptr(), page_layout(len)) }
+    // SAFETY: `alloc_page_aligned` wrote the block's address in the word
+    // before `ptr`, and the block was allocated with this layout.
+    unsafe {
+        let raw = ptr.as_ptr().cast::<*mut u8>().sub(1).read();
+        alloc::dealloc(raw, page_block_layout(len));
+    }
 }
 
-/// The layout of a page-aligned allocation of `len` (non-zero) octets.
-fn page_layout(len: usize) -> Layout {
+/// Room before a page-aligned start for the block's address (and the
+/// allocator's own alignment).
+const BLOCK_HEADER: usize = 16;
+
+/// The block holding a page-aligned allocation of `len` (non-zero)
+/// octets: its whole pages, up to a page of slack to align the start, and
+/// the header.
+fn page_block_layout(len: usize) -> Layout {
     assert!(len > 0, "no zero-sized page-aligned allocation");
-    Layout::from_size_align(len, PAGE_ALIGN).expect("allocation length too large")
+    let size = len
+        .checked_next_multiple_of(PAGE_ALIGN)
+        .and_then(|pages| pages.checked_add(PAGE_ALIGN + BLOCK_HEADER))
+        .expect("allocation length too large");
+    Layout::from_size_align(size, BLOCK_HEADER).expect("allocation length too large")
 }
 
 /// Fixed-size memory that can be registered with a
