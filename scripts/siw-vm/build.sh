@@ -2,8 +2,9 @@
 # Builds the VMs' kernel and initramfs: a Debian 12 kernel and a busybox
 # initramfs holding the RDMA modules, a siw.ko built out of tree,
 # rdma-core's user space (rping, perftest, rstream, the siw provider,
-# `rdma`), and vfio-pci for a NIC given to DPDK. Everything comes from Debian's archive
-# through apt, into a cache directory; nothing is installed on the host.
+# `rdma`), and vfio-pci for a NIC given to DPDK. Everything comes from
+# Debian's archive through apt, into a cache directory; nothing is
+# installed on the host.
 # The siw VM (run.sh here) boots it as it is; the PCI VMs of scripts/vm/
 # append an archive with uwarp's binaries and DPDK's libraries.
 #

@@ -12,13 +12,13 @@
 mod support;
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use support::pair::{
     free_port, run_pair, strings, wait_listening, Link, Loopback, MemifLink, Running, Side,
 };
-use support::{assert_success, compile_c, debian_tool, uwarp_run};
+use support::{assert_success, compile_c, debian_tool, rstream_result, uwarp_run};
 
 /// The rsocket functions rdma-core 44's librdmacm exports, all at
 /// `RDMACM_1.0` (`objdump -T /usr/lib/x86_64-linux-gnu/librdmacm.so.1`).
@@ -105,14 +105,11 @@ fn stream_pair(link: &dyn Link, tool: &str, options: &[&str], size: &str) -> Str
     let (server, client) = run_pair(link, tool, &port, [server, client], &["refused"]);
     assert_success(&format!("{tool} client"), &client);
     assert_success(&format!("{tool} server"), &server);
-    let result = |output: &Output| {
-        String::from_utf8_lossy(&output.stdout)
-            .lines()
-            .find(|line| line.starts_with("custom") && line.split_whitespace().nth(1) == Some(size))
-            .map(str::to_owned)
-    };
-    assert!(result(&server).is_some(), "no result in {server:?}");
-    result(&client).unwrap_or_else(|| panic!("no result in {client:?}"))
+    assert!(
+        rstream_result(&server, size).is_some(),
+        "no result in {server:?}"
+    );
+    rstream_result(&client, size).unwrap_or_else(|| panic!("no result in {client:?}"))
 }
 
 #[test]

@@ -40,8 +40,8 @@ use std::net::{Ipv4Addr, TcpListener};
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use support::assert_success;
 use support::pair::{free_port, strings, Running, Side};
+use support::{assert_success, rstream_result};
 use uwarp_testing::siw_vm::{
     announced_server, announced_server_then, report_status, Vm, HOST_IP, VM_IP,
 };
@@ -63,38 +63,60 @@ const VERDICT_LIMIT_SECS: u32 = 150;
 const SIW_PORT: u16 = 18515;
 /// Any one program on the host.
 const RUN_LIMIT: Duration = Duration::from_secs(120);
-/// rstream's runs: transfer size and count, each way. rstream's default
-/// mode (non-blocking calls in a busy loop) on both sides: rdma-core 44's
-/// `-T b` asks for no inline data, which siw refuses.
-const RSTREAM_RUNS: [(&str, &str); 2] = [("64", "500"), ("1048576", "5")];
+/// One rstream run each way: `-S size` (in octets), `-C count`.
+#[derive(Debug, Clone, Copy)]
+struct RstreamRun {
+    size: &'static str,
+    /// The size as rstream prints it in its result line.
+    printed: &'static str,
+    count: &'static str,
+}
+
+/// rstream's runs. rstream's default mode (non-blocking calls in a busy
+/// loop) on both sides: rdma-core 44's `-T b` asks for no inline data,
+/// which siw refuses.
+const RSTREAM_RUNS: [RstreamRun; 2] = [
+    RstreamRun {
+        size: "64",
+        printed: "64",
+        count: "500",
+    },
+    RstreamRun {
+        size: "1048576",
+        printed: "1m",
+        count: "5",
+    },
+];
 /// Where siw's rstream servers listen in the VM.
 const SIW_RSTREAM_PORT: u16 = 18516;
 
-/// rstream's arguments for one of [`RSTREAM_RUNS`] on `port`.
-fn rstream_args((size, count): (&str, &str), port: &str) -> Vec<String> {
-    strings(&["-p", port, "-S", size, "-C", count, "-T", "v"])
-}
+impl RstreamRun {
+    /// rstream's arguments for this run on `port`.
+    fn args(self, port: &str) -> Vec<String> {
+        strings(&["-p", port, "-S", self.size, "-C", self.count, "-T", "v"])
+    }
 
-/// How the VM names its rstream client's and server's runs of `run`.
-fn rstream_labels((size, _): (&str, &str)) -> (String, String) {
-    (
-        format!("rstream client {size}"),
-        format!("rstream server {size}"),
-    )
-}
+    /// How the VM names its rstream client's and server's runs of it.
+    fn labels(self) -> (String, String) {
+        (
+            format!("rstream client {}", self.size),
+            format!("rstream server {}", self.size),
+        )
+    }
 
-/// Checks an rstream run's output: exit 0, and its result line for the
-/// transfers asked for (`custom SIZE COUNT 1 ...`; rstream writes the
-/// size as `64` or `1m`).
-fn assert_rstream_ran(what: &str, output: &Output, (size, count): (&str, &str)) {
-    assert_success(what, output);
-    let size = if size == "1048576" { "1m" } else { size };
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let result = stdout.lines().any(|line| {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        fields.len() == 8 && fields[0] == "custom" && fields[1] == size && fields[2] == count
-    });
-    assert!(result, "{what} printed no result line:\n{stdout}");
+    /// Checks a side's output: exit 0, and its result line for this run's
+    /// size and count.
+    fn assert_ran(self, what: &str, output: &Output) {
+        assert_success(what, output);
+        let result = rstream_result(output, self.printed).unwrap_or_default();
+        let fields: Vec<&str> = result.split_whitespace().collect();
+        assert!(
+            fields.len() == 8 && fields[2] == self.count,
+            "{what} printed no result line for {} transfers:\n{}",
+            self.count,
+            String::from_utf8_lossy(&output.stdout)
+        );
+    }
 }
 
 /// A perftest tool's arguments (`-F`: under TCG the VM's clocks may
@@ -152,10 +174,10 @@ fn vm_command(ports: &[u16; 3], rstream_ports: &[u16; 2], verdict_port: u16) -> 
     let mut rstream_clients = String::new();
     let mut rstream_servers = String::new();
     for (run, port) in RSTREAM_RUNS.into_iter().zip(rstream_ports) {
-        let (client_label, server_label) = rstream_labels(run);
-        let client = rstream_args(run, &port.to_string()).join(" ");
+        let (client_label, server_label) = run.labels();
+        let client = run.args(&port.to_string()).join(" ");
         rstream_clients += &format!("rstream -s {host} {client}; {}; ", done(&client_label));
-        let server = rstream_args(run, &SIW_RSTREAM_PORT.to_string()).join(" ");
+        let server = run.args(&SIW_RSTREAM_PORT.to_string()).join(" ");
         let server = announced_server(
             &format!("rstream -b {VM_IP} {server}"),
             SIW_RSTREAM_PORT,
@@ -258,7 +280,7 @@ fn debian_rping_and_perftest_on_uwarp_work_with_siw_in_both_roles() {
         .zip(rstream_ports)
         .map(|(run, port)| {
             let mut args = strings(&["-b", "0.0.0.0"]);
-            args.extend(rstream_args(run, &port.to_string()));
+            args.extend(run.args(&port.to_string()));
             (run, uwarp_side("rstream", args))
         })
         .collect();
@@ -288,17 +310,16 @@ fn debian_rping_and_perftest_on_uwarp_work_with_siw_in_both_roles() {
         eprintln!("siw's {name} client against uwarp's server: passed");
     }
     for (run, server) in rstream_servers {
-        let status = vm.status_of(&rstream_labels(run).0);
+        let status = vm.status_of(&run.labels().0);
         let output = server.finish(Instant::now() + RUN_LIMIT);
-        assert_eq!(status, "0", "siw's rstream client, {} octets", run.0);
-        assert_rstream_ran(
-            &format!("uwarp's rstream server, {} octets", run.0),
+        assert_eq!(status, "0", "siw's rstream client, {} octets", run.size);
+        run.assert_ran(
+            &format!("uwarp's rstream server, {} octets", run.size),
             &output,
-            run,
         );
         eprintln!(
             "siw's rstream client against uwarp's server, {} octets: passed",
-            run.0
+            run.size
         );
     }
 
@@ -356,26 +377,25 @@ fn debian_rping_and_perftest_on_uwarp_work_with_siw_in_both_roles() {
 
     // siw's rstream servers, uwarp's clients.
     for run in RSTREAM_RUNS {
-        let label = rstream_labels(run).1;
+        let label = run.labels().1;
         vm.expect(&format!("uwsiw-test: serving {label}"));
         vm.assert_running();
         let mut args = strings(&["-s", &vm_ip]);
-        args.extend(rstream_args(run, &SIW_RSTREAM_PORT.to_string()));
+        args.extend(run.args(&SIW_RSTREAM_PORT.to_string()));
         let client = uwarp_client("rstream", args).finish(Instant::now() + RUN_LIMIT);
-        assert_rstream_ran(
-            &format!("uwarp's rstream client, {} octets", run.0),
+        run.assert_ran(
+            &format!("uwarp's rstream client, {} octets", run.size),
             &client,
-            run,
         );
         assert_eq!(
             vm.status_of(&label),
             "0",
             "siw's rstream server, {} octets",
-            run.0
+            run.size
         );
         eprintln!(
             "uwarp's rstream client against siw's server, {} octets: passed",
-            run.0
+            run.size
         );
     }
     vm.finish();

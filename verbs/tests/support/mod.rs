@@ -86,3 +86,13 @@ pub fn assert_success(what: &str, output: &Output) {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// The result line Debian's `rstream` (and `riostream`) printed in
+/// `output` for transfers of `size`, as it writes the size (`64`, `1m`):
+/// `custom SIZE XFERS ITERS TOTAL TIME GB/SEC USEC/XFER`.
+pub fn rstream_result(output: &Output, size: &str) -> Option<String> {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .find(|line| line.starts_with("custom") && line.split_whitespace().nth(1) == Some(size))
+        .map(str::to_owned)
+}
