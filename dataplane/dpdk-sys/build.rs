@@ -1,6 +1,7 @@
 //! Build script of `dpdk-sys`: finds the system DPDK with pkg-config,
-//! compiles the C shim for DPDK's static inline functions, and generates the
-//! Rust bindings with bindgen into `OUT_DIR`.
+//! compiles the C shim for DPDK's static inline functions and the net_memif
+//! teardown guard (`csrc/memif_guard.c`), and generates the Rust bindings
+//! with bindgen into `OUT_DIR`.
 //!
 //! Linking: pkg-config's `--libs libdpdk` lists the shared libraries of
 //! DPDK's core (EAL, mempool, mbuf, ethdev, ...) but no poll-mode driver.
@@ -28,6 +29,8 @@ const MIN_DPDK: &str = "22.11";
 fn main() {
     println!("cargo:rerun-if-changed=csrc/shim.c");
     println!("cargo:rerun-if-changed=csrc/shim.h");
+    println!("cargo:rerun-if-changed=csrc/memif_guard.c");
+    println!("cargo:rerun-if-changed=csrc/memif_guard.h");
     println!("cargo:rerun-if-changed=csrc/wrapper.h");
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_LIBDIR");
@@ -63,6 +66,7 @@ fn main() {
 
     let mut shim = cc::Build::new();
     shim.file("csrc/shim.c")
+        .file("csrc/memif_guard.c")
         .include("csrc")
         .warnings(true)
         .flag_if_supported("-Wno-unused-parameter");
@@ -114,6 +118,7 @@ fn main() {
              |dev_bus|bus_name|vfio_container_dma_(map|unmap)|openlog_stream|log_get_stream)",
         )
         .allowlist_function("shim_.*")
+        .allowlist_function("uwarp_memif_.*")
         // C's standard error stream, for `rte_openlog_stream`.
         .allowlist_var("stderr")
         .allowlist_type("rte_eth_(link|stats|xstat|xstat_name|dev_info|conf|rxconf|txconf)")

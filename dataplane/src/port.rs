@@ -12,7 +12,7 @@
 //! and every queue handle are gone; the pools its receive queues fill from
 //! live at least that long.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -179,7 +179,37 @@ pub(crate) struct PortShared {
     /// Whether memory sent by reference is first mapped for the device's
     /// DMA: a PCI device, with the EAL in IOVA-as-VA mode.
     pub(crate) map_payloads_for_dma: bool,
-    _rx_pools: Vec<Arc<Mempool>>,
+    /// On a started net_memif port, the lock its driver's teardown takes
+    /// ([`PortShared::memif_teardown_lock`]); null elsewhere.
+    memif_teardown_lock: AtomicPtr<dpdk_sys::rte_spinlock_t>,
+    rx_pools: Vec<Arc<Mempool>>,
+}
+
+impl PortShared {
+    /// The lock bursts on this port hold so that net_memif's teardown,
+    /// run by the EAL's interrupt thread when the peer closes its end,
+    /// cannot unmap the rings under a burst (`dpdk-sys/csrc/memif_guard.c`
+    /// explains the race); null when the port needs none or its driver
+    /// is not the net_memif the guard knows. The lock lives in the
+    /// driver's private data, which lasts until the device closes, after
+    /// every queue handle is gone.
+    pub(crate) fn memif_teardown_lock(&self) -> *mut dpdk_sys::rte_spinlock_t {
+        self.memif_teardown_lock.load(Ordering::Acquire)
+    }
+
+    /// Looks the teardown lock up again, once the port started (the
+    /// driver's queues are found through what `rte_eth_dev_start` set).
+    fn find_memif_teardown_lock(&self) {
+        let pool = self
+            .rx_pools
+            .first()
+            .map_or(std::ptr::null_mut(), |p| p.as_ptr());
+        // SAFETY: the port is configured and started; the function only
+        // reads the device's info and, once they proved to be net_memif's
+        // as DPDK 22.11 lays them out, its queue and private data.
+        let lock = unsafe { dpdk_sys::uwarp_memif_guard_lock(self.port_id, pool) };
+        self.memif_teardown_lock.store(lock, Ordering::Release);
+    }
 }
 
 impl Drop for PortShared {
@@ -374,7 +404,8 @@ impl Port {
             device,
             started: AtomicBool::new(false),
             tx_offloads,
-            _rx_pools: rx_pools.to_vec(),
+            memif_teardown_lock: AtomicPtr::new(std::ptr::null_mut()),
+            rx_pools: rx_pools.to_vec(),
         });
         let queues = Queues {
             rx: (0..config.rx_queues)
@@ -421,6 +452,7 @@ impl Port {
             return Err(Error::from_neg("rte_eth_dev_start", ret));
         }
         self.shared.started.store(true, Ordering::Relaxed);
+        self.shared.find_memif_teardown_lock();
         if let Some(steering) = &self.steering {
             if !program_reta(self.port_id(), steering.reta()) {
                 self.steering = None;
@@ -488,6 +520,14 @@ impl Port {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    /// Whether bursts on this port hold net_memif's teardown lock, so
+    /// that the peer's exit cannot unmap the rings under them
+    /// (`dpdk-sys/csrc/memif_guard.c`): on a started net_memif port of
+    /// DPDK 22.11.
+    pub fn guards_memif_teardown(&self) -> bool {
+        !self.shared.memif_teardown_lock().is_null()
     }
 
     /// Whether [`start`](Self::start) succeeded and no

@@ -51,7 +51,15 @@ impl RxQueue {
         // through this handle (&mut self).
         unsafe {
             let dst = out.as_mut_ptr().add(len).cast::<*mut dpdk_sys::rte_mbuf>();
-            let n = dpdk_sys::shim_rte_eth_rx_burst(self.port.port_id, self.queue, dst, max);
+            let (port, queue) = (self.port.port_id, self.queue);
+            // The teardown lock, where there is one, is the driver's and
+            // lives as long as the port (PortShared::memif_teardown_lock).
+            let lock = self.port.memif_teardown_lock();
+            let n = if lock.is_null() {
+                dpdk_sys::shim_rte_eth_rx_burst(port, queue, dst, max)
+            } else {
+                dpdk_sys::uwarp_memif_guarded_rx_burst(lock, port, queue, dst, max)
+            };
             out.set_len(len + usize::from(n));
             usize::from(n)
         }
@@ -127,12 +135,14 @@ impl TxQueue {
         // moved to the front. The queue is used only through this handle.
         unsafe {
             let p = pkts.as_mut_ptr();
-            let sent = usize::from(dpdk_sys::shim_rte_eth_tx_burst(
-                self.port.port_id,
-                self.queue,
-                p.cast::<*mut dpdk_sys::rte_mbuf>(),
-                n,
-            ));
+            let (port, queue, mbufs) = (self.port.port_id, self.queue, p.cast());
+            // As in RxQueue::rx_burst.
+            let lock = self.port.memif_teardown_lock();
+            let sent = usize::from(if lock.is_null() {
+                dpdk_sys::shim_rte_eth_tx_burst(port, queue, mbufs, n)
+            } else {
+                dpdk_sys::uwarp_memif_guarded_tx_burst(lock, port, queue, mbufs, n)
+            });
             std::ptr::copy(p.add(sent), p, len - sent);
             pkts.set_len(len - sent);
             sent

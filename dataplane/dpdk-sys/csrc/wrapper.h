@@ -19,3 +19,4 @@
 #include <rte_vfio.h>
 
 #include "shim.h"
+#include "memif_guard.h"

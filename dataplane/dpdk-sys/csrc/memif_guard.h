@@ -1,0 +1,35 @@
+/*
+ * uwarp dpdk-sys: bursts on a net_memif port that its peer's exit cannot
+ * tear down underneath (see memif_guard.c for the race and the guard).
+ */
+#ifndef UWARP_MEMIF_GUARD_H
+#define UWARP_MEMIF_GUARD_H
+
+#include <stdint.h>
+#include <rte_config.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+#include <rte_spinlock.h>
+
+/*
+ * The lock net_memif's teardown takes on port `port_id`, a started
+ * net_memif port whose receive queue 0 fills from `rx_pool`; NULL when
+ * the port is not net_memif, or its driver is not laid out as DPDK 22.11
+ * lays it out (checked against the port's own devargs and pool).
+ */
+rte_spinlock_t *uwarp_memif_guard_lock(uint16_t port_id,
+				       const struct rte_mempool *rx_pool);
+
+/* rte_eth_rx_burst under `lock`: 0 packets while the lock is held. */
+uint16_t uwarp_memif_guarded_rx_burst(rte_spinlock_t *lock, uint16_t port_id,
+				      uint16_t queue_id,
+				      struct rte_mbuf **rx_pkts,
+				      uint16_t nb_pkts);
+
+/* rte_eth_tx_burst under `lock`: 0 packets taken while the lock is held. */
+uint16_t uwarp_memif_guarded_tx_burst(rte_spinlock_t *lock, uint16_t port_id,
+				      uint16_t queue_id,
+				      struct rte_mbuf **tx_pkts,
+				      uint16_t nb_pkts);
+
+#endif
