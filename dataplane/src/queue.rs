@@ -41,6 +41,16 @@ impl RxQueue {
         self.port.memory_link_offloads
     }
 
+    /// Whether the port's link is up (`rte_eth_link_get_nowait`; a link
+    /// that cannot be read counts as up).
+    pub fn link_up(&self) -> bool {
+        let mut link = dpdk_sys::rte_eth_link::default();
+        // SAFETY: the port is valid while a queue handle lives; `link`
+        // outlives the call.
+        let ret = unsafe { dpdk_sys::rte_eth_link_get_nowait(self.port.port_id, &mut link) };
+        ret != 0 || u32::from(link.link_status()) == dpdk_sys::RTE_ETH_LINK_UP
+    }
+
     /// Receives up to `max` packets, appended to `out`; returns how many.
     pub fn rx_burst(&mut self, out: &mut Vec<Mbuf>, max: u16) -> usize {
         out.reserve(usize::from(max));

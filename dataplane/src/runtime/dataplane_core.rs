@@ -73,6 +73,17 @@ pub trait FlowHandler: Send {
     /// work of the flows.
     fn poll(&mut self, _now: Instant, _flows: &mut FlowTable<Self::Flow>, _tx: &mut TxBatch) {}
 
+    /// Whether `flow` can end without losing what it sent: the peer
+    /// acknowledged all of it (its FIN too), or there is nothing to lose.
+    /// A runtime shut down with a linger ([`Runtime::shutdown_settling`])
+    /// polls on until every flow is, as a kernel goes on delivering what
+    /// the sockets of an exited process sent.
+    ///
+    /// [`Runtime::shutdown_settling`]: crate::runtime::Runtime::shutdown_settling
+    fn settled(&self, _flow: &Self::Flow) -> bool {
+        true
+    }
+
     /// The core is stopping: the last chance to end its flows on the
     /// wire (a TCP handler resets them, as a host's kernel does for the
     /// connections of a process that exits), sending on `tx`. The flows
@@ -372,6 +383,12 @@ impl<H: FlowHandler> DataplaneCore<H> {
     /// The transmit side (its counters).
     pub fn tx(&self) -> &TxBatch {
         &self.tx
+    }
+
+    /// Whether every flow is [`settled`](FlowHandler::settled), or the
+    /// link is down (nothing sent now can arrive: a net_memif peer gone).
+    pub fn is_settled(&self) -> bool {
+        self.flows.values().all(|flow| self.handler.settled(flow)) || !self.rx.link_up()
     }
 
     /// Stops cleanly: takes the flows and packets handed over still

@@ -90,6 +90,11 @@ impl<F> FlowTable<F> {
         self.flows.is_empty()
     }
 
+    /// Every flow, in no particular order.
+    pub fn values(&self) -> impl Iterator<Item = &F> + '_ {
+        self.flows.values()
+    }
+
     /// Removes every flow.
     pub fn drain(&mut self) -> impl Iterator<Item = (FourTuple, F)> + '_ {
         self.flows.drain().map(|(key, flow)| (key.tuple(), flow))

@@ -5,10 +5,12 @@
 //! that polls until [`Runtime::shutdown`]; [`Stepper`] polls them all in
 //! turn from the caller's thread, deterministically, for tests and
 //! one-core machines. Both end with every core's `shutdown`, which frees
-//! every mbuf it held.
+//! every mbuf it held; shut down with a linger (`shutdown_settling`), the
+//! dataplane cores first poll on, the control core beside them, until
+//! their flows settled or the linger ran out.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -79,9 +81,40 @@ pub struct Stopped<C: ControlHandler, D: FlowHandler> {
 
 /// Cores running on threads of their own.
 pub struct Runtime<C: ControlHandler, D: FlowHandler> {
-    stop: Arc<AtomicBool>,
+    stop_dataplanes: Arc<Stop>,
+    stop_control: Arc<Stop>,
     control: JoinHandle<ControlCore<C>>,
     dataplanes: Vec<JoinHandle<DataplaneCore<D>>>,
+}
+
+/// When the threads of some cores stop polling: once asked, and the
+/// core [`settled`](Poll::settled) or the deadline set before asking
+/// passed.
+#[derive(Default)]
+struct Stop {
+    asked: AtomicBool,
+    settle_until: OnceLock<Instant>,
+}
+
+impl Stop {
+    /// Asks the cores to stop, at once or, with `settle_until`, once
+    /// settled.
+    fn ask(&self, settle_until: Option<Instant>) {
+        if let Some(deadline) = settle_until {
+            let _ = self.settle_until.set(deadline);
+        }
+        self.asked.store(true, Ordering::Release);
+    }
+
+    /// Whether a core that `settled` (a closure: asked only after a
+    /// stop) stops now.
+    fn now(&self, now: Instant, settled: impl FnOnce() -> bool) -> bool {
+        self.asked.load(Ordering::Acquire)
+            && self
+                .settle_until
+                .get()
+                .is_none_or(|deadline| now >= *deadline || settled())
+    }
 }
 
 /// Something a thread can poll.
@@ -91,6 +124,11 @@ trait Poll: Send + 'static {
     /// Called after a poll that found nothing, the core having found
     /// nothing for `quiet`; whether it was woken by work meanwhile.
     fn rest(&mut self, quiet: Duration) -> bool;
+
+    /// Whether it may stop without losing what it sent.
+    fn settled(&self) -> bool {
+        true
+    }
 }
 
 impl<C: ControlHandler + 'static> Poll for ControlCore<C> {
@@ -113,6 +151,10 @@ impl<D: FlowHandler + 'static> Poll for DataplaneCore<D> {
     fn rest(&mut self, _quiet: Duration) -> bool {
         false
     }
+
+    fn settled(&self) -> bool {
+        self.is_settled()
+    }
 }
 
 fn spawn_core<P: Poll>(
@@ -120,7 +162,7 @@ fn spawn_core<P: Poll>(
     name: String,
     mut core: P,
     cpu: Option<usize>,
-    stop: Arc<AtomicBool>,
+    stop: Arc<Stop>,
 ) -> Result<JoinHandle<P>> {
     std::thread::Builder::new()
         .name(name)
@@ -131,8 +173,11 @@ fn spawn_core<P: Poll>(
             let registered = eal.register_current_thread().is_ok();
             let mut idle = 0u32;
             let mut quiet_since = None;
-            while !stop.load(Ordering::Acquire) {
+            loop {
                 let now = Instant::now();
+                if stop.now(now, || core.settled()) {
+                    break;
+                }
                 if core.poll_once(now) > 0 {
                     idle = 0;
                     quiet_since = None;
@@ -184,34 +229,44 @@ where
                 (Some(*control), cpus.iter().copied().map(Some).collect())
             }
         };
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop_dataplanes = Arc::new(Stop::default());
+        let stop_control = Arc::new(Stop::default());
         let mut handles = Vec::with_capacity(dataplanes.len());
         for (index, (core, cpu)) in dataplanes.into_iter().zip(dataplane_cpus).enumerate() {
             let name = format!("uwarp-dp{index}");
-            handles.push(spawn_core(eal, name, core, cpu, Arc::clone(&stop))?);
+            let stop = Arc::clone(&stop_dataplanes);
+            handles.push(spawn_core(eal, name, core, cpu, stop)?);
         }
-        let control = spawn_core(
-            eal,
-            "uwarp-ctl".into(),
-            control,
-            control_cpu,
-            Arc::clone(&stop),
-        )?;
+        let stop = Arc::clone(&stop_control);
+        let control = spawn_core(eal, "uwarp-ctl".into(), control, control_cpu, stop)?;
         Ok(Runtime {
-            stop,
+            stop_dataplanes,
+            stop_control,
             control,
             dataplanes: handles,
         })
     }
 
-    /// Stops every core, waits for its thread, and shuts it down.
+    /// Stops every core, waits for its thread, and shuts it down: the
+    /// connections still open are reset.
     pub fn shutdown(self) -> Stopped<C, D> {
-        self.stop.store(true, Ordering::Release);
+        self.shutdown_settling(Duration::ZERO)
+    }
+
+    /// [`shutdown`](Self::shutdown), once the dataplane cores' flows
+    /// [settled](FlowHandler::settled) (or the link went down), for at
+    /// most `linger`: what they sent before is delivered, as a kernel
+    /// delivers what an exited process's sockets sent. The control core
+    /// polls until the dataplane cores stopped.
+    pub fn shutdown_settling(self, linger: Duration) -> Stopped<C, D> {
+        let settle_until = (!linger.is_zero()).then(|| Instant::now() + linger);
+        self.stop_dataplanes.ask(settle_until);
         let dataplanes: Vec<_> = self
             .dataplanes
             .into_iter()
             .map(|h| h.join().expect("a dataplane core panicked"))
             .collect();
+        self.stop_control.ask(None);
         let control = self.control.join().expect("the control core panicked");
         finish(control, dataplanes)
     }
@@ -282,5 +337,22 @@ where
     /// Shuts every core down.
     pub fn shutdown(self) -> Stopped<C, D> {
         finish(self.control, self.dataplanes)
+    }
+
+    /// [`Runtime::shutdown_settling`], stepping: steps every core until
+    /// the dataplane cores' flows settled, for at most `linger`, then
+    /// shuts them down.
+    pub fn shutdown_settling(mut self, linger: Duration) -> Stopped<C, D> {
+        let deadline = Instant::now() + linger;
+        loop {
+            let now = Instant::now();
+            if now >= deadline || self.dataplanes.iter().all(DataplaneCore::is_settled) {
+                break;
+            }
+            if self.step(now) == 0 {
+                std::thread::yield_now();
+            }
+        }
+        self.shutdown()
     }
 }

@@ -23,7 +23,7 @@ use crossbeam_queue::SegQueue;
 use crate::net::{FourTuple, TcpMeta};
 use crate::runtime::{tcp_segment, FlowHandler, FlowTable, TxBatch};
 use crate::Mbuf;
-use uwarp_stack::tcp::{parse_verified, Instant};
+use uwarp_stack::tcp::{parse_verified, Instant, State};
 
 use super::app::TcpApp;
 use super::clock::Clock;
@@ -203,6 +203,21 @@ impl<A: TcpApp> FlowHandler for TcpCore<A> {
                 self.counters.flows_closed += 1;
                 self.announce.push(tuple);
             }
+        }
+    }
+
+    /// Everything sent acknowledged, the FIN too: established (or closed
+    /// by the peer) with nothing unacknowledged, our FIN acknowledged
+    /// (FIN-WAIT-2, TIME-WAIT), or no connection to lose data on (closed,
+    /// or still opening).
+    fn settled(&self, flow: &TcpFlow<A>) -> bool {
+        let conn = flow.connection();
+        match conn.state() {
+            State::FinWait1 | State::Closing | State::LastAck => false,
+            State::Established | State::CloseWait => {
+                conn.send_acknowledged() == conn.send_queued_end()
+            }
+            _ => true,
         }
     }
 

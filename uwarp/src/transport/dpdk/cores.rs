@@ -4,7 +4,7 @@
 //! on threads of their own or stepped inline by the application.
 
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 use uwarp_dataplane::net::InterfaceConfig;
@@ -21,6 +21,19 @@ use crate::error::Error;
 use uwarp_control::host::{isn_secret, stop_port, PortUp};
 use uwarp_control::{HostConfig, HostReport, TcpSetup};
 use uwarp_dataplane::tcp::{Clock, TcpCore};
+
+/// How long a closing device (its process exits, or it is dropped) goes
+/// on running its connections until what they sent, and the FINs of those
+/// the application disconnected, are acknowledged; the ones still open
+/// are reset after that. A kernel delivers what an exited process's
+/// sockets sent: without this, an application that exited right after
+/// its last Send (rdmacm-utils' `rdma_server`; a Send completes once its
+/// FPDUs are in TCP's send queue, as on siw) lost it when the segment or
+/// its ACK needed a retransmission, and on net_memif whenever the peer
+/// had not polled it before the link went down; the peer then waited for
+/// good. It ends at once when everything
+/// is acknowledged, or the link is down.
+const SETTLE_AT_CLOSE: Duration = Duration::from_secs(2);
 
 /// Where a DPDK device's cores run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -195,11 +208,12 @@ impl DpdkCores {
         &self.impairment
     }
 
-    /// Stops the cores and the port; returns what the cores counted
-    /// (`None` if the inline cores were gone already).
+    /// Stops the cores and the port, once what the connections sent was
+    /// acknowledged (at most [`SETTLE_AT_CLOSE`]); returns what the cores
+    /// counted (`None` if the inline cores were gone already).
     pub(crate) fn shutdown(self) -> Option<HostReport> {
         let stopped = match self.running {
-            Running::Threads(runtime) => Some(runtime.shutdown()),
+            Running::Threads(runtime) => Some(runtime.shutdown_settling(SETTLE_AT_CLOSE)),
             Running::Inline(cores) => {
                 // Taken out of the lock first: the cores shut down
                 // without holding it.
@@ -208,7 +222,7 @@ impl DpdkCores {
                     .lock()
                     .unwrap_or_else(|poisoned| poisoned.into_inner())
                     .take();
-                stepper.map(Stepper::shutdown)
+                stepper.map(|cores| cores.shutdown_settling(SETTLE_AT_CLOSE))
             }
         };
         let report =
