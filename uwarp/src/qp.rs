@@ -471,7 +471,10 @@ impl QueuePair {
 
     /// Destroys the queue pair (`ibv_destroy_qp`): a connection being set
     /// up or established is reset (the peer sees it end), work still
-    /// outstanding is dropped, and once this returns nothing of the queue
+    /// outstanding is dropped; one the application disconnected first
+    /// (`rdma_disconnect`, then `rdma_destroy_qp`) closes gracefully
+    /// instead, its FIN after what it sent, as the kernel's does
+    /// (`QpEngine::detach`). Once this returns nothing of the queue
     /// pair reaches a completion queue: no completion waiting for room in
     /// a full queue, no flush of the reset. Completions already in a
     /// queue stay there. Later posts fail; the handle's other calls
@@ -491,6 +494,11 @@ impl QueuePair {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         *unpushed = Unpushed::default();
+    }
+
+    /// Whether the application destroyed it.
+    pub(crate) fn is_destroyed(&self) -> bool {
+        self.shared.destroyed.load(Ordering::SeqCst)
     }
 
     /// Waits up to `timeout` for the queue pair to reach Error (after a

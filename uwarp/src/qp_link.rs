@@ -90,7 +90,12 @@ impl QpLink {
         }
         let mut busy = false;
         if shared.abort.swap(false, Ordering::AcqRel) {
-            self.engine.abort();
+            if shared.destroyed.load(Ordering::SeqCst) {
+                let disconnecting = shared.disconnect.swap(false, Ordering::AcqRel);
+                self.engine.detach(disconnecting);
+            } else {
+                self.engine.abort();
+            }
             busy = true;
         }
         while let Some(wr) = shared.recvs.pop() {

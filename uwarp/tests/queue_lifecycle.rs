@@ -3,7 +3,8 @@
 //! request completes, flushed once the connection is gone (posted after
 //! a disconnect, or before a connection that was rejected), and a
 //! destroyed queue pair resets its connection, established or still
-//! being set up, and puts nothing more in its completion queue.
+//! being set up, and puts nothing more in its completion queue; one
+//! disconnected first closes gracefully, delivering what it sent.
 
 use std::time::{Duration, Instant};
 
@@ -17,6 +18,7 @@ uwarp_testing::on_every_transport!(
     receives_posted_before_a_rejected_connection_complete_flushed,
     destroying_a_connected_queue_pair_resets_it_and_stops_its_completions,
     destroying_a_queue_pair_while_it_connects_resets_the_connection,
+    a_queue_pair_destroyed_after_its_disconnect_delivers_what_it_sent,
 );
 
 /// How long a test watches for completions that must not come.
@@ -164,4 +166,49 @@ fn destroying_a_queue_pair_while_it_connects_resets_the_connection<T: Transport>
     assert_eq!((wc.wr_id, wc.status), (2, WcStatus::WrFlushError));
     let late = ccq.poll_blocking(QUIET);
     assert!(late.is_none(), "a completion after destruction: {late:?}");
+}
+
+/// `rdma_disconnect` then `rdma_destroy_qp` at once, as rdmacm-utils'
+/// `rdma_server` ends: the destroyed queue pair's connection closes
+/// gracefully, as the kernel's iWARP connection manager leaves one that
+/// is closing, and everything its completed Sends framed reaches the
+/// peer, which then sees the close. Before, the destroy reset the
+/// connection and what TCP still held for the peer was lost.
+fn a_queue_pair_destroyed_after_its_disconnect_delivers_what_it_sent<T: Transport>() {
+    const SENDS: usize = 64;
+    const LEN: usize = 2048;
+    let inbox_len = SENDS * LEN;
+    let (client, server) = connect::<T>(|_, _| {});
+    let inbox = client.pd.alloc_mr(inbox_len, Access::LOCAL_WRITE).unwrap();
+    for i in 0..SENDS {
+        let sgl = vec![inbox.sge(i * LEN, LEN as u32)];
+        client.qp.post_recv(RecvWr { wr_id: i as u64, sgl }).unwrap();
+    }
+    // The initiator's FPDU first (RFC 5044 section 7.1.2).
+    server.qp.post_recv(recv(1000)).unwrap();
+    let first = SendWr::new(1000, SendOp::Send, Payload::Inline(Vec::new()));
+    client.qp.post_send(first).unwrap();
+    assert_eq!(client.expect_ok().wr_id, 1000);
+    assert_eq!(server.expect_ok().wr_id, 1000);
+    let data: Vec<u8> = (0..inbox_len).map(|i| (i * 7 + i / 251) as u8).collect();
+    let outbox = server.pd.alloc_mr(inbox_len, Access::LOCAL_WRITE).unwrap();
+    outbox.buffer().write_at(0, &data).unwrap();
+    for i in 0..SENDS {
+        let sge = outbox.sge(i * LEN, LEN as u32);
+        let wr = SendWr::new(i as u64, SendOp::Send, Payload::Sgl(vec![sge]));
+        server.qp.post_send(wr).unwrap();
+    }
+    for _ in 0..SENDS {
+        server.expect_ok();
+    }
+    server.qp.disconnect();
+    server.qp.destroy();
+    for i in 0..SENDS {
+        let wc = client.next();
+        assert_eq!((wc.wr_id, wc.status), (i as u64, WcStatus::Success), "{wc:?}");
+    }
+    let mut received = vec![0; inbox_len];
+    inbox.buffer().read_at(0, &mut received).unwrap();
+    assert!(received == data, "what arrived differs from what was sent");
+    assert!(client.qp.wait_closed(WAIT), "the client saw no close");
 }

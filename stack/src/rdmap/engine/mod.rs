@@ -352,6 +352,30 @@ impl QpEngine {
         }
     }
 
+    /// The application destroyed its queue pair: an abortive close
+    /// ([`abort`](Self::abort)), unless it disconnected first. Then, as
+    /// the kernel's iWARP connection manager leaves a connection that is
+    /// closing when its id is destroyed (iw_cm's `destroy_cm_id` does
+    /// nothing more to one in `IW_CM_STATE_CLOSING`), what the LLP holds
+    /// still goes, the FIN after it: every work request outstanding is
+    /// flushed and nothing more is received or sent, but what was framed
+    /// before is not thrown away with a reset. `disconnecting` says
+    /// whether a disconnect is posted and not taken in yet.
+    pub fn detach(&mut self, disconnecting: bool) {
+        let closing = disconnecting
+            || self.state == QpState::Closing
+            || self.llp_close == Some(LlpClose::Graceful);
+        if !closing || self.llp_close == Some(LlpClose::Abortive) {
+            self.abort();
+            return;
+        }
+        if self.state != QpState::Error {
+            self.enter_error(None);
+            self.events.push_back(QpEvent::Disconnected);
+        }
+        self.llp_close.get_or_insert(LlpClose::Graceful);
+    }
+
     /// The LLP was closed by the peer (FIN or RST) or failed: the queue
     /// pair ends in Error and everything outstanding is flushed. A close
     /// in the middle of an FPDU is a lost connection: the oldest unfinished

@@ -215,7 +215,17 @@ impl Operating {
     /// close its side once our FIN is acknowledged, before TCP resets the
     /// connection, as the socket transport does: a peer ignoring our close
     /// cannot keep the queue pair out of Error.
+    ///
+    /// A queue pair destroyed while its connection still sends from
+    /// registered memory by reference (its close went on gracefully,
+    /// `QpEngine::detach`) is reset instead: nothing may read the
+    /// application's memory once it can free it.
     fn close_if_asked(&mut self, now: Instant, conn: &mut Connection) {
+        if conn.holds_referenced_runs() && !conn.is_closed() && self.link.qp().is_destroyed() {
+            self.closed = true;
+            conn.abort();
+            return;
+        }
         if self.closed {
             return;
         }
