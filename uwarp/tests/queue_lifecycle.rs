@@ -182,7 +182,13 @@ fn a_queue_pair_destroyed_after_its_disconnect_delivers_what_it_sent<T: Transpor
     let inbox = client.pd.alloc_mr(inbox_len, Access::LOCAL_WRITE).unwrap();
     for i in 0..SENDS {
         let sgl = vec![inbox.sge(i * LEN, LEN as u32)];
-        client.qp.post_recv(RecvWr { wr_id: i as u64, sgl }).unwrap();
+        client
+            .qp
+            .post_recv(RecvWr {
+                wr_id: i as u64,
+                sgl,
+            })
+            .unwrap();
     }
     // The initiator's FPDU first (RFC 5044 section 7.1.2).
     server.qp.post_recv(recv(1000)).unwrap();
@@ -205,7 +211,11 @@ fn a_queue_pair_destroyed_after_its_disconnect_delivers_what_it_sent<T: Transpor
     server.qp.destroy();
     for i in 0..SENDS {
         let wc = client.next();
-        assert_eq!((wc.wr_id, wc.status), (i as u64, WcStatus::Success), "{wc:?}");
+        assert_eq!(
+            (wc.wr_id, wc.status),
+            (i as u64, WcStatus::Success),
+            "{wc:?}"
+        );
     }
     let mut received = vec![0; inbox_len];
     inbox.buffer().read_at(0, &mut received).unwrap();
