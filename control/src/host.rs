@@ -226,6 +226,11 @@ impl<A: TcpApp> TcpHost<A> {
     }
 }
 
+/// How long a net_memif client waits for its link before it starts its
+/// port again (its server may have refused it: see
+/// [`Port::is_memif_client`]).
+pub const MEMIF_CLIENT_ATTEMPT: Duration = Duration::from_secs(2);
+
 /// How long a stopping host keeps its port up after its cores reset
 /// connections, for the RSTs to leave: a net_memif peer that sees the
 /// link go down drops what its ring still holds, and a NIC may not have
@@ -306,7 +311,15 @@ impl PortUp {
             ..port_config(&capabilities, config.dataplane_cores)
         };
         let mut port = Port::configure(eal, device, &port_settings, std::slice::from_ref(&pool))?;
-        port.start_until_link_up(config.link_wait, config.link_wait)?;
+        // A net_memif client its server refused (listening, its port not
+        // started yet) stays down: it is started again every
+        // MEMIF_CLIENT_ATTEMPT. Any other port is started once.
+        let attempt = if port.is_memif_client() {
+            MEMIF_CLIENT_ATTEMPT.min(config.link_wait)
+        } else {
+            config.link_wait
+        };
+        port.start_until_link_up(attempt, config.link_wait)?;
         let queues = port
             .take_queues()
             .ok_or(Error::WrongState("the port's queues are taken"))?;

@@ -522,6 +522,18 @@ impl Port {
         }
     }
 
+    /// Whether the port is the client end of a net_memif link (its devargs
+    /// say `role=client`): it connects only when started and does not
+    /// try again when its server refused it, so it is started again
+    /// until the link comes up ([`start_until_link_up`](Self::start_until_link_up)).
+    pub fn is_memif_client(&self) -> bool {
+        self.capabilities.driver == "net_memif"
+            && self
+                .device()
+                .devargs()
+                .is_some_and(|args| args.split(',').any(|pair| pair.trim() == "role=client"))
+    }
+
     /// Whether bursts on this port hold net_memif's teardown lock, so
     /// that the peer's exit cannot unmap the rings under them
     /// (`dpdk-sys/csrc/memif_guard.c`): on a started net_memif port of

@@ -197,6 +197,7 @@ fn watch_stdin() -> std::thread::JoinHandle<()> {
 fn client(vdev: &str) {
     let (eal, pool) = eal_and_pool("client", vdev);
     let (mut port, mut rx, mut tx) = configure(eal, &pool);
+    assert!(port.is_memif_client(), "its devargs say role=client");
     port.start_until_link_up(Duration::from_secs(2), Duration::from_secs(15))
         .expect("client: link up");
     let nanos = SystemTime::now()
