@@ -106,9 +106,9 @@ impl Stop {
         self.asked.store(true, Ordering::Release);
     }
 
-    /// Whether a core that `settled` (a closure: asked only after a
-    /// stop) stops now.
-    fn now(&self, now: Instant, settled: impl FnOnce() -> bool) -> bool {
+    /// Whether a core stops polling at `now`: asked to, and with no
+    /// deadline, or past it, or `settled` (called only once asked).
+    fn reached(&self, now: Instant, settled: impl FnOnce() -> bool) -> bool {
         self.asked.load(Ordering::Acquire)
             && self
                 .settle_until
@@ -175,7 +175,7 @@ fn spawn_core<P: Poll>(
             let mut quiet_since = None;
             loop {
                 let now = Instant::now();
-                if stop.now(now, || core.settled()) {
+                if stop.reached(now, || core.settled()) {
                     break;
                 }
                 if core.poll_once(now) > 0 {
