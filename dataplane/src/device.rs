@@ -183,7 +183,7 @@ impl Drop for Device {
         unsafe {
             match &self.release {
                 Release::Close => {
-                    dpdk_sys::rte_eth_dev_close(self.port_id);
+                    dpdk_sys::uwarp_memif_dev_close(self.port_id);
                 }
                 Release::Uninit { name, .. } => {
                     dpdk_sys::rte_vdev_uninit(name.as_ptr());

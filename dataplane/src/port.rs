@@ -217,7 +217,7 @@ impl Drop for PortShared {
         if self.started.load(Ordering::Relaxed) {
             // SAFETY: no queue handle is left (this is the last reference),
             // so nothing polls the port.
-            unsafe { dpdk_sys::rte_eth_dev_stop(self.device.port_id()) };
+            unsafe { dpdk_sys::uwarp_memif_dev_stop(self.device.port_id()) };
         }
         // `device` then closes or removes the port, and the pools go last.
     }
@@ -472,7 +472,7 @@ impl Port {
     /// have stopped polling; a burst on a stopped port moves nothing.
     pub fn stop(&mut self) -> Result<()> {
         // SAFETY: the port is claimed by self.
-        let ret = unsafe { dpdk_sys::rte_eth_dev_stop(self.port_id()) };
+        let ret = unsafe { dpdk_sys::uwarp_memif_dev_stop(self.port_id()) };
         if ret != 0 {
             return Err(Error::from_neg("rte_eth_dev_stop", ret));
         }

@@ -11,6 +11,15 @@
 //! their end). The server must live through every exit, see the link
 //! come up for each client, and end with every mbuf back in its pool.
 //!
+//! Then `ROUNDS` pairs of processes stop their ports at the same instant
+//! (to the millisecond): the driver's teardown on the application's
+//! thread (`rte_eth_dev_stop`) and the interrupt thread's handling of the
+//! peer's close each free the shared regions, with no lock between them.
+//! A memif port now stops and closes on the interrupt thread
+//! (`memif_guard.c`); both processes of every round must end well. (This
+//! phase did not make the unserialised teardowns collide here: it passed
+//! without the change too; it keeps the serialised ones honest.)
+//!
 //! Runs without libtest's harness: the test starts copies of itself as the
 //! server and the clients (needs root for the EAL's shared memory).
 
@@ -25,6 +34,7 @@ use uwarp_dataplane::runtime::port_config;
 use uwarp_dataplane::{Device, Eal, EalConfig, Mbuf, Mempool, Port, RxQueue, TxQueue};
 
 const CLIENTS: usize = 25;
+const ROUNDS: usize = 12;
 const SOCKET: &str = "/tmp/uwarp-test-memif-exit/memif.sock";
 const FRAME: usize = 1500;
 
@@ -36,6 +46,11 @@ fn main() {
             "server" => server(vdev),
             _ => client(vdev),
         }
+        return;
+    }
+    if let Some(i) = args.iter().position(|a| a == "--stop-at") {
+        let at = Duration::from_nanos(args[i + 1].parse().expect("a time"));
+        stop_at(&args[i + 2], &args[i + 3], SystemTime::UNIX_EPOCH + at);
         return;
     }
     if args.iter().any(|a| a == "--list") {
@@ -100,6 +115,9 @@ fn main() {
         "{}",
         rest.join("\n")
     );
+    for round in 0..ROUNDS {
+        stopping_together(&args[0], round);
+    }
     println!("test result: ok. 1 passed");
 }
 
@@ -213,4 +231,57 @@ fn client(vdev: &str) {
     // SAFETY: _exit ends the process at once: no destructor runs, the
     // port is neither stopped nor closed, and the kernel closes the link.
     unsafe { libc::_exit(0) }
+}
+
+/// A server and a client that stop their ports at the same instant, 2 s
+/// from now; both must end well.
+fn stopping_together(program: &str, round: usize) {
+    let out = script("topo-memif.sh", &["up", SOCKET]);
+    let mut vdevs = out.split_whitespace();
+    let (server_vdev, client_vdev) = (vdevs.next().unwrap(), vdevs.next().unwrap());
+    let at = SystemTime::now() + Duration::from_secs(2);
+    let at = at
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+        .to_string();
+    let spawn = |role: &str, vdev: &str| -> Child {
+        Process::new(program)
+            .args(["--stop-at", &at, role, vdev])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start a side")
+    };
+    let server = spawn("server", server_vdev);
+    std::thread::sleep(Duration::from_millis(300));
+    let client = spawn("client", client_vdev);
+    for (role, side) in [("server", server), ("client", client)] {
+        let out = side.wait_with_output().expect("a side ran");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "round {round}: the {role} failed: {}\n{text}",
+            out.status
+        );
+    }
+    script("topo-memif.sh", &["down", SOCKET]);
+    println!("round {round}: both ends stopped at once and ended well");
+}
+
+/// One end of [`stopping_together`]: up, exchanging frames until `at`,
+/// then stopping its port and ending.
+fn stop_at(role: &str, vdev: &str, at: SystemTime) {
+    let (eal, pool) = eal_and_pool(role, vdev);
+    let (mut port, mut rx, mut tx) = configure(eal, &pool);
+    port.start_until_link_up(Duration::from_millis(500), Duration::from_secs(2))
+        .unwrap_or_else(|e| panic!("{role}: link up: {e}"));
+    let mut received = Vec::new();
+    while SystemTime::now() < at {
+        exchange(&mut rx, &mut tx, &pool, &mut received);
+    }
+    drop((rx, tx));
+    port.stop().expect("stop");
+    drop(port);
 }

@@ -22,6 +22,16 @@
  * ring (the lock's acquire orders the flag's store before the burst).
  * Other takers of `cc_lock` in 22.11: none (memif_disconnect alone).
  *
+ * Stopping and closing. The driver runs memif_disconnect on the
+ * application's thread too (rte_eth_dev_stop, rte_eth_dev_close), and
+ * memif_free_regions frees and unmaps the regions with no lock: a port
+ * stopped while the interrupt thread handles the peer's close (both ends
+ * of a link exiting at once) frees them twice, and the process dies.
+ * uwarp_memif_dev_stop and uwarp_memif_dev_close run the two on the
+ * interrupt thread itself, as an EAL alarm, and wait for them: the two
+ * teardowns then run one after the other, and the second finds no
+ * region left.
+ *
  * Finding the lock. No installed header describes where it is: it is a
  * field of the driver's private data, which the device's data points to,
  * which the ethdev device points to, all three laid out in headers DPDK
@@ -46,7 +56,10 @@
 #include <rte_devargs.h>
 #include <rte_ethdev.h>
 #include <rte_kvargs.h>
+#include <rte_alarm.h>
+#include <rte_interrupts.h>
 #include <rte_version.h>
+#include <unistd.h>
 
 /*
  * The leading fields of ethdev's `struct rte_eth_dev` and `struct
@@ -219,4 +232,56 @@ uint16_t uwarp_memif_guarded_tx_burst(rte_spinlock_t *lock, uint16_t port_id,
 	n = rte_eth_tx_burst(port_id, queue_id, tx_pkts, nb_pkts);
 	rte_spinlock_unlock(lock);
 	return n;
+}
+
+/* A stop or close for the interrupt thread, and its outcome. */
+struct deferred_teardown {
+	uint16_t port_id;
+	int close;
+	int ret;
+	int done;
+};
+
+static int teardown(uint16_t port_id, int close)
+{
+	return close ? rte_eth_dev_close(port_id) : rte_eth_dev_stop(port_id);
+}
+
+static void run_teardown(void *arg)
+{
+	struct deferred_teardown *d = arg;
+
+	d->ret = teardown(d->port_id, d->close);
+	__atomic_store_n(&d->done, 1, __ATOMIC_RELEASE);
+}
+
+static int is_memif(uint16_t port_id)
+{
+	struct rte_eth_dev_info info;
+
+	return rte_eth_dev_info_get(port_id, &info) == 0 &&
+	       info.driver_name != NULL &&
+	       strcmp(info.driver_name, "net_memif") == 0;
+}
+
+static int teardown_on_interrupt_thread(uint16_t port_id, int close)
+{
+	struct deferred_teardown d = { port_id, close, 0, 0 };
+
+	if (!is_memif(port_id) || rte_thread_is_intr() ||
+	    rte_eal_alarm_set(1, run_teardown, &d) != 0)
+		return teardown(port_id, close);
+	while (!__atomic_load_n(&d.done, __ATOMIC_ACQUIRE))
+		usleep(100);
+	return d.ret;
+}
+
+int uwarp_memif_dev_stop(uint16_t port_id)
+{
+	return teardown_on_interrupt_thread(port_id, 0);
+}
+
+int uwarp_memif_dev_close(uint16_t port_id)
+{
+	return teardown_on_interrupt_thread(port_id, 1);
 }

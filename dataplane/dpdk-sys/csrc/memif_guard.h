@@ -32,4 +32,13 @@ uint16_t uwarp_memif_guarded_tx_burst(rte_spinlock_t *lock, uint16_t port_id,
 				      struct rte_mbuf **tx_pkts,
 				      uint16_t nb_pkts);
 
+/*
+ * rte_eth_dev_stop and rte_eth_dev_close; on a net_memif port they run on
+ * the EAL's interrupt thread (an alarm), where the driver also handles
+ * its peer's close, so the two teardowns never run at once (called from
+ * that thread, or where no alarm can be set, they run in place).
+ */
+int uwarp_memif_dev_stop(uint16_t port_id);
+int uwarp_memif_dev_close(uint16_t port_id);
+
 #endif
