@@ -80,6 +80,7 @@ pub unsafe extern "C" fn ibv_get_async_event(
     context: *mut IbvContext,
     event: *mut IbvAsyncEvent,
 ) -> c_int {
+    crate::provider::wait_if_exiting();
     if context as usize == 0 || event as usize == 0 {
         return fail(libc::EINVAL);
     }

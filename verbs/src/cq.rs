@@ -252,6 +252,7 @@ pub unsafe extern "C" fn ibv_get_cq_event(
     cq_context: *mut *mut c_void,
 ) -> c_int {
     // Only `extern "C"` calls in this frame (see `wait_record`).
+    crate::provider::wait_if_exiting();
     if channel as usize == 0 || cq as usize == 0 || cq_context as usize == 0 {
         return fail(libc::EINVAL);
     }

@@ -45,7 +45,7 @@
 //! kernel.
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::time::Duration;
 
 use uwarp::{
@@ -65,6 +65,14 @@ static DEVICE: AtomicPtr<Slot> = AtomicPtr::new(std::ptr::null_mut());
 /// its own (a lock would stay held in a child whose parent forked while
 /// opening).
 static OPENING: AtomicU64 = AtomicU64::new(0);
+
+/// Set once the process's device closes at exit ([`close_at_exit`]).
+static CLOSING_AT_EXIT: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    /// Whether this thread is the one running the process's exit.
+    static EXITING_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
 
 /// A process's device, or why it could not be opened (`errno`, message).
 struct Slot {
@@ -173,6 +181,8 @@ fn opened() -> Option<&'static Opened> {
 /// none: the kernel closes its sockets. A child of `fork` inherits the
 /// handler, not the device: there it does nothing.
 extern "C" fn close_at_exit() {
+    EXITING_THREAD.with(|exiting| exiting.set(true));
+    CLOSING_AT_EXIT.store(true, Ordering::SeqCst);
     let closed = std::panic::catch_unwind(|| {
         if let Some(opened) = opened() {
             log::print(Level::Info, format_args!("closing the device at exit"));
@@ -184,6 +194,28 @@ extern "C" fn close_at_exit() {
             Level::Error,
             format_args!("closing the device at exit failed"),
         );
+    }
+}
+
+/// Called first by the calls that wait for an event (`rdma_get_cm_event`,
+/// `ibv_get_cq_event`, `ibv_get_async_event`): while the device closes at
+/// exit, which may take until its connections settled, the process is
+/// ending, and a thread that asks for an event waits for that end instead
+/// of being answered. With the kernel an exit takes microseconds, and
+/// programs whose threads race their own teardown were never caught: rping's
+/// connection-manager thread, asking again on the channel its main thread
+/// destroyed before returning, would get `EINVAL` and `exit(-1)` in the
+/// middle of the main thread's exit, and the process's status became 255.
+/// It waits in `pause`, a cancellation point. The exiting thread itself
+/// (an exit handler of the program's that runs after this library's)
+/// is answered as ever.
+pub extern "C" fn wait_if_exiting() {
+    if EXITING_THREAD.with(std::cell::Cell::get) {
+        return;
+    }
+    while CLOSING_AT_EXIT.load(Ordering::SeqCst) {
+        // SAFETY: pause has no preconditions.
+        unsafe { libc::pause() };
     }
 }
 

@@ -377,6 +377,7 @@ pub unsafe extern "C" fn rdma_get_cm_event(
     channel: *mut RdmaEventChannel,
     event: *mut *mut RdmaCmEvent,
 ) -> c_int {
+    crate::provider::wait_if_exiting();
     if event as usize == 0 {
         return fail(libc::EINVAL);
     }
