@@ -23,11 +23,14 @@
 //! other side verified crossed the IOMMU from uwarp's own memory. With
 //! RSS, each side's two cores must both
 //! have received frames from their queues, all 8 connections handed
-//! over, and no segment forwarded from one core to another: the device's
-//! hash put every connection's segments on the queue of the core that
-//! owns it (the server's cores own what lands on their queue; the
-//! client's choose source ports the device's Toeplitz hash sends back to
-//! them).
+//! over, and at most one segment per connection forwarded from one core
+//! to another: the device's hash put every connection's segments on the
+//! queue of the core that owns it (the server's cores own what lands on
+//! their queue; the client's choose source ports the device's Toeplitz
+//! hash sends back to them). A segment that reaches its core before the
+//! core took its connection over from the control core is forwarded
+//! once, by the control core (2 of 541 frames in one CI dry run); a hash
+//! that did not steer would forward about half of them.
 //!
 //! Needs root (taps, a bridge), qemu and cpio (`scripts/setup.sh`). Under
 //! TCG the boot and the three scenarios take about 40 s.
@@ -165,13 +168,17 @@ fn uwarp_perf_between_two_vms_on_virtio_and_e1000e_with_rss() {
         );
     }
 
-    // RSS: both queues of each side in use, nothing forwarded.
+    // RSS: both queues of each side in use, no connection steered to
+    // the wrong core (a segment that came before its connection's
+    // hand-over is forwarded once: at most one per connection).
     for (side, (_, lines)) in [("server", &servers[2]), ("client", &clients[2])] {
         let host = line(lines, "host: ", shown);
         assert!(
-            host.contains("connections handed over 8, segments forwarded 0,"),
+            host.contains("connections handed over 8,"),
             "{side}: {host}"
         );
+        let forwarded = count(host, "segments forwarded").expect("a forwarded count");
+        assert!(forwarded <= 8, "{side}: {forwarded} forwarded: {host}");
         let cores = per_core(host);
         assert_eq!(cores.len(), 2, "{side}: {host}");
         assert!(cores.iter().all(|&frames| frames > 0), "{side}: {host}");
