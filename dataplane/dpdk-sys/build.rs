@@ -115,7 +115,7 @@ fn main() {
              |strerror|socket_id|lcore_to_socket_id|lcore_count|get_main_lcore\
              |eth_.*|pktmbuf_pool_create.*|pktmbuf_free_bulk|mempool_.*\
              |ring_(create|free|lookup)|vdev_(init|uninit)|mem_virt2iova|thread_(register|unregister)\
-             |dev_bus|dev_devargs|bus_name|vfio_container_dma_(map|unmap)|openlog_stream|log_get_stream)",
+             |dev_bus|bus_name|vfio_container_dma_(map|unmap)|openlog_stream|log_get_stream)",
         )
         .allowlist_function("shim_.*")
         .allowlist_function("uwarp_memif_.*")

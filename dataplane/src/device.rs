@@ -22,7 +22,7 @@
 //! [`ring_pair`] does.
 
 use std::collections::BTreeSet;
-use std::ffi::{c_void, CStr, CString};
+use std::ffi::{c_void, CString};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -132,28 +132,6 @@ impl Device {
     /// What the device can do: queue counts, offloads, RSS.
     pub fn capabilities(&self) -> Result<crate::port::Capabilities> {
         crate::port::capabilities(self.port_id)
-    }
-
-    /// The arguments the device was made with (those of its `--vdev`,
-    /// e.g. `role=client,socket=/run/memif.sock`), if it has any.
-    pub fn devargs(&self) -> Option<String> {
-        let mut info = dpdk_sys::rte_eth_dev_info::default();
-        // SAFETY: the port is valid; info outlives the call.
-        if unsafe { dpdk_sys::rte_eth_dev_info_get(self.port_id, &mut info) } != 0
-            || info.device.is_null()
-        {
-            return None;
-        }
-        // SAFETY: `info.device` is the port's live rte_device; its devargs
-        // live as long as it does, and their `args` is NUL-terminated.
-        unsafe {
-            let devargs = dpdk_sys::rte_dev_devargs(info.device);
-            if devargs.is_null() {
-                return None;
-            }
-            let args = (*devargs).__bindgen_anon_1.args;
-            (!args.is_null()).then(|| CStr::from_ptr(args).to_string_lossy().into_owned())
-        }
     }
 
     /// The ethdev port id.

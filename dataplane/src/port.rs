@@ -527,11 +527,8 @@ impl Port {
     /// try again when its server refused it, so it is started again
     /// until the link comes up ([`start_until_link_up`](Self::start_until_link_up)).
     pub fn is_memif_client(&self) -> bool {
-        self.capabilities.driver == "net_memif"
-            && self
-                .device()
-                .devargs()
-                .is_some_and(|args| args.split(',').any(|pair| pair.trim() == "role=client"))
+        // SAFETY: reads the info and devargs of a port claimed by self.
+        unsafe { dpdk_sys::uwarp_memif_is_client(self.port_id()) != 0 }
     }
 
     /// Whether bursts on this port hold net_memif's teardown lock, so

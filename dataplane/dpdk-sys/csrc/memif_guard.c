@@ -276,6 +276,16 @@ static int teardown_on_interrupt_thread(uint16_t port_id, int close)
 	return d.ret;
 }
 
+int uwarp_memif_is_client(uint16_t port_id)
+{
+	struct rte_eth_dev_info info;
+	struct memif_devargs args;
+
+	return is_memif(port_id) &&
+	       rte_eth_dev_info_get(port_id, &info) == 0 &&
+	       read_devargs(info.device, &args) == 0 && args.role == 1;
+}
+
 int uwarp_memif_dev_stop(uint16_t port_id)
 {
 	return teardown_on_interrupt_thread(port_id, 0);

@@ -32,6 +32,9 @@ uint16_t uwarp_memif_guarded_tx_burst(rte_spinlock_t *lock, uint16_t port_id,
 				      struct rte_mbuf **tx_pkts,
 				      uint16_t nb_pkts);
 
+/* 1 if the port is net_memif with `role=client` in its devargs, else 0. */
+int uwarp_memif_is_client(uint16_t port_id);
+
 /*
  * rte_eth_dev_stop and rte_eth_dev_close; on a net_memif port they run on
  * the EAL's interrupt thread (an alarm), where the driver also handles
