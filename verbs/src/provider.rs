@@ -210,10 +210,10 @@ extern "C" fn close_at_exit() {
 /// (an exit handler of the program's that runs after this library's)
 /// is answered as ever.
 pub extern "C" fn wait_if_exiting() {
-    if EXITING_THREAD.with(std::cell::Cell::get) {
+    if !CLOSING_AT_EXIT.load(Ordering::SeqCst) || EXITING_THREAD.with(std::cell::Cell::get) {
         return;
     }
-    while CLOSING_AT_EXIT.load(Ordering::SeqCst) {
+    loop {
         // SAFETY: pause has no preconditions.
         unsafe { libc::pause() };
     }
