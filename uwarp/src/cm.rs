@@ -5,12 +5,14 @@
 //! RFC 6581) runs on the device's control thread.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, SendError, Sender};
 use uwarp_control::startup::Attempt;
 use uwarp_stack::mpa::{ConnectRequest, Initiator, LocalParams, Micros, Negotiated, StartupError};
 
+use crate::bell::Bell;
 use crate::driver::Driver;
 use crate::error::Error;
 use crate::qp::QueuePair;
@@ -76,7 +78,7 @@ pub struct IncomingRequest {
     /// Where it comes from.
     pub peer_addr: SocketAddr,
     pub(crate) id: u64,
-    pub(crate) control: Sender<ControlCmd>,
+    pub(crate) control: ControlLine,
     pub(crate) decided: bool,
     /// Runs the device's cores while `accept` or `reject` waits (set by
     /// the listener that hands the request out).
@@ -153,7 +155,7 @@ pub struct Listener {
     pub(crate) local_addr: SocketAddr,
     pub(crate) id: u64,
     pub(crate) requests: crossbeam_channel::Receiver<IncomingRequest>,
-    pub(crate) control: Sender<ControlCmd>,
+    pub(crate) control: ControlLine,
     pub(crate) driver: Driver,
     /// [`Listener::stop`] ran.
     pub(crate) stopped: std::sync::atomic::AtomicBool,
@@ -256,6 +258,41 @@ impl Connect {
             retry: true,
             ..self
         }
+    }
+}
+
+/// The sending end of a control core's [`ControlCmd`]s. The socket
+/// transport's control thread sleeps on its sockets, so each command also
+/// rings its [`Bell`]; the DPDK control core polls its channel and has no
+/// bell.
+#[derive(Debug, Clone)]
+pub(crate) struct ControlLine {
+    commands: Sender<ControlCmd>,
+    bell: Option<Arc<Bell>>,
+}
+
+impl ControlLine {
+    /// A line into `commands`, ringing `bell` after each command.
+    pub(crate) fn new(commands: Sender<ControlCmd>, bell: Option<Arc<Bell>>) -> Self {
+        Self { commands, bell }
+    }
+
+    /// Sends `cmd` to the control core and wakes it; the command comes
+    /// back when the core has stopped.
+    // As crossbeam's own `send`: the DPDK transport's revision-1 retry
+    // takes its `Connect` back out of the error.
+    #[allow(clippy::result_large_err)]
+    pub(crate) fn send(&self, cmd: ControlCmd) -> Result<(), SendError<ControlCmd>> {
+        self.commands.send(cmd)?;
+        if let Some(bell) = &self.bell {
+            bell.ring();
+        }
+        Ok(())
+    }
+
+    /// The bell the control core sleeps on, if it sleeps.
+    pub(crate) fn bell(&self) -> Option<&Arc<Bell>> {
+        self.bell.as_ref()
     }
 }
 

@@ -10,11 +10,12 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crossbeam_channel::Sender;
 use uwarp_stack::mem::{ProtectionDomains, StagTable};
 
 use crate::channel::CompletionChannel;
-use crate::cm::{Connect, ConnectParams, Connection, ControlCmd, ListenOptions, Listener};
+use crate::cm::{
+    Connect, ConnectParams, Connection, ControlCmd, ControlLine, ListenOptions, Listener,
+};
 use crate::cq::CompletionQueue;
 use crate::driver::Driver;
 use crate::error::Error;
@@ -71,7 +72,7 @@ impl DeviceConfig {
 pub struct Device {
     table: Arc<StagTable>,
     pds: ProtectionDomains,
-    control: Sender<ControlCmd>,
+    control: ControlLine,
     /// `None` once stopped.
     transport: Mutex<Option<Transport>>,
     /// The DPDK port's impairment stage (`None` on the socket transport).
@@ -104,7 +105,8 @@ impl Device {
     pub fn open(config: DeviceConfig) -> Result<Self, Error> {
         fork::watch();
         let table = Arc::new(StagTable::new(config.max_regions)?);
-        let (control, commands) = crossbeam_channel::unbounded();
+        let (sender, commands) = crossbeam_channel::unbounded();
+        let control = config.transport.control_line(sender)?;
         let start = Start {
             table: table.clone(),
             commands,

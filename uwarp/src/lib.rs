@@ -62,6 +62,7 @@
 //! ```
 
 pub mod app_memory;
+mod bell;
 mod channel;
 mod cm;
 mod counters;

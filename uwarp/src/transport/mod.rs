@@ -28,7 +28,8 @@ use uwarp_dataplane::runtime::ImpairSwitch;
 use uwarp_stack::mem::StagTable;
 use uwarp_stack::mpa::Micros;
 
-use crate::cm::ControlCmd;
+use crate::bell::Bell;
+use crate::cm::{ControlCmd, ControlLine};
 use crate::driver::Driver;
 use crate::error::Error;
 use dpdk::cores::DpdkCores;
@@ -52,6 +53,19 @@ pub enum TransportConfig {
     Dpdk(DpdkConfig),
 }
 
+impl TransportConfig {
+    /// The line into this transport's control core: with a bell for the
+    /// socket transport's control thread, which sleeps on its sockets,
+    /// none for the DPDK control core, which polls.
+    pub(crate) fn control_line(&self, commands: Sender<ControlCmd>) -> Result<ControlLine, Error> {
+        let bell = match self {
+            TransportConfig::Socket => Some(Arc::new(Bell::new()?)),
+            TransportConfig::Dpdk(_) => None,
+        };
+        Ok(ControlLine::new(commands, bell))
+    }
+}
+
 /// What a transport starts from.
 pub(crate) struct Start {
     /// The device's STag table.
@@ -60,7 +74,7 @@ pub(crate) struct Start {
     pub(crate) commands: Receiver<ControlCmd>,
     /// The sending end of `commands`: connection requests carry it back,
     /// and the DPDK transport's revision-1 retry goes through it.
-    pub(crate) control: Sender<ControlCmd>,
+    pub(crate) control: ControlLine,
     /// How long a responder waits for the Request.
     pub(crate) startup_timeout: Duration,
 }
@@ -87,13 +101,20 @@ impl Transport {
 
     /// The socket transport, its threads started.
     fn socket(start: Start) -> Result<Self, Error> {
+        let Some(bell) = start.control.bell().cloned() else {
+            return Err(Error::WrongState(
+                "the socket transport's control line has no bell",
+            ));
+        };
         let (adopt, adopted) = crossbeam_channel::unbounded();
-        let dataplane = socket::spawn_dataplane(adopted)?;
+        let adopt_bell = Arc::new(Bell::new()?);
+        let dataplane = socket::spawn_dataplane(adopted, adopt_bell.clone())?;
         let control = socket::spawn_control(
             start.table,
             start.commands,
             start.control,
-            adopt,
+            bell,
+            (adopt, adopt_bell),
             start.startup_timeout,
         )?;
         Ok(Transport::Socket { control, dataplane })

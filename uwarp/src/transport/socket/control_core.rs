@@ -7,11 +7,12 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use uwarp_stack::mem::StagTable;
 use uwarp_stack::mpa::{LocalParams, Micros, Negotiated, Responder};
 use uwarp_stack::rdmap::{EngineConfig, Role};
@@ -21,21 +22,20 @@ use super::dataplane::Adopt;
 use super::descriptors::Registered;
 use super::setup::Setup;
 use super::tcp;
-use crate::cm::{Connect, Connection, ControlCmd, IncomingRequest, ListenOptions, Listening};
+use crate::bell::Bell;
+use crate::cm::{
+    Connect, Connection, ControlCmd, ControlLine, IncomingRequest, ListenOptions, Listening,
+};
 use crate::driver::Driver;
 use crate::error::Error;
 use crate::qp::QueuePair;
 use uwarp_control::startup::{Accepted, InitiatorDecision, Progress, Side};
 
-/// How long the control thread naps between polls while a handshake may
-/// be under way.
-const SHORT_NAP: Duration = Duration::from_micros(200);
-/// How long it naps once nothing has happened for [`QUIET_AFTER`]: about
-/// the most an incoming connection then waits before its MPA Request is
-/// read (the kernel has already completed its TCP handshake).
-const LONG_NAP: Duration = Duration::from_millis(2);
-/// How long the control thread must be idle before it takes long naps.
-const QUIET_AFTER: Duration = Duration::from_millis(20);
+/// How long the control thread sleeps at most while a handshake is under
+/// way, so that its startup timer runs out (RFC 5044 section 7.1.1's
+/// timeout: seconds) within this of its time. Octets, new connections
+/// and the application's commands wake the thread at once.
+const TIMER_TICK: Duration = Duration::from_millis(10);
 
 /// An active open waiting for its Reply.
 struct Connecting {
@@ -75,8 +75,12 @@ impl Accepting {
 struct ControlCore {
     table: Arc<StagTable>,
     commands: Receiver<ControlCmd>,
-    me: Sender<ControlCmd>,
-    dataplane: Sender<Adopt>,
+    me: ControlLine,
+    /// Rung with every command (see [`ControlLine`]).
+    bell: Arc<Bell>,
+    /// Where established connections go, and the bell that wakes the
+    /// dataplane thread to take them.
+    dataplane: (Sender<Adopt>, Arc<Bell>),
     listeners: HashMap<u64, (Registered<TcpListener>, Sender<IncomingRequest>)>,
     connecting: Vec<Connecting>,
     holding: Vec<Holding>,
@@ -85,20 +89,24 @@ struct ControlCore {
     next_id: u64,
     epoch: Instant,
     startup_timeout: Micros,
+    /// What the thread sleeps on, rebuilt before each sleep.
+    sleep_on: Vec<libc::pollfd>,
 }
 
 /// Starts the control thread.
 pub(crate) fn spawn_control(
     table: Arc<StagTable>,
     commands: Receiver<ControlCmd>,
-    me: Sender<ControlCmd>,
-    dataplane: Sender<Adopt>,
+    me: ControlLine,
+    bell: Arc<Bell>,
+    dataplane: (Sender<Adopt>, Arc<Bell>),
     startup_timeout: Duration,
 ) -> std::io::Result<JoinHandle<()>> {
     let core = ControlCore {
         table,
         commands,
         me,
+        bell,
         dataplane,
         listeners: HashMap::new(),
         connecting: Vec::new(),
@@ -108,6 +116,7 @@ pub(crate) fn spawn_control(
         next_id: 1,
         epoch: Instant::now(),
         startup_timeout: startup_timeout.as_micros() as Micros,
+        sleep_on: Vec::new(),
     };
     std::thread::Builder::new()
         .name("uwarp-control".into())
@@ -116,8 +125,10 @@ pub(crate) fn spawn_control(
 
 impl ControlCore {
     fn run(mut self) {
-        let mut idle_since: Option<Instant> = None;
         loop {
+            // Silenced before the commands are taken: a command sent after
+            // this look rings the next sleep awake.
+            self.bell.silence();
             let mut busy = false;
             loop {
                 match self.commands.try_recv() {
@@ -133,26 +144,57 @@ impl ControlCore {
             busy |= self.poll_connecting();
             busy |= self.release_held();
             busy |= self.poll_accepting();
-            if busy {
-                idle_since = None;
-                continue;
-            }
-            // Setup is not the data path: an idle control thread waits
-            // for the application's next command, and polls its
-            // listeners and handshakes between naps, short ones at first
-            // (a handshake under way), long ones once all is quiet (an
-            // idle device takes no CPU to speak of).
-            let quiet = idle_since.get_or_insert_with(Instant::now).elapsed() >= QUIET_AFTER;
-            let nap = if quiet { LONG_NAP } else { SHORT_NAP };
-            match self.commands.recv_timeout(nap) {
-                Ok(ControlCmd::Shutdown) | Err(RecvTimeoutError::Disconnected) => return,
-                Ok(cmd) => {
-                    idle_since = None;
-                    self.handle(cmd);
-                }
-                Err(RecvTimeoutError::Timeout) => {}
+            if !busy {
+                self.sleep();
             }
         }
+    }
+
+    /// Sleeps until a command rings the bell, a listener has a new
+    /// connection, a handshake's socket has octets (or closed), or the
+    /// next timer is due: the first held FPDU's release, or
+    /// [`TIMER_TICK`] while a handshake is under way. An idle device
+    /// takes no CPU.
+    fn sleep(&mut self) {
+        let listeners = self
+            .listeners
+            .values()
+            .map(|(listener, _)| listener.as_raw_fd());
+        let handshakes = (self.accepting.values().map(|accepting| &accepting.setup))
+            .chain(self.connecting.iter().map(|connecting| &connecting.setup))
+            .map(|setup| setup.stream.as_raw_fd());
+        let fds = std::iter::once(self.bell.as_fd().as_raw_fd())
+            .chain(listeners)
+            .chain(handshakes);
+        self.sleep_on.clear();
+        self.sleep_on.extend(fds.map(|fd: RawFd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        }));
+        let now = self.now();
+        let release = self
+            .holding
+            .iter()
+            .map(|held| held.until.saturating_sub(now));
+        let tick = (!self.accepting.is_empty() || !self.connecting.is_empty())
+            .then_some(TIMER_TICK.as_micros() as Micros);
+        let timeout = release.chain(tick).min().map(|micros| libc::timespec {
+            tv_sec: (micros / 1_000_000) as libc::time_t,
+            tv_nsec: (micros % 1_000_000 * 1000) as libc::c_long,
+        });
+        let timeout = timeout.as_ref().map_or(std::ptr::null(), |t| t as *const _);
+        // SAFETY: `sleep_on` holds as many pollfds as the count says;
+        // `timeout` is null (no limit) or a timespec that outlives the
+        // call; no signal mask is passed.
+        unsafe {
+            libc::ppoll(
+                self.sleep_on.as_mut_ptr(),
+                self.sleep_on.len() as libc::nfds_t,
+                timeout,
+                std::ptr::null(),
+            )
+        };
     }
 
     fn now(&self) -> Micros {
@@ -446,7 +488,8 @@ impl ControlCore {
             table: self.table.clone(),
             srq: qp.shared.engine_srq(),
         };
-        self.dataplane
+        let (adopt, adopt_bell) = &self.dataplane;
+        adopt
             .send(Adopt {
                 stream,
                 config,
@@ -454,6 +497,7 @@ impl ControlCore {
                 leftover,
             })
             .map_err(|_| Error::DeviceClosed)?;
+        adopt_bell.ring();
         // The queue pair is in RTS once the dataplane has adopted it.
         let deadline = Instant::now() + Duration::from_secs(5);
         while !qp

@@ -7,6 +7,8 @@
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
+use std::os::fd::AsFd;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -16,7 +18,9 @@ use uwarp_stack::verbs::QpState;
 
 use super::descriptors::Registered;
 use super::idle::{Idle, Interest};
+use super::readiness::Readiness;
 use super::tcp;
+use crate::bell::Bell;
 use crate::counters::TransportCounters;
 use crate::qp::QueuePair;
 use crate::qp_link::{QpLink, CLOSE_TIMEOUT};
@@ -43,9 +47,14 @@ const RX_CHUNK: usize = 256 * 1024;
 /// after that is discarded (each queue's `overflowed` count already says
 /// it overran).
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(1);
-/// How often a connection reads the kernel's retransmission count
-/// (`TCP_INFO`, a system call) for its counters.
+/// How often a connection that sent octets since its last look reads the
+/// kernel's retransmission count (`TCP_INFO`, a system call) for its
+/// counters.
 const TCP_INFO_INTERVAL: Duration = Duration::from_millis(1);
+/// How often one that sent nothing since reads it: retransmissions of
+/// what it sent earlier still show within this, and idle connections
+/// cost next to nothing.
+const TCP_INFO_IDLE_INTERVAL: Duration = Duration::from_millis(100);
 
 struct Conn {
     stream: Registered<TcpStream>,
@@ -60,10 +69,17 @@ struct Conn {
     closed_at: Option<Instant>,
     /// When the kernel's retransmission count is next read.
     tcp_info_due: Instant,
+    /// Octets were written since the count was last read.
+    sent_since_info: bool,
+    /// The socket is in the dataplane's [`Readiness`] set (adding it
+    /// can fail, as when the user's epoll watches run out: then it is
+    /// read every round).
+    watched: bool,
 }
 
 impl Conn {
-    fn new(adopt: Adopt) -> Self {
+    fn new(adopt: Adopt, readiness: &Readiness) -> Self {
+        let watched = readiness.watch(adopt.stream.as_fd()).is_ok();
         let mut link = QpLink::new(QpEngine::new(adopt.config), adopt.qp);
         // Receives posted before the connection came up take what arrived
         // with the last startup frame.
@@ -80,21 +96,38 @@ impl Conn {
             write_closed: false,
             closed_at: None,
             tcp_info_due: Instant::now(),
+            sent_since_info: false,
+            watched,
         }
     }
 
     /// One round: returns whether anything happened, and whether the
     /// connection is finished. A finished connection has delivered all
     /// its completions, unless `give_up` says to stop waiting for room in
-    /// a full completion queue.
-    fn poll(&mut self, rx: &mut [u8], give_up: bool) -> (bool, bool) {
+    /// a full completion queue. The socket is read when `readiness` found
+    /// it readable.
+    fn poll(
+        &mut self,
+        now: Instant,
+        rx: &mut [u8],
+        readiness: &Readiness,
+        give_up: bool,
+    ) -> (bool, bool) {
         let mut busy = self.link.take_work();
-        busy |= self.receive(rx);
+        if !self.watched || readiness.is_readable(self.stream.as_fd()) {
+            busy |= self.receive(rx);
+        }
         busy |= self.transmit();
-        self.read_tcp_info();
+        self.read_tcp_info(now);
         busy |= self.link.report();
         self.close_if_asked();
         self.reset_if_peer_lingers();
+        if self.read_closed && self.watched {
+            // An ended or reset stream stays readable for good: it would
+            // wake every park.
+            readiness.forget(self.stream.as_fd());
+            self.watched = false;
+        }
         let finished = self.link.engine.state() == QpState::Error
             && self.write_closed
             && self.out_at == self.out.len()
@@ -103,13 +136,19 @@ impl Conn {
     }
 
     /// Takes the kernel's retransmission count into the queue pair's
-    /// counters, at most once per [`TCP_INFO_INTERVAL`].
-    fn read_tcp_info(&mut self) {
-        let now = Instant::now();
+    /// counters, at most once per [`TCP_INFO_INTERVAL`] while the
+    /// connection sends, once per [`TCP_INFO_IDLE_INTERVAL`] otherwise.
+    fn read_tcp_info(&mut self, now: Instant) {
         if now < self.tcp_info_due {
             return;
         }
-        self.tcp_info_due = now + TCP_INFO_INTERVAL;
+        let interval = if self.sent_since_info {
+            TCP_INFO_INTERVAL
+        } else {
+            TCP_INFO_IDLE_INTERVAL
+        };
+        self.tcp_info_due = now + interval;
+        self.sent_since_info = false;
         if let Some(retransmissions) = tcp::total_retransmissions(&self.stream) {
             self.link.set_transport_counters(TransportCounters {
                 retransmissions,
@@ -156,6 +195,7 @@ impl Conn {
             match self.stream.write(&self.out[self.out_at..]) {
                 Ok(n) => {
                     self.out_at += n;
+                    self.sent_since_info = true;
                     busy = true;
                 }
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => break,
@@ -172,12 +212,13 @@ impl Conn {
         busy
     }
 
-    /// What a parked dataplane waits for on this socket: octets from the
-    /// peer while it may still send, room for ours while some wait.
+    /// What a parked dataplane waits for on this socket, besides the
+    /// readiness set: room for our octets while some wait, and octets
+    /// from the peer if the socket is not in the set.
     fn interest(&self) -> Interest<'_> {
         Interest {
-            stream: &self.stream,
-            readable: !self.read_closed,
+            fd: self.stream.as_fd(),
+            readable: !self.read_closed && !self.watched,
             writable: !self.write_closed && self.out_at < self.out.len(),
         }
     }
@@ -236,13 +277,21 @@ impl Conn {
 }
 
 /// Starts the dataplane thread.
-pub(crate) fn spawn_dataplane(adopt: Receiver<Adopt>) -> io::Result<JoinHandle<()>> {
+///
+/// The control thread rings `bell` after each connection it hands over:
+/// a parked dataplane takes it at once.
+pub(crate) fn spawn_dataplane(
+    adopt: Receiver<Adopt>,
+    bell: Arc<Bell>,
+) -> io::Result<JoinHandle<()>> {
+    let readiness = Readiness::new()?;
+    readiness.watch(bell.as_fd())?;
     std::thread::Builder::new()
         .name("uwarp-dataplane".into())
-        .spawn(move || run(adopt))
+        .spawn(move || run(adopt, bell, readiness))
 }
 
-fn run(adopt: Receiver<Adopt>) {
+fn run(adopt: Receiver<Adopt>, bell: Arc<Bell>, mut readiness: Readiness) {
     let mut conns: Vec<Conn> = Vec::new();
     let mut rx = vec![0u8; RX_CHUNK];
     let mut idle = Idle::default();
@@ -254,13 +303,13 @@ fn run(adopt: Receiver<Adopt>) {
             // Nothing to poll: sleep until a connection is handed over
             // (an idle device takes no CPU), or the device closes.
             match adopt.recv() {
-                Ok(new) => conns.push(Conn::new(new)),
+                Ok(new) => conns.push(Conn::new(new, &readiness)),
                 Err(_) => return,
             }
         }
         loop {
             match adopt.try_recv() {
-                Ok(new) => conns.push(Conn::new(new)),
+                Ok(new) => conns.push(Conn::new(new, &readiness)),
                 Err(TryRecvError::Empty) => break,
                 Err(TryRecvError::Disconnected) => {
                     // The device is closing: reset what is still open.
@@ -275,13 +324,27 @@ fn run(adopt: Receiver<Adopt>) {
                 }
             }
         }
-        let give_up = drain_deadline.is_some_and(|deadline| Instant::now() >= deadline);
+        let now = Instant::now();
+        let give_up = drain_deadline.is_some_and(|deadline| now >= deadline);
         let mut busy = false;
+        readiness.look();
+        if readiness.is_readable(bell.as_fd()) {
+            bell.silence();
+        }
         conns.retain_mut(|conn| {
-            let (active, finished) = conn.poll(&mut rx, give_up);
+            let (active, finished) = conn.poll(now, &mut rx, &readiness, give_up);
             busy |= active;
+            if finished && conn.watched {
+                readiness.forget(conn.stream.as_fd());
+            }
             !finished
         });
-        idle.after_round(busy, conns.iter().map(Conn::interest));
+        let set = Interest {
+            fd: readiness.as_fd(),
+            readable: true,
+            writable: false,
+        };
+        let sockets = conns.iter().map(Conn::interest);
+        idle.after_round(busy, std::iter::once(set).chain(sockets));
     }
 }

@@ -12,8 +12,7 @@
 //! posts (lock-free rings that no descriptor signals) is picked up when
 //! the [`PARK`] timeout ends.
 
-use std::net::TcpStream;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 /// How long the thread polls, yielding between rounds, before it parks.
@@ -23,10 +22,11 @@ const SPIN: Duration = Duration::from_micros(500);
 /// waits before the thread sees it.
 const PARK: Duration = Duration::from_micros(100);
 
-/// A socket the parked thread waits on, and for what.
+/// A descriptor the parked thread waits on (a socket, or the epoll set
+/// of them), and for what.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Interest<'a> {
-    pub(crate) stream: &'a TcpStream,
+    pub(crate) fd: BorrowedFd<'a>,
     /// Wake when octets (or the end of the stream) arrive.
     pub(crate) readable: bool,
     /// Wake when the socket takes more octets.
@@ -79,7 +79,7 @@ impl Idle {
             let fd = if events == 0 {
                 -1
             } else {
-                interest.stream.as_raw_fd()
+                interest.fd.as_raw_fd()
             };
             libc::pollfd {
                 fd,
@@ -91,8 +91,8 @@ impl Idle {
             tv_sec: 0,
             tv_nsec: PARK.as_nanos() as libc::c_long,
         };
-        // SAFETY: `fds` holds `len` initialised pollfds naming sockets
-        // the caller keeps open for the call; the timespec is live; a null
+        // SAFETY: `fds` holds `len` initialised pollfds naming
+        // descriptors the caller's borrows keep open for the call; the timespec is live; a null
         // signal mask leaves the thread's own.
         let ready = unsafe {
             libc::ppoll(
@@ -112,7 +112,8 @@ impl Idle {
 mod tests {
     use super::*;
     use std::io::Write;
-    use std::net::{Shutdown, TcpListener};
+    use std::net::{Shutdown, TcpListener, TcpStream};
+    use std::os::fd::AsFd;
 
     /// A connected pair of loopback sockets.
     fn pair() -> (TcpStream, TcpStream) {
@@ -124,7 +125,7 @@ mod tests {
 
     fn interest(stream: &TcpStream, readable: bool, writable: bool) -> Interest<'_> {
         Interest {
-            stream,
+            fd: stream.as_fd(),
             readable,
             writable,
         }

@@ -2,7 +2,8 @@
 //! ordinary TCP sockets, the way Linux siw runs, with the thread shape the
 //! DPDK transport uses.
 //!
-//! - `control_core.rs`: the control thread. It listens, connects, runs the
+//! - `control_core.rs`: the control thread. It sleeps on its sockets and
+//!   the bell its commands ring, listens, connects, runs the
 //!   MPA startup phase (RFC 5044 section 7.1, RFC 6581) on each new
 //!   socket, answers the application's accept/reject, and hands every
 //!   established connection to the dataplane.
@@ -11,6 +12,8 @@
 //!   work request rings and fills completion queues.
 //! - `idle.rs`: the dataplane's back-off when there is nothing to do
 //!   (yield, then park on its sockets).
+//! - `readiness.rs`: the epoll set that tells the dataplane which sockets
+//!   have octets, so a round reads only those.
 //! - `setup.rs`: one socket's startup phase.
 //! - `tcp.rs`: socket calls std lacks (a registered active open, MSS,
 //!   abortive close).
@@ -21,6 +24,7 @@ mod control_core;
 mod dataplane;
 pub(crate) mod descriptors;
 mod idle;
+mod readiness;
 mod setup;
 mod tcp;
 

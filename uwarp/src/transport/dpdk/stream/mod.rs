@@ -26,7 +26,7 @@ use uwarp_stack::mem::StagTable;
 use uwarp_stack::mpa::{LocalParams, Micros};
 use uwarp_stack::tcp::{Connection, Consumer, Disposition, Event, Instant, Stats};
 
-use crate::cm::{Connect, ControlCmd, IncomingRequest};
+use crate::cm::{Connect, ControlLine, IncomingRequest};
 use crate::counters::TransportCounters;
 use crate::error::Error;
 use crate::qp::QueuePair;
@@ -42,7 +42,7 @@ pub(crate) struct StreamContext {
     pub(crate) table: Arc<StagTable>,
     /// The control core's command queue (requests carry it; a revision-1
     /// retry goes through it).
-    pub(crate) control: Sender<ControlCmd>,
+    pub(crate) control: ControlLine,
     /// How long a responder waits for the Request.
     pub(crate) startup_timeout: Micros,
     /// The smallest payload sent from registered memory by reference
@@ -141,7 +141,7 @@ impl RdmaStream {
     fn startup_step(
         &mut self,
         conn: &mut Connection,
-        step: impl FnOnce(StartupPhase, &mut Connection, &Sender<ControlCmd>) -> Next,
+        step: impl FnOnce(StartupPhase, &mut Connection, &ControlLine) -> Next,
     ) {
         if !matches!(self.phase, Phase::Startup(_)) {
             return;

@@ -21,7 +21,7 @@ use uwarp_stack::mpa::{LocalParams, Micros, Negotiated, Responder};
 use uwarp_stack::rdmap::Role;
 use uwarp_stack::tcp::{Connection, Endpoint, Instant, State};
 
-use crate::cm::{Connect, Connection as Established, ControlCmd, IncomingRequest};
+use crate::cm::{Connect, Connection as Established, ControlCmd, ControlLine, IncomingRequest};
 use crate::driver::Driver;
 use crate::error::Error;
 use crate::qp::QueuePair;
@@ -128,12 +128,7 @@ impl StartupPhase {
 
     /// The next octets of the stream; `control` is the control core's
     /// command queue.
-    pub(super) fn input(
-        self,
-        conn: &mut Connection,
-        control: &Sender<ControlCmd>,
-        data: &[u8],
-    ) -> Next {
+    pub(super) fn input(self, conn: &mut Connection, control: &ControlLine, data: &[u8]) -> Next {
         match self {
             StartupPhase::Initiating(mut initiating) => {
                 let progress = initiating.startup.feed(data);
@@ -155,12 +150,7 @@ impl StartupPhase {
     }
 
     /// Startup deadlines, the Request once TCP is up, the end of a hold.
-    pub(super) fn drive(
-        self,
-        now: Instant,
-        conn: &mut Connection,
-        control: &Sender<ControlCmd>,
-    ) -> Next {
+    pub(super) fn drive(self, now: Instant, conn: &mut Connection, control: &ControlLine) -> Next {
         match self {
             StartupPhase::Initiating(mut initiating) => {
                 if !initiating.request_sent && conn.state() == State::Established {
@@ -192,7 +182,7 @@ impl StartupPhase {
     /// The peer closed or the connection failed. A holding stream starts
     /// Full Operation: what the peer sent before it closed is Full
     /// Operation's.
-    pub(super) fn closed(self, conn: &mut Connection, control: &Sender<ControlCmd>) -> Next {
+    pub(super) fn closed(self, conn: &mut Connection, control: &ControlLine) -> Next {
         match self {
             StartupPhase::Initiating(mut initiating) => {
                 let progress = initiating.startup.on_closed();
@@ -295,7 +285,7 @@ impl Initiating {
     fn on_progress(
         self: Box<Self>,
         conn: &mut Connection,
-        control: &Sender<ControlCmd>,
+        control: &ControlLine,
         progress: Progress,
     ) -> Next {
         let attempt = self.connect.attempt();
@@ -347,12 +337,7 @@ impl Initiating {
 impl Responding {
     /// Hands the Request to the application once it is in; closes if the
     /// startup failed.
-    fn on_progress(
-        self,
-        conn: &mut Connection,
-        control: &Sender<ControlCmd>,
-        progress: Progress,
-    ) -> Next {
+    fn on_progress(self, conn: &mut Connection, control: &ControlLine, progress: Progress) -> Next {
         match progress {
             Progress::Pending => Next::Startup(StartupPhase::Responding(self)),
             Progress::Requested(request, leftover) => {
