@@ -17,9 +17,13 @@
 //!   or root, as this machine allows.
 //! - [`example_binary`]: a package's example, built for a test that runs
 //!   it as a process of its own.
+//! - [`free_port`]: a port for a program's server that no other program
+//!   takes before the server binds it.
 
+use std::net::{Ipv4Addr, TcpListener};
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 pub mod dpdk_rig;
@@ -94,4 +98,52 @@ pub fn example_binary(package: &str, name: &str) -> PathBuf {
     }
     assert!(binary.exists(), "{} is missing", binary.display());
     binary
+}
+
+/// The lowest port handed out in tests' servers (below it lie well-known
+/// services' ports).
+const FIRST_TEST_PORT: u16 = 10_000;
+
+/// A TCP port nothing listens on now, for a server a test starts, chosen
+/// below the kernel's ephemeral range (`ip_local_port_range`).
+///
+/// A port the system chose for port 0 is free again once the probe
+/// closes, and any program's next port-0 listener or outgoing connection
+/// may take it before the test's server binds it (the server then fails
+/// with `EADDRINUSE`, or a client reaches someone else's listener): seen
+/// with connection-manager tests running at once, each making thousands
+/// of port-0 listeners. Below the ephemeral range only explicit binds take
+/// ports. Successive calls of one process try successive ports, from a
+/// place that differs between processes.
+pub fn free_port() -> u16 {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let below = ephemeral_range_start();
+    if below <= FIRST_TEST_PORT + 1000 {
+        return system_port();
+    }
+    let span = u32::from(below - FIRST_TEST_PORT);
+    let start = std::process::id().wrapping_mul(7919);
+    for _ in 0..span {
+        let offset = start.wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed)) % span;
+        let port = FIRST_TEST_PORT + offset as u16;
+        if TcpListener::bind((Ipv4Addr::UNSPECIFIED, port)).is_ok() {
+            return port;
+        }
+    }
+    system_port()
+}
+
+/// The first port of the kernel's ephemeral range (32768 when it cannot
+/// be read, Linux's default).
+fn ephemeral_range_start() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32768)
+}
+
+/// A port the system chooses for port 0, free now.
+fn system_port() -> u16 {
+    let probe = TcpListener::bind((Ipv4Addr::UNSPECIFIED, 0)).expect("bind a probe");
+    probe.local_addr().expect("the probe's address").port()
 }

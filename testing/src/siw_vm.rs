@@ -5,7 +5,7 @@
 //! the tap [`TAP`], the host at [`HOST_IP`].
 
 use std::io::{BufRead, BufReader};
-use std::net::{Ipv4Addr, TcpListener};
+use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -198,11 +198,7 @@ pub fn console_log() -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
 }
 
-/// A port nothing on the host listens on now, for uwarp's server.
-pub fn free_port() -> u16 {
-    let probe = TcpListener::bind((Ipv4Addr::UNSPECIFIED, 0)).expect("bind a probe");
-    probe.local_addr().expect("the probe's address").port()
-}
+pub use crate::free_port;
 
 /// A VM shell line that starts `server` (listening on `port` of the VM),
 /// announces "uwsiw-test: serving LABEL" once the kernel lists the port

@@ -3,7 +3,7 @@
 //! installed rdma-core headers, and running a server and a client
 //! ([`pair`]).
 
-#![allow(dead_code)] // each test binary uses its own part
+#![allow(dead_code, unused_imports)] // each test binary uses its own part
 
 pub mod hostile;
 pub mod pair;

@@ -41,11 +41,7 @@ pub fn wait_listening(port: &str) {
     }
 }
 
-/// A TCP port nothing listens on now (the system's choice for port 0).
-pub fn free_port() -> u16 {
-    let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
-    probe.local_addr().expect("its address").port()
-}
+pub use uwarp_testing::free_port;
 
 /// One side of a pair: the program, its arguments, and `uwarp-run`'s
 /// options before them.
