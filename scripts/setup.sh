@@ -7,6 +7,10 @@
 # package names it installs just those instead, the same way (this is how
 # scripts/lint-scripts.sh and vagrant/provision.sh get their extra tools).
 #
+# With no arguments it also makes the venv /opt/uwarp/venv holding the
+# Python packages of scripts/python-requirements.txt (pinned, hashed),
+# with pip from PyPI; it is made again when that file changes.
+#
 # Works as root or as a user with sudo. Prints nothing when everything is
 # already installed; otherwise says what it installs.
 set -euo pipefail
@@ -29,6 +33,7 @@ set -euo pipefail
 #   libfabric-bin   libfabric's fi_info and fi_pingpong, its verbs provider run on the drop-ins
 #   openmpi-bin, netpipe-openmpi, hpcc   Open MPI over libfabric on the drop-ins: NetPIPE, and hpcc's ping-pong and ring
 #   tgt, libiscsi-bin, libiscsi-dev   tgt's iSER target and libiscsi's initiator (its tools, and a test program built on it) on the drop-ins
+#   python3-venv  the venv for the Python packages (below)
 packages=(
     libdpdk-dev
     libclang-dev
@@ -58,10 +63,18 @@ packages=(
     tgt
     libiscsi-bin
     libiscsi-dev
+    python3-venv
 )
+
+# The Python packages' venv, and the requirements it was made from (a copy
+# kept in it says whether it is up to date).
+venv=/opt/uwarp/venv
+requirements="$(dirname "$0")/python-requirements.txt"
+python=yes
 
 if [ $# -gt 0 ]; then
     packages=("$@")
+    python=no
 fi
 
 missing=()
@@ -70,8 +83,11 @@ for pkg in "${packages[@]}"; do
         missing+=("$pkg")
     fi
 done
+if [ "$python" = yes ] && cmp -s "$requirements" "$venv/requirements.txt"; then
+    python=no
+fi
 
-if [ "${#missing[@]}" -eq 0 ]; then
+if [ "${#missing[@]}" -eq 0 ] && [ "$python" = no ]; then
     exit 0
 fi
 
@@ -80,14 +96,25 @@ if [ "$(id -u)" -eq 0 ]; then
 elif command -v sudo >/dev/null 2>&1; then
     sudo=(sudo)
 else
-    echo "setup.sh: missing packages (${missing[*]}) and neither root nor sudo is available" >&2
+    echo "setup.sh: missing packages (${missing[*]}) or Python packages, and neither root nor sudo is available" >&2
     exit 1
 fi
 
-echo "setup.sh: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-"${sudo[@]}" apt-get update -qq
-# wireshark-common asks whether non-root users may capture; answer "no" up front.
-echo "wireshark-common wireshark-common/install-setuid boolean false" | "${sudo[@]}" debconf-set-selections
-"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "setup.sh: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    "${sudo[@]}" apt-get update -qq
+    # wireshark-common asks whether non-root users may capture; answer "no" up front.
+    echo "wireshark-common wireshark-common/install-setuid boolean false" | "${sudo[@]}" debconf-set-selections
+    "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ "$python" = yes ]; then
+    echo "setup.sh: installing the Python packages of $requirements into $venv"
+    "${sudo[@]}" rm -rf "$venv"
+    "${sudo[@]}" /usr/bin/python3 -m venv "$venv"
+    "${sudo[@]}" "$venv/bin/pip" install -q --disable-pip-version-check --no-cache-dir \
+        --require-hashes -r "$requirements"
+    "${sudo[@]}" cp "$requirements" "$venv/requirements.txt"
+fi
 echo "setup.sh: done"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the VMs' kernel and initramfs: a Debian 12 kernel and a busybox
-# initramfs holding the RDMA modules, a siw.ko built out of tree,
+# initramfs holding the RDMA modules, a siw.ko built out of tree, the
+# kernel's NVMe-oF RDMA target and RAM disk modules (loaded on demand),
 # rdma-core's user space (rping, perftest, rstream, the siw provider,
 # `rdma`), and vfio-pci for a NIC given to DPDK. Everything comes from
 # Debian's archive through apt, into a cache directory; nothing is
@@ -183,10 +184,19 @@ for name in crc32c_generic virtio_pci virtio_net ib_core ib_uverbs iw_cm rdma_cm
     vfio_pci vfio_iommu_type1; do
     place "$name"
 done
+booted=${#order[@]}
+# Modules the init does not load, for the commands that want them (in
+# /modules/later, the same order; the command insmods them, with its own
+# parameters): the kernel's NVMe over Fabrics target on RDMA (nvmet,
+# nvmet_rdma, configfs to configure it) and the RAM disk it serves (brd).
+for name in brd nvmet nvmet_rdma; do
+    place "$name"
+done
 for name in "${order[@]}"; do
     cp "${module_path[$name]}" "$root/modules/$name.ko"
 done
-printf '%s\n' "${order[@]}" > "$root/modules/order"
+printf '%s\n' "${order[@]:0:booted}" > "$root/modules/order"
+printf '%s\n' "${order[@]:booted}" > "$root/modules/later"
 
 # User space: the programs, the siw provider, and every library they load.
 libdirs="$cache/user/usr/lib/x86_64-linux-gnu:$cache/user/lib/x86_64-linux-gnu"

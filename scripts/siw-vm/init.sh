@@ -2,7 +2,8 @@
 # The VMs' /init (busybox sh), put into the initramfs by build.sh.
 #
 # It loads the kernel modules in /modules/order (siw.ko with the
-# parameters of uwsiw.siw), gives eth0 the address uwsiw.ip, attaches siw
+# parameters of uwsiw.siw; those of /modules/later are for the command to
+# load, e.g. the NVMe-oF target), gives eth0 the address uwsiw.ip, attaches siw
 # to it (`rdma link add siw0 type siw netdev eth0`), runs the command of
 # uwsiw.cmd, and powers off. uwsiw.siw is base64 on the kernel command
 # line and uwsiw.cmd base64 of its gzip (run.sh writes them), so they may
