@@ -563,6 +563,11 @@ static void cleanup(void *arg)
 	atomic_fetch_add(&cleanups, 1);
 }
 
+/* Set by a thread that is about to block: the cancel's delay counts from
+ * then, so that a slow set-up (a loaded machine) is not cancelled in a
+ * call before the one under test, outside its cleanup handler. */
+static atomic_int blocking;
+
 static uint16_t cancel_port;
 static struct rdma_cm_id *cancel_listener;
 
@@ -571,6 +576,7 @@ static void *blocked_in_get_request(void *arg)
 	(void)arg;
 	struct rdma_cm_id *child;
 	pthread_cleanup_push(cleanup, NULL);
+	atomic_store(&blocking, 1);
 	rdma_get_request(cancel_listener, &child);
 	pthread_cleanup_pop(0);
 	return NULL;
@@ -587,6 +593,7 @@ static void *blocked_in_sync_connect(void *arg)
 	CHECK(rdma_resolve_route(client, 2000) == 0);
 	make_qp(client, pd, cq);
 	pthread_cleanup_push(cleanup, NULL);
+	atomic_store(&blocking, 1);
 	rdma_connect(client, NULL);
 	pthread_cleanup_pop(0);
 	return NULL;
@@ -622,9 +629,15 @@ static void *pending_in_req_notify(void *arg)
 static void run_cancel(const char *name, void *(*body)(void *), void *arg, int block_ms)
 {
 	int before = atomic_load(&cleanups);
+	atomic_store(&blocking, 0);
 	pthread_t thread;
 	CHECK(pthread_create(&thread, NULL, body, arg) == 0);
 	if (block_ms) {
+		double waiting = now();
+		while (!atomic_load(&blocking)) {
+			CHECK(now() - waiting < 20.0);
+			usleep(1000);
+		}
 		usleep(block_ms * 1000);
 		CHECK(pthread_cancel(thread) == 0);
 	}
