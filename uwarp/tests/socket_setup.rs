@@ -20,29 +20,23 @@ const IDLE: usize = 400;
 /// 6.5 times slower here (each round read every one of 1,100 sockets).
 const MOST_SLOWDOWN: f64 = 4.0;
 
+/// `count` queue pairs of `device`, on a protection domain and a
+/// completion queue of their own.
+fn queue_pairs(device: &Device, count: usize) -> Vec<QueuePair> {
+    let cq = device.create_cq(16);
+    let pd = device.alloc_pd().unwrap();
+    (0..count)
+        .map(|_| device.create_qp(&pd, QpInit::new(&cq)))
+        .collect()
+}
+
 /// Sets up `count` connections from `client` to `server`'s `listener`,
 /// one after another, and returns how long that took and their queue
 /// pairs (which keep the connections open).
 fn set_up(devices: &Devices, listener: &Listener, count: usize) -> (Duration, Vec<QueuePair>) {
-    let server_cq = devices.server.create_cq(16);
-    let client_cq = devices.client.create_cq(16);
-    let server_pd = devices.server.alloc_pd().unwrap();
-    let client_pd = devices.client.alloc_pd().unwrap();
     let addr = listener.local_addr();
-    let servers: Vec<QueuePair> = (0..count)
-        .map(|_| {
-            devices
-                .server
-                .create_qp(&server_pd, QpInit::new(&server_cq))
-        })
-        .collect();
-    let clients: Vec<QueuePair> = (0..count)
-        .map(|_| {
-            devices
-                .client
-                .create_qp(&client_pd, QpInit::new(&client_cq))
-        })
-        .collect();
+    let servers = queue_pairs(&devices.server, count);
+    let clients = queue_pairs(&devices.client, count);
     let started = Instant::now();
     std::thread::scope(|scope| {
         scope.spawn(|| {

@@ -111,17 +111,10 @@ impl Idle {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::socket::loopback_pair as pair;
     use std::io::Write;
-    use std::net::{Shutdown, TcpListener, TcpStream};
+    use std::net::{Shutdown, TcpStream};
     use std::os::fd::AsFd;
-
-    /// A connected pair of loopback sockets.
-    fn pair() -> (TcpStream, TcpStream) {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let near = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (far, _) = listener.accept().unwrap();
-        (near, far)
-    }
 
     fn interest(stream: &TcpStream, readable: bool, writable: bool) -> Interest<'_> {
         Interest {

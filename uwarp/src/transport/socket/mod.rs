@@ -30,3 +30,13 @@ mod tcp;
 
 pub(crate) use control_core::spawn_control;
 pub(crate) use dataplane::spawn_dataplane;
+
+/// A connected pair of loopback sockets, for the tests of the modules
+/// that wait on sockets.
+#[cfg(test)]
+fn loopback_pair() -> (std::net::TcpStream, std::net::TcpStream) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let near = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (far, _) = listener.accept().unwrap();
+    (near, far)
+}

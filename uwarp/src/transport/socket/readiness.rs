@@ -112,15 +112,9 @@ impl AsFd for Readiness {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::socket::loopback_pair as pair;
     use std::io::{Read, Write};
-    use std::net::{Shutdown, TcpListener, TcpStream};
-
-    fn pair() -> (TcpStream, TcpStream) {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let near = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (far, _) = listener.accept().unwrap();
-        (near, far)
-    }
+    use std::net::{Shutdown, TcpStream};
 
     /// Looks until `socket` is readable (loopback delivers at once, but
     /// the test does not rely on it), at most a second.
