@@ -34,6 +34,7 @@ set -euo pipefail
 #   openmpi-bin, netpipe-openmpi, hpcc   Open MPI over libfabric on the drop-ins: NetPIPE, and hpcc's ping-pong and ring
 #   tgt, libiscsi-bin, libiscsi-dev   tgt's iSER target and libiscsi's initiator (its tools, and a test program built on it) on the drop-ins
 #   python3-venv  the venv for the Python packages (below)
+#   gdb           the stacks of a program a test kills at its time limit
 packages=(
     libdpdk-dev
     libclang-dev
@@ -64,6 +65,7 @@ packages=(
     libiscsi-bin
     libiscsi-dev
     python3-venv
+    gdb
 )
 
 # The Python packages' venv, and the requirements it was made from (a copy

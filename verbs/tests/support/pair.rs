@@ -121,13 +121,18 @@ impl Running {
         matches!(self.child.try_wait(), Ok(None))
     }
 
-    /// Its output once it ended, killed if it runs past `deadline`.
+    /// Its output once it ended, killed if it runs past `deadline`. A
+    /// program killed at its deadline has its threads' stacks at that
+    /// moment (gdb's `thread apply all bt`, when gdb is installed) added
+    /// to its stderr, so that a hang says where it hung.
     pub fn finish(mut self, deadline: Instant) -> Output {
+        let mut stacks = Vec::new();
         let status = loop {
             if let Some(status) = self.child.try_wait().expect("the program's status") {
                 break status;
             }
             if Instant::now() > deadline {
+                stacks = stacks_of(self.child.id());
                 self.kill();
                 break self.child.wait().expect("the killed program's status");
             }
@@ -136,12 +141,38 @@ impl Running {
         // What it forked and left running holds its pipes open.
         self.kill();
         let [stdout, stderr] = self.output.take().expect("finished once");
+        let mut stderr = stderr.join().expect("the output reader");
+        stderr.extend(stacks);
         Output {
             status,
             stdout: stdout.join().expect("the output reader"),
-            stderr: stderr.join().expect("the output reader"),
+            stderr,
         }
     }
+}
+
+/// The stacks of every thread of process `pid`, as gdb prints them
+/// (bounded at 60 s), headed by a line saying what they are; nothing when
+/// gdb is not installed.
+fn stacks_of(pid: u32) -> Vec<u8> {
+    let Ok(output) = Command::new("timeout")
+        .args([
+            "60",
+            "gdb",
+            "-p",
+            &pid.to_string(),
+            "-batch",
+            "-ex",
+            "thread apply all bt",
+        ])
+        .stdin(Stdio::null())
+        .output()
+    else {
+        return Vec::new();
+    };
+    let mut stacks = b"\n--- its threads when its time ran out (gdb) ---\n".to_vec();
+    stacks.extend(output.stdout);
+    stacks
 }
 
 impl Running {
