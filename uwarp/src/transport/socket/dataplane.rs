@@ -344,7 +344,11 @@ fn run(adopt: Receiver<Adopt>, bell: Arc<Bell>, mut readiness: Readiness) {
             readable: true,
             writable: false,
         };
-        let sockets = conns.iter().map(Conn::interest);
+        // Only sockets waited on for something: the rest are in the set.
+        let sockets = conns
+            .iter()
+            .map(Conn::interest)
+            .filter(|interest| interest.readable || interest.writable);
         idle.after_round(busy, std::iter::once(set).chain(sockets));
     }
 }
