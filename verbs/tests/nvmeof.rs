@@ -4,10 +4,12 @@
 //! any host may use, configured through configfs at 10.79.0.2:4420; on
 //! the host, PyPI's `nvmeof` (a userspace NVMe/RDMA initiator in Python
 //! on the `ibverbs` bindings, which `dlopen` libibverbs.so.1 and
-//! librdmacm.so.1) runs on uwarp's drop-in libraries under `uwarp-run`
-//! (the socket transport), driven by `tests/nvmeof_host.py`.
+//! librdmacm.so.1) runs on uwarp's drop-in libraries under `uwarp-run`,
+//! driven by `tests/nvmeof_host.py`: once on the socket transport (the
+//! kernel's TCP), then on DPDK (uwarp's own TCP, on `net_af_packet` on
+//! the VM's tap), against the same target in one boot.
 //!
-//! The host connects (the admin queue, then an I/O queue, each its own
+//! Each host connects (the admin queue, then an I/O queue, each its own
 //! connection), identifies the controller and the namespace, reads a
 //! range the VM filled with random data before the target started, then
 //! writes patterns at several LBAs and sizes (one block, a page, more
@@ -24,7 +26,7 @@
 //! namespace's size (the RAM disk's); the random range, as the host read
 //! it, against its SHA-256 in the VM; what the host wrote last, against
 //! the SHA-256 of `/dev/ram0`'s ranges read in the VM afterwards; and that
-//! the host's end closed both its connections (none left established in
+//! each host's end closed both its connections (none left established in
 //! the VM: with no keep-alive the target would keep a controller whose
 //! host vanished).
 //!
@@ -42,7 +44,7 @@ use std::time::{Duration, Instant};
 
 use support::assert_success;
 use support::pair::{strings, Running, Side};
-use uwarp_testing::siw_vm::{Vm, HOST_IP, VM_IP};
+use uwarp_testing::siw_vm::{Vm, DPDK_IP, HOST_IP, TAP, VM_IP};
 use uwarp_testing::{root_or_skip, serial};
 
 /// The Python with `nvmeof` and `ibverbs` (`scripts/setup.sh`).
@@ -69,9 +71,9 @@ const WRITES: [(u64, u64); 8] = [
     (30001, 512),
     (40000, 196 << 10),
 ];
-/// How long the host's driver may run.
-const RUN_LIMIT: Duration = Duration::from_secs(120);
-/// How long the VM waits for the host's driver to end.
+/// How long each host's driver may run.
+const RUN_LIMIT: Duration = Duration::from_secs(90);
+/// How long the VM waits for both hosts' drivers to end.
 const VM_WAIT_SECS: u32 = 200;
 
 /// The VM's command: the target's modules, the random range, the kernel's
@@ -143,6 +145,164 @@ fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
         .find_map(|word| word.strip_prefix(key)?.strip_prefix('='))
 }
 
+/// How the host's driver reaches the target: its name in messages,
+/// `uwarp-run`'s options, and the address it connects from.
+struct HostTransport {
+    name: &'static str,
+    options: Vec<String>,
+    source: Ipv4Addr,
+}
+
+/// The transports the host's driver runs on, one after the other: the
+/// kernel's TCP (the socket transport, from the tap's host end), then
+/// uwarp's TCP on DPDK's `net_af_packet` on the same tap, at its own
+/// address. Each holds its first FPDU back 200 ms after siw's MPA Reply:
+/// siw's accept race (docs/siw-interop.md).
+fn host_transports() -> [HostTransport; 2] {
+    let delay = ["--first-fpdu-delay-ms", "200"];
+    let eal = format!("--vdev net_af_packet0,iface={TAP}");
+    let ip = format!("{DPDK_IP}/24");
+    [
+        HostTransport {
+            name: "socket",
+            options: strings(&delay),
+            source: HOST_IP,
+        },
+        HostTransport {
+            name: "dpdk",
+            options: strings(
+                &[
+                    &delay[..],
+                    &["--transport", "dpdk", "--eal", &eal, "--ip", &ip],
+                ]
+                .concat(),
+            ),
+            source: DPDK_IP,
+        },
+    ]
+}
+
+/// Runs the host's driver on `transport` against the VM's target: its
+/// output, and how long it ran.
+fn drive_host(transport: &HostTransport) -> (std::process::Output, Duration) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/nvmeof_host.py");
+    let ram_disk = (RAM_DISK_KIB * 1024).to_string();
+    let mut args = vec![script.display().to_string()];
+    args.extend(strings(&[
+        "--target",
+        &VM_IP.to_string(),
+        "--source",
+        &transport.source.to_string(),
+        "--port",
+        &PORT.to_string(),
+        "--nqn",
+        NQN,
+        "--size",
+        &ram_disk,
+        "--preset",
+        &format!("{}:{}", PRESET.0, PRESET.1),
+    ]));
+    for (lba, octets) in WRITES {
+        args.extend(strings(&["--write", &format!("{lba}:{octets}")]));
+    }
+    let host = Side {
+        tool: PYTHON,
+        args,
+        options: transport.options.clone(),
+    };
+    let started = Instant::now();
+    let output = Running::start(host.command()).finish(Instant::now() + RUN_LIMIT);
+    (output, started.elapsed())
+}
+
+/// What the VM saw of the target: its kernel's release, the random
+/// range's SHA-256, and (after the hosts) the SHA-256 of each written
+/// range of the RAM disk.
+struct TargetView {
+    kernel: String,
+    preset_sum: String,
+    ram0: HashMap<(u64, u64), String>,
+}
+
+/// Checks what the host's driver on `transport` printed against the
+/// target's view: the controller, the namespace, the random range, every
+/// read back, and every range the host wrote, as the RAM disk holds it
+/// (both hosts write the same patterns: they depend only on the range).
+fn check_host(transport: &HostTransport, output: &std::process::Output, target: &TargetView) {
+    let name = transport.name;
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    eprintln!("the host's driver on the {name} transport:\n{stdout}");
+    assert_success(&format!("nvmeof_host.py on uwarp ({name})"), output);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines.last(),
+        Some(&"passed"),
+        "the driver did not pass ({name})"
+    );
+
+    let line = |prefix: &str| {
+        lines
+            .iter()
+            .find(|line| line.starts_with(prefix))
+            .unwrap_or_else(|| panic!("the driver printed no {prefix:?} line ({name})"))
+            .to_owned()
+    };
+    let controller = line("controller: ");
+    assert_eq!(field(controller, "model"), Some("'Linux'"), "{controller}");
+    let cntlid: u16 = field(controller, "cntlid")
+        .and_then(|id| id.parse().ok())
+        .unwrap_or_else(|| panic!("no controller ID: {controller}"));
+    assert!(cntlid >= 1, "{controller}");
+    // Linux's target names its firmware after the kernel's release, cut
+    // to the field's 8 octets.
+    let firmware = field(controller, "firmware")
+        .map(|firmware| firmware.trim_matches('\''))
+        .unwrap_or_default();
+    assert!(
+        !firmware.is_empty() && target.kernel.starts_with(firmware),
+        "firmware {firmware:?} of kernel {}: {controller}",
+        target.kernel
+    );
+    let max_transfer: u64 = field(controller, "max_transfer")
+        .and_then(|octets| octets.parse().ok())
+        .unwrap_or_else(|| panic!("no largest transfer: {controller}"));
+    let commands: u64 = WRITES
+        .iter()
+        .map(|(_, octets)| octets.div_ceil(max_transfer))
+        .sum();
+    for what in ["writes", "reads"] {
+        line(&format!("{what} outstanding at once: {commands}"));
+    }
+    let namespace = line("namespace 1: ");
+    let ram_disk = (RAM_DISK_KIB * 1024).to_string();
+    assert_eq!(
+        field(namespace, "size"),
+        Some(ram_disk.as_str()),
+        "{namespace}"
+    );
+    assert_eq!(
+        field(namespace, "lba_size"),
+        Some(BLOCK.to_string().as_str()),
+        "{namespace}"
+    );
+    let preset = line(&format!("preset lba={} octets={} ", PRESET.0, PRESET.1));
+    assert_eq!(
+        field(preset, "sha256"),
+        Some(target.preset_sum.as_str()),
+        "the random range as the host read it ({name})"
+    );
+    for (lba, octets) in WRITES {
+        line(&format!("read lba={lba} octets={octets}: equal"));
+        let rewrote = line(&format!("rewrote lba={lba} octets={octets} "));
+        assert_eq!(
+            field(rewrote, "sha256"),
+            target.ram0.get(&(lba, octets)).map(String::as_str),
+            "the RAM disk's {octets} octets at LBA {lba} against what the host wrote ({name})"
+        );
+    }
+    line("concurrent reads: equal");
+}
+
 #[test]
 fn nvmeof_host_on_uwarp_writes_and_reads_the_kernels_nvmet_target_on_siw() {
     if !root_or_skip("the siw VM (its tap)") {
@@ -169,37 +329,9 @@ fn nvmeof_host_on_uwarp_writes_and_reads_the_kernels_nvmet_target_on_siw() {
     vm.expect("uwsiw-test: serving nvmet");
     vm.assert_running();
 
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/nvmeof_host.py");
-    let ram_disk = (RAM_DISK_KIB * 1024).to_string();
-    let mut args = vec![script.display().to_string()];
-    args.extend(strings(&[
-        "--target",
-        &VM_IP.to_string(),
-        "--source",
-        &HOST_IP.to_string(),
-        "--port",
-        &PORT.to_string(),
-        "--nqn",
-        NQN,
-        "--size",
-        &ram_disk,
-        "--preset",
-        &format!("{}:{}", PRESET.0, PRESET.1),
-    ]));
-    for (lba, octets) in WRITES {
-        args.extend(strings(&["--write", &format!("{lba}:{octets}")]));
-    }
-    // The host's first FPDU (its first command) held back 200 ms after
-    // siw's MPA Reply: siw's accept race (docs/siw-interop.md).
-    let host = Side {
-        tool: PYTHON,
-        args,
-        options: strings(&["--first-fpdu-delay-ms", "200"]),
-    };
-    let driver_started = Instant::now();
-    let output = Running::start(host.command()).finish(Instant::now() + RUN_LIMIT);
-    let driven = driver_started.elapsed();
-    // Told whatever the driver's end, so that the VM ends too.
+    let transports = host_transports();
+    let runs: Vec<_> = transports.iter().map(drive_host).collect();
+    // Told whatever the drivers' ends, so that the VM ends too.
     tell_vm_done(&mut vm, &done);
     let established = vm.expect_with("the connections left", |line| {
         line.strip_prefix("uwsiw-test: established ")
@@ -216,78 +348,26 @@ fn nvmeof_host_on_uwarp_writes_and_reads_the_kernels_nvmet_target_on_siw() {
         ram0.insert(range, sum);
     }
     vm.finish();
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    eprintln!("the host's driver:\n{stdout}");
-    assert_success("nvmeof_host.py on uwarp", &output);
-    let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.last(), Some(&"passed"), "the driver did not pass");
-
-    let line = |prefix: &str| {
-        lines
-            .iter()
-            .find(|line| line.starts_with(prefix))
-            .unwrap_or_else(|| panic!("the driver printed no {prefix:?} line"))
-            .to_owned()
+    let target = TargetView {
+        kernel,
+        preset_sum,
+        ram0,
     };
-    let controller = line("controller: ");
-    assert_eq!(field(controller, "model"), Some("'Linux'"), "{controller}");
-    let cntlid: u16 = field(controller, "cntlid")
-        .and_then(|id| id.parse().ok())
-        .unwrap_or_else(|| panic!("no controller ID: {controller}"));
-    assert!(cntlid >= 1, "{controller}");
-    // Linux's target names its firmware after the kernel's release, cut
-    // to the field's 8 octets.
-    let firmware = field(controller, "firmware")
-        .map(|firmware| firmware.trim_matches('\''))
-        .unwrap_or_default();
-    assert!(
-        !firmware.is_empty() && kernel.starts_with(firmware),
-        "firmware {firmware:?} of kernel {kernel}: {controller}"
-    );
-    let max_transfer: u64 = field(controller, "max_transfer")
-        .and_then(|octets| octets.parse().ok())
-        .unwrap_or_else(|| panic!("no largest transfer: {controller}"));
-    let commands: u64 = WRITES
-        .iter()
-        .map(|(_, octets)| octets.div_ceil(max_transfer))
-        .sum();
-    for what in ["writes", "reads"] {
-        line(&format!("{what} outstanding at once: {commands}"));
+    for (transport, (output, _)) in transports.iter().zip(&runs) {
+        check_host(transport, output, &target);
     }
-    let namespace = line("namespace 1: ");
-    assert_eq!(
-        field(namespace, "size"),
-        Some(ram_disk.as_str()),
-        "{namespace}"
-    );
-    assert_eq!(
-        field(namespace, "lba_size"),
-        Some(BLOCK.to_string().as_str()),
-        "{namespace}"
-    );
-    let preset = line(&format!("preset lba={} octets={} ", PRESET.0, PRESET.1));
-    assert_eq!(
-        field(preset, "sha256"),
-        Some(preset_sum.as_str()),
-        "the random range as the host read it"
-    );
-    for (lba, octets) in WRITES {
-        line(&format!("read lba={lba} octets={octets}: equal"));
-        let rewrote = line(&format!("rewrote lba={lba} octets={octets} "));
-        assert_eq!(
-            field(rewrote, "sha256"),
-            ram0.get(&(lba, octets)).map(String::as_str),
-            "the RAM disk's {octets} octets at LBA {lba} against what the host wrote"
-        );
-    }
-    line("concurrent reads: equal");
     assert_eq!(
         established, "0",
-        "connections to the target left established after the host's end"
+        "connections to the target left established after the hosts' ends"
     );
+    let durations: Vec<String> = transports
+        .iter()
+        .zip(&runs)
+        .map(|(transport, (_, ran))| format!("{} {:.1} s", transport.name, ran.as_secs_f64()))
+        .collect();
     eprintln!(
-        "nvmeof against nvmet on siw: passed (VM booted in {:.1} s, the host's driver ran {:.1} s)",
+        "nvmeof against nvmet on siw: passed (VM booted in {:.1} s, the host's driver ran: {})",
         booted.as_secs_f64(),
-        driven.as_secs_f64()
+        durations.join(", ")
     );
 }
