@@ -6,7 +6,8 @@
 //! `riowrite`); a C program checks the socket semantics
 //! (`tests/c/rsocket_semantics.c`), another that a socket making no call
 //! keeps receives for its peer's credit updates besides its data
-//! (`tests/c/rsocket_credits.c`), and a plain sockets program runs on
+//! (`tests/c/rsocket_credits.c`), another that `SO_KEEPALIVE` sends its
+//! messages (`tests/c/rsocket_keepalive.c`), and a plain sockets program runs on
 //! rsockets under `librspreload.so` (`tests/c/rsocket_plain.c`).
 
 mod support;
@@ -289,6 +290,40 @@ fn a_c_program_checks_rsocket_semantics() {
 #[test]
 fn a_socket_that_makes_no_call_takes_its_peers_credits_and_data() {
     run_c_program("rsocket_credits");
+}
+
+/// Runs `tests/c/rsocket_keepalive.c` with `TCP_KEEPIDLE` `idle` (0:
+/// keepalive off): the data segments its client's connection sent while
+/// neither side made a call for 3.5 s.
+fn keepalive_segments(idle: u32) -> u64 {
+    let program = compile_c("rsocket_keepalive");
+    let port = free_port().to_string();
+    let output = uwarp_run(&program, &[&port, &idle.to_string()]);
+    assert_success("rsocket_keepalive", &output);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(stdout.ends_with("ok\n"), "{stdout}");
+    stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("keepalive segments "))
+        .and_then(|count| count.parse().ok())
+        .unwrap_or_else(|| panic!("no count of segments: {stdout}"))
+}
+
+/// `SO_KEEPALIVE` with `TCP_KEEPIDLE` 1: an idle connection sends a
+/// keepalive message a second (three in 3.5 s; at least two counted
+/// between the program's two looks), and nothing without keepalive.
+#[test]
+fn an_idle_rsocket_with_keepalive_sends_its_peer_a_message_each_keepidle() {
+    assert_eq!(
+        keepalive_segments(0),
+        0,
+        "an idle connection without keepalive sent data"
+    );
+    let sent = keepalive_segments(1);
+    assert!(
+        (2..=4).contains(&sent),
+        "{sent} keepalive segments in 3.5 s, a second apart"
+    );
 }
 
 #[test]

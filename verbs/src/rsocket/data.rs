@@ -82,7 +82,7 @@ impl Conn {
     }
 
     /// `rs_post_msg` in iWARP mode: the message alone, as an inline Send.
-    fn post_msg(&self, msg: u32) -> Result<(), i32> {
+    pub(super) fn post_msg(&self, msg: u32) -> Result<(), i32> {
         let payload = Payload::Inline(msg.to_ne_bytes().to_vec());
         self.post(SendWr::new(u64::from(msg), SendOp::Send, payload))
     }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::stream::{self, state, Rsocket, Sizes};
-use super::{data, iomap, listen, options, poll, table};
+use super::{data, iomap, keepalive, listen, options, poll, table};
 use crate::cm::addrinfo::from_sockaddr_len;
 use crate::export::{guard, set_errno, symbol_versions};
 use crate::provider;
@@ -187,7 +187,12 @@ pub unsafe extern "C" fn raccept(
             // SAFETY: forwarded from the caller.
             unsafe { copy_addr(peer, addr, addrlen) };
         }
-        Ok(table::insert(accepted))
+        let keepalive = options::keepalive_every(&accepted.lock());
+        let fd = table::insert(accepted);
+        if let (Some(every), Some(socket)) = (keepalive, table::lookup(fd)) {
+            keepalive::schedule(&socket, every);
+        }
+        Ok(fd)
     })
 }
 
@@ -637,7 +642,10 @@ pub unsafe extern "C" fn rsetsockopt(
         }
         // SAFETY: the caller promises `optlen` (at least an int) octets.
         let value = unsafe { optval.cast::<c_int>().read_unaligned() };
-        options::set(&mut socket.lock(), level, name, value)?;
+        let every = options::set(&mut socket.lock(), level, name, value)?;
+        if let Some(every) = every {
+            keepalive::schedule(&socket, every);
+        }
         Ok(0)
     })
 }

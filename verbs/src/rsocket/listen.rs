@@ -137,6 +137,7 @@ fn template_of(owner: &Weak<Rsocket>) -> Option<Inner> {
         sizes: inner.sizes,
         fd_flags: inner.fd_flags,
         option_bits: inner.option_bits,
+        keepalive_secs: inner.keepalive_secs,
         ..Inner::default()
     })
 }

@@ -13,11 +13,13 @@
 //! - [`iomap`]: `riomap`, `riounmap`, `riowrite`.
 //! - [`poll`]: `rpoll` and `rselect`.
 //! - [`options`]: `rsetsockopt`, `rgetsockopt`, `rfcntl`.
+//! - [`keepalive`]: the thread that sends `SO_KEEPALIVE`'s messages.
 //! - [`exports`]: the C entry points.
 
 pub mod data;
 pub mod exports;
 pub mod iomap;
+pub mod keepalive;
 pub mod listen;
 pub mod options;
 pub mod poll;

@@ -4,6 +4,9 @@
 //! made), the TCP options a reliable connection has no use for are
 //! accepted, and what rdma-core does not know is `ENOTSUP`.
 
+use std::time::Duration;
+
+use super::keepalive;
 use super::stream::{state, Inner, SNDLOWAT};
 use super::wire::{scale_to_value, value_to_scale};
 
@@ -35,12 +38,28 @@ fn bit(bits: u64, name: i32) -> i32 {
     i32::from(bits & (1u64 << (name & 63)) != 0)
 }
 
+/// The keepalive interval of a socket whose keepalive is on.
+pub fn keepalive_every(inner: &Inner) -> Option<Duration> {
+    (bit(inner.option_bits.socket, libc::SO_KEEPALIVE) != 0)
+        .then(|| Duration::from_secs(u64::from(inner.keepalive_secs.max(1))))
+}
+
 /// `rsetsockopt` with the option's value read as an `int` (`value`) or,
-/// for `SO_LINGER`, its `l_onoff` (the first `int` too).
-pub fn set(inner: &mut Inner, level: i32, name: i32, value: i32) -> Result<(), i32> {
+/// for `SO_LINGER`, its `l_onoff` (the first `int` too). `Some` interval
+/// when the call turned keepalive on or changed its interval while on:
+/// the socket is to be (re)scheduled ([`keepalive::schedule`]).
+pub fn set(inner: &mut Inner, level: i32, name: i32, value: i32) -> Result<Option<Duration>, i32> {
     let unconnected = inner.conn.is_none();
     match (level, name) {
-        (libc::SOL_SOCKET, libc::SO_REUSEADDR | libc::SO_KEEPALIVE | libc::SO_OOBINLINE) => {
+        (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => {
+            let was_on = keepalive_every(inner).is_some();
+            set_bit(&mut inner.option_bits.socket, name, value != 0);
+            if inner.keepalive_secs == 0 && value != 0 {
+                inner.keepalive_secs = keepalive::default_secs();
+            }
+            return Ok(keepalive_every(inner).filter(|_| !was_on));
+        }
+        (libc::SOL_SOCKET, libc::SO_REUSEADDR | libc::SO_OOBINLINE) => {
             set_bit(&mut inner.option_bits.socket, name, value != 0);
         }
         (libc::SOL_SOCKET, libc::SO_LINGER) => {
@@ -65,7 +84,10 @@ pub fn set(inner: &mut Inner, level: i32, name: i32, value: i32) -> Result<(), i
             libc::TCP_KEEPCNT | libc::TCP_KEEPINTVL | libc::TCP_MAXSEG | libc::TCP_CONGESTION,
         ) => {}
         (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) if value <= 0 => return Err(libc::EINVAL),
-        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) => {}
+        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) => {
+            inner.keepalive_secs = value as u32;
+            return Ok(keepalive_every(inner));
+        }
         (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) => {
             inner.af_only = Some(value != 0);
             set_bit(&mut inner.option_bits.ipv6, name, value != 0);
@@ -81,7 +103,7 @@ pub fn set(inner: &mut Inner, level: i32, name: i32, value: i32) -> Result<(), i
         }
         _ => return Err(libc::ENOTSUP),
     }
-    Ok(())
+    Ok(None)
 }
 
 /// `rgetsockopt`: the option's value as an `int`, or for `SO_LINGER` the
@@ -99,6 +121,7 @@ pub fn get(inner: &mut Inner, level: i32, name: i32) -> Result<(i32, Option<i32>
         (libc::SOL_SOCKET, libc::SO_ERROR) => std::mem::take(&mut inner.err),
         (libc::IPPROTO_TCP, libc::TCP_NODELAY) => bit(inner.option_bits.tcp, name),
         (libc::IPPROTO_TCP, libc::TCP_KEEPCNT | libc::TCP_KEEPINTVL | libc::TCP_CONGESTION) => 1,
+        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) => inner.keepalive_secs as i32,
         (libc::IPPROTO_TCP, libc::TCP_MAXSEG) => 2048,
         (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) => bit(inner.option_bits.ipv6, name),
         (SOL_RDMA, RDMA_SQSIZE) => inner.sizes.sq_size as i32,

@@ -154,6 +154,9 @@ pub struct Inner {
     pub sizes: Sizes,
     /// Option bits.
     pub option_bits: OptionBits,
+    /// `TCP_KEEPIDLE`: seconds between keepalives; 0 until it is set or
+    /// keepalive is turned on ([`keepalive`](super::keepalive)).
+    pub keepalive_secs: u32,
     /// `IPV6_V6ONLY` for a listener.
     pub af_only: Option<bool>,
     /// The address family `rsocket` was given.
@@ -536,6 +539,7 @@ pub fn accept(request: uwarp::IncomingRequest, template: &Inner) -> Option<Rsock
         inner.fs_flags = template.fs_flags;
         inner.fd_flags = template.fd_flags;
         inner.option_bits = template.option_bits;
+        inner.keepalive_secs = template.keepalive_secs;
         inner.local = Some(connection.local_addr);
         inner.peer = Some(connection.peer_addr);
         inner.conn = Some(conn);

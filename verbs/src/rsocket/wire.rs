@@ -18,11 +18,15 @@ pub const OP_WRITE: u32 = 2;
 pub const OP_SGL: u32 = 4;
 /// `RS_OP_IOMAP_SGL`: an iomap entry was updated.
 pub const OP_IOMAP_SGL: u32 = 6;
-/// `RS_OP_CTRL`: a control message ([`CTRL_DISCONNECT`], [`CTRL_SHUTDOWN`]).
+/// `RS_OP_CTRL`: a control message ([`CTRL_DISCONNECT`], [`CTRL_KEEPALIVE`],
+/// [`CTRL_SHUTDOWN`]).
 pub const OP_CTRL: u32 = 7;
 
 /// `RS_CTRL_DISCONNECT`: the peer closes both directions.
 pub const CTRL_DISCONNECT: u32 = 0;
+/// `RS_CTRL_KEEPALIVE`: nothing; keeps the connection busy
+/// ([`keepalive`](super::keepalive)).
+pub const CTRL_KEEPALIVE: u32 = 1;
 /// `RS_CTRL_SHUTDOWN`: the peer stops sending.
 pub const CTRL_SHUTDOWN: u32 = 2;
 
