@@ -1,7 +1,8 @@
 //! The rsocket API's C entry points, exported at `RDMACM_1.0` as rdma-core
 //! 44's librdmacm exports them. Each runs in [`guard`] and answers -1
 //! with `errno` on failure (`riowrite`: `(size_t)-1`), never a panic.
-//! Datagram rsockets are not implemented: `ENOSYS`.
+//! Datagram rsockets are `ENOSYS`: rdma-core builds them on unreliable
+//! datagram queue pairs, which iWARP does not have.
 
 use core::ffi::{c_int, c_void};
 use std::sync::Arc;

@@ -3,7 +3,11 @@
  * of a pattern and closes, the server polls, reads and checks it all, then
  * reads end of file. With `1` as second argument it also checks that the
  * accepted socket is an rsocket (SOL_RDMA's RDMA_SQSIZE answers, which a
- * kernel socket refuses). Usage: rsocket_plain PORT 0|1. */
+ * kernel socket refuses). Then a datagram each way between two UDP
+ * sockets, which stay the kernel's under librspreload.so (iWARP has no
+ * datagram service: rsocket answers ENOSYS for them, and the preload
+ * library falls back to a kernel socket); with `1`, SOL_RDMA must be
+ * refused on them. Usage: rsocket_plain PORT 0|1. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -42,6 +46,34 @@ static void *client(void *unused)
 	CHECK(sent == TOTAL);
 	CHECK(close(fd) == 0);
 	return NULL;
+}
+
+/* A datagram from a UDP socket at PORT + 1 to one at PORT + 2 and back,
+ * on the loopback address. */
+static void udp_exchange(int must_be_kernel)
+{
+	struct sockaddr_in a = addr, b = addr, from;
+	socklen_t from_len = sizeof(from);
+	int depth, fa = socket(AF_INET, SOCK_DGRAM, 0), fb = socket(AF_INET, SOCK_DGRAM, 0);
+	socklen_t len = sizeof(depth);
+	char buf[16];
+
+	CHECK(fa >= 0 && fb >= 0);
+	if (must_be_kernel) {
+		errno = 0;
+		CHECK(getsockopt(fa, SOL_RDMA, RDMA_SQSIZE, &depth, &len) == -1);
+	}
+	a.sin_port = htons(ntohs(addr.sin_port) + 1);
+	b.sin_port = htons(ntohs(addr.sin_port) + 2);
+	CHECK(bind(fa, (struct sockaddr *)&a, sizeof(a)) == 0);
+	CHECK(bind(fb, (struct sockaddr *)&b, sizeof(b)) == 0);
+	CHECK(sendto(fa, "ping", 4, 0, (struct sockaddr *)&b, sizeof(b)) == 4);
+	CHECK(recvfrom(fb, buf, sizeof(buf), 0, (struct sockaddr *)&from, &from_len) == 4 &&
+	      memcmp(buf, "ping", 4) == 0 && from.sin_port == a.sin_port);
+	CHECK(sendto(fb, "pong", 4, 0, (struct sockaddr *)&from, from_len) == 4);
+	CHECK(recv(fa, buf, sizeof(buf), 0) == 4 && memcmp(buf, "pong", 4) == 0);
+	CHECK(close(fa) == 0);
+	CHECK(close(fb) == 0);
 }
 
 int main(int argc, char **argv)
@@ -90,5 +122,6 @@ int main(int argc, char **argv)
 	CHECK(recv(fd, buf, 16, 0) == 0);
 	CHECK(close(fd) == 0);
 	CHECK(close(listener) == 0);
+	udp_exchange(atoi(argv[2]));
 	return finish();
 }
