@@ -14,7 +14,7 @@ use uwarp_dataplane::runtime::{
     assemble, check_cores, port_config, ControlHandler, DataplaneCounters, ImpairCounters,
     ImpairSwitch, Impairment, Placement, Runtime, Stopped, TxCounters,
 };
-use uwarp_dataplane::{Device, Eal, Mempool, MempoolConfig, Port, PortConfig, Queues};
+use uwarp_dataplane::{Device, Eal, Mempool, MempoolConfig, Port, PortConfig, Queues, Stats};
 use uwarp_stack::tcp::{Config, Endpoint};
 
 use crate::setup::{SetupCounters, TcpRequests, TcpSetup};
@@ -133,6 +133,10 @@ pub struct HostReport {
     pub impaired: Vec<(ImpairCounters, ImpairCounters)>,
     /// Mbufs dropped unsent at shutdown.
     pub dropped_at_shutdown: usize,
+    /// The port's own counters when its cores stopped (zero where the
+    /// driver has none): what the device dropped, for want of mbufs
+    /// above all, which no core sees.
+    pub port: Stats,
 }
 
 /// A TCP/IP host on one port.
@@ -219,7 +223,7 @@ impl<A: TcpApp> TcpHost<A> {
     /// "Exit and teardown").
     pub fn shutdown_awaiting(mut self, before_port_stop: impl FnOnce(&Port)) -> HostReport {
         let stopped = self.runtime.shutdown();
-        let report = HostReport::of(&stopped, TcpSetup::counters);
+        let report = HostReport::of(&stopped, &self.port, TcpSetup::counters);
         before_port_stop(&self.port);
         stop_port(&mut self.port, report.reset_at_shutdown());
         report
@@ -255,6 +259,7 @@ impl HostReport {
     /// running one underneath).
     pub fn of<C: ControlHandler, A: TcpApp>(
         stopped: &Stopped<C, TcpCore<A>>,
+        port: &Port,
         setup: impl FnOnce(&C) -> &SetupCounters,
     ) -> Self {
         let cores = &stopped.dataplanes;
@@ -269,6 +274,7 @@ impl HostReport {
             impaired: cores.iter().map(|c| c.impair_counters()).collect(),
             net: stopped.control.iface().counters().clone(),
             dropped_at_shutdown: stopped.dropped_at_shutdown,
+            port: port.stats().unwrap_or_default(),
         }
     }
 

@@ -306,8 +306,9 @@ impl Endpoint<'_> {
             let now = self.fpdus_carried();
             if now == carried {
                 return Err(format!(
-                    "nothing happened for {} s: the run stalled",
-                    STALL.as_secs()
+                    "nothing happened for {} s: the run stalled; this side's queue pairs: {:?}",
+                    STALL.as_secs(),
+                    self.counters()
                 ));
             }
             carried = now;

@@ -100,6 +100,20 @@ fn drops(r: &HostReport) -> [Count; 9] {
     ]
 }
 
+/// The port's own counters (`rte_eth_stats`): what the device moved, and
+/// what it dropped before any core saw it.
+fn port(r: &HostReport) -> [Count; 6] {
+    let p = &r.port;
+    [
+        ("port_rx_packets", "received", p.rx_packets),
+        ("port_tx_packets", "sent", p.tx_packets),
+        ("port_rx_missed", "missed", p.rx_missed),
+        ("port_rx_no_mbuf", "no mbuf", p.rx_no_mbuf),
+        ("port_rx_errors", "receive errors", p.rx_errors),
+        ("port_tx_errors", "transmit errors", p.tx_errors),
+    ]
+}
+
 /// The sum of `counts`.
 fn total(counts: &[Count]) -> u64 {
     counts.iter().map(|(_, _, value)| value).sum()
@@ -121,7 +135,7 @@ fn per_core(r: &HostReport) -> Vec<u64> {
 
 /// One line for people: the counts, the frames each core received (with
 /// more than one), the frames dropped and why, the mbufs dropped at
-/// shutdown.
+/// shutdown, the port's own counters.
 pub fn text(r: &HostReport) -> String {
     let drops = drops(r);
     let per_core: Vec<String> = per_core(r).iter().map(u64::to_string).collect();
@@ -137,22 +151,24 @@ pub fn text(r: &HostReport) -> String {
         .collect();
     let counted = counted.join(", ");
     format!(
-        "host: {counted}, frames dropped {} ({}), mbufs dropped at shutdown {}\n",
+        "host: {counted}, frames dropped {} ({}), mbufs dropped at shutdown {}; port: {}\n",
         total(&drops),
         words(&drops),
         r.dropped_at_shutdown,
+        words(&port(r)),
     )
 }
 
-/// The same as a JSON object: each count and drop by its name, their
-/// total `frames_dropped`, `frames_received_per_core` and
-/// `dropped_at_shutdown`.
+/// The same as a JSON object: each count, drop and port counter by its
+/// name, the drops' total `frames_dropped`, `frames_received_per_core`
+/// and `dropped_at_shutdown`.
 pub fn json(r: &HostReport) -> Value {
     let drops = drops(r);
     let dropped = total(&drops);
     let mut out: Map<String, Value> = counts(r)
         .into_iter()
         .chain(drops)
+        .chain(port(r))
         .map(|(name, _, value)| (name.to_string(), value.into()))
         .collect();
     out.insert("frames_dropped".into(), dropped.into());

@@ -91,11 +91,17 @@ pub fn run(config: &TwoHost) -> Result<RunReport, String> {
                 mpa: config.run.mpa,
                 wait: None,
             };
-            serve(&device, waiting, &listener, &server)?
+            serve(&device, waiting, &listener, &server)
         }
-        Side::Client { peer } => run_client(&device, waiting, peer, &config.run)?,
+        Side::Client { peer } => run_client(&device, waiting, peer, &config.run),
     };
     let host = device.close();
+    // A failed run still reports what this side's cores counted: how a
+    // stall came about shows in its drops.
+    let outcome = outcome.map_err(|err| match &host {
+        Some(host) => format!("{err}\nthis side's cores: {}", super::host::text(host)),
+        None => err,
+    })?;
     Ok(RunReport {
         mode: config.run.mode,
         role: match config.side {

@@ -225,9 +225,9 @@ impl DpdkCores {
                 stepper.map(|cores| cores.shutdown_settling(SETTLE_AT_CLOSE))
             }
         };
-        let report =
-            stopped.map(|stopped| HostReport::of(&stopped, |control| control.tcp().counters()));
         let mut port = self.port;
+        let report = stopped
+            .map(|stopped| HostReport::of(&stopped, &port, |control| control.tcp().counters()));
         stop_port(
             &mut port,
             report.as_ref().map_or(0, HostReport::reset_at_shutdown),
