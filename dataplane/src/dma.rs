@@ -21,6 +21,7 @@
 //! theirs never overlap.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::sync::{Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
@@ -103,6 +104,30 @@ fn pages(addr: usize, len: usize) -> Option<(usize, usize)> {
     Some((start, end - start))
 }
 
+/// The `len` octets at `addr` cut where they cross from one page into the
+/// next: each piece, as offsets from `addr`, lies in one page.
+///
+/// A device given a buffer per piece reads each through one IOMMU page.
+/// Hardware splits its reads at pages anyway; QEMU's emulated e1000e
+/// (7.2, `hw/net/net_tx_pkt.c`, `net_tx_pkt_add_raw_fragment`) does
+/// not: behind its emulated IOMMU a transmit buffer is mapped only to the
+/// end of its page, and a frame with a buffer that crosses one is dropped
+/// without a word, its retransmissions too.
+pub fn page_pieces(addr: usize, len: usize) -> impl Iterator<Item = Range<usize>> {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        if at >= len {
+            return None;
+        }
+        let here = addr.wrapping_add(at);
+        let to_page_end = PAGE - (here & (PAGE - 1));
+        let end = at + to_page_end.min(len - at);
+        let piece = at..end;
+        at = end;
+        Some(piece)
+    })
+}
+
 /// The pages holding the `len` octets at `addr`, mapped for DMA at their
 /// virtual addresses until the returned handle is dropped.
 ///
@@ -176,6 +201,20 @@ mod tests {
         assert_eq!(pages(0x1000, PAGE), Some((0x1000, PAGE)));
         assert_eq!(pages(0x1000, 0), None);
         assert_eq!(pages(usize::MAX - 10, 100), None);
+    }
+
+    #[test]
+    fn page_pieces_cut_at_every_page_crossed_and_nowhere_else() {
+        let pieces = |addr, len| page_pieces(addr, len).collect::<Vec<_>>();
+        assert_eq!(pieces(0x1000, 0x1000), vec![(0..0x1000)]);
+        assert_eq!(pieces(0x1f00, 0x300), [0..0x100, 0x100..0x300]);
+        assert_eq!(pieces(0x1fff, 2), [0..1, 1..2]);
+        assert_eq!(
+            pieces(0x1800, 0x2000),
+            [0..0x800, 0x800..0x1800, 0x1800..0x2000]
+        );
+        assert_eq!(pieces(0x1234, 100), vec![(0..100)]);
+        assert!(pieces(0x1000, 0).is_empty());
     }
 
     #[test]

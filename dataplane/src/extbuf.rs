@@ -162,6 +162,14 @@ impl ExternalRegion {
             .is_some()
     }
 
+    /// `range` of the region cut where its addresses cross a page
+    /// ([`dma::page_pieces`]), in order.
+    pub fn page_pieces(&self, range: Range<usize>) -> impl Iterator<Item = Range<usize>> {
+        let start = range.start;
+        dma::page_pieces(self.base as usize + start, range.len())
+            .map(move |piece| piece.start + start..piece.end + start)
+    }
+
     /// Where `bytes` begins in the region, when it lies inside it.
     pub fn offset_of(&self, bytes: &[u8]) -> Option<usize> {
         let (start, base) = (bytes.as_ptr() as usize, self.base as usize);

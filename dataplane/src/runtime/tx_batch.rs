@@ -234,6 +234,26 @@ impl TxBatch {
         mbuf
     }
 
+    /// The octets at `range` of `region` as a chain of external segments:
+    /// one for a memory link, one per page they touch for a PCI device
+    /// ([`crate::dma::page_pieces`]: an emulated NIC behind an emulated
+    /// IOMMU may drop a buffer that crosses a page). `None` when an mbuf
+    /// is missing.
+    fn attach_payload(&mut self, region: &ExternalRegion, range: Range<usize>) -> Option<Mbuf> {
+        if !self.map_payloads {
+            return region.attach_range(self.take_mbuf(0)?, range).ok();
+        }
+        let mut payload: Option<Mbuf> = None;
+        for piece in region.page_pieces(range) {
+            let segment = region.attach_range(self.take_mbuf(0)?, piece).ok()?;
+            match payload.as_mut() {
+                None => payload = Some(segment),
+                Some(chain) => chain.chain(segment).ok()?,
+            }
+        }
+        payload
+    }
+
     /// Builds a frame of `len` octets with `fill` in a spare mbuf and
     /// queues it; counts it as dropped when there is no mbuf or it does
     /// not fit one.
@@ -297,7 +317,7 @@ impl FrameSink for TxBatch {
         let trailer_len = u16::try_from(trailer_len).ok()?;
         // Every mbuf first: a failure leaves the caller free to copy.
         let mut head = self.take_mbuf(headers_len)?;
-        let referenced = region.attach_range(self.take_mbuf(0)?, range).ok()?;
+        let referenced = self.attach_payload(region, range)?;
         let last = match trailer_len {
             0 => None,
             len => Some(self.take_mbuf(len)?),
