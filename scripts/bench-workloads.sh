@@ -75,6 +75,13 @@ report() {
             (kind == "rate" ? "uwarp/kernel" : "kernel/uwarp (time)"), r }'
 }
 
+# report for ${got[$3_uwarp]} and ${got[$3_kernel]}, each's field $4
+# (space-separated): $1 the workload, $2 the size, $5 as for report.
+report_field() {
+    report "$1" "$2" "$(cut -d' ' -f"$4" <<<"${got[$3_uwarp]}")" \
+        "$(cut -d' ' -f"$4" <<<"${got[$3_kernel]}")" "$5"
+}
+
 # fi_pingpong between two processes; $1 "uwarp" or "kernel", $2 size,
 # $3 iterations. Prints "MB/sec usec/xfer" of the client.
 pingpong() {
@@ -178,12 +185,13 @@ rstream() {
     awk 'NR > 1 && NF >= 8 { print $(NF - 1), $NF }' "$work/rstream-$who-$size.out" | tail -1
 }
 
+declare -A got
 start_tgtd
 for round in $(seq "$rounds"); do
     echo "--- round $round"
     order=(uwarp kernel)
     if [ $((round % 2)) -eq 0 ]; then order=(kernel uwarp); fi
-    declare -A got=()
+    got=()
     for who in "${order[@]}"; do
         got[pp64_$who]=$(pingpong "$who" 64 10000)
         got[pp64k_$who]=$(pingpong "$who" 65536 2000)
@@ -195,21 +203,15 @@ for round in $(seq "$rounds"); do
         got[rs64k_$who]=$(rstream "$who" 65536 5000 1)
         got[rs1m_$who]=$(rstream "$who" 1048576 500 1)
     done
-    report fi_pingpong 64 "$(cut -d' ' -f2 <<<"${got[pp64_uwarp]}")" \
-        "$(cut -d' ' -f2 <<<"${got[pp64_kernel]}")" time
-    report fi_pingpong 64K "$(cut -d' ' -f1 <<<"${got[pp64k_uwarp]}")" \
-        "$(cut -d' ' -f1 <<<"${got[pp64k_kernel]}")" rate
-    report fi_pingpong 1M "$(cut -d' ' -f1 <<<"${got[pp1m_uwarp]}")" \
-        "$(cut -d' ' -f1 <<<"${got[pp1m_kernel]}")" rate
+    report_field fi_pingpong 64 pp64 2 time
+    report_field fi_pingpong 64K pp64k 1 rate
+    report_field fi_pingpong 1M pp1m 1 rate
     report NetPIPE 64 "$(netpipe_at uwarp usec 64)" "$(netpipe_at kernel usec 64)" time
     report NetPIPE 64K "$(netpipe_at uwarp Mbps 65536)" "$(netpipe_at kernel Mbps 65536)" rate
     report NetPIPE 1M "$(netpipe_at uwarp Mbps 1048576)" "$(netpipe_at kernel Mbps 1048576)" rate
-    report iscsi-perf 64K "${got[iser64k_uwarp]}" "${got[iser64k_kernel]}" rate
-    report iscsi-perf 256K "${got[iser256k_uwarp]}" "${got[iser256k_kernel]}" rate
-    report rstream 64 "$(cut -d' ' -f2 <<<"${got[rs64_uwarp]}")" \
-        "$(cut -d' ' -f2 <<<"${got[rs64_kernel]}")" time
-    report rstream 64K "$(cut -d' ' -f1 <<<"${got[rs64k_uwarp]}")" \
-        "$(cut -d' ' -f1 <<<"${got[rs64k_kernel]}")" rate
-    report rstream 1M "$(cut -d' ' -f1 <<<"${got[rs1m_uwarp]}")" \
-        "$(cut -d' ' -f1 <<<"${got[rs1m_kernel]}")" rate
+    report_field iscsi-perf 64K iser64k 1 rate
+    report_field iscsi-perf 256K iser256k 1 rate
+    report_field rstream 64 rs64 2 time
+    report_field rstream 64K rs64k 1 rate
+    report_field rstream 1M rs1m 1 rate
 done
