@@ -124,6 +124,27 @@ impl Device {
         })
     }
 
+    /// A device whose transport never starts (feature `testing`): no
+    /// thread, no socket, no DPDK. Its protection domains, memory
+    /// regions (at most `max_regions`), completion queues, shared receive
+    /// queues and queue pairs are the ones [`Device::open`] makes, but
+    /// nothing connects or listens (the control core's commands go
+    /// nowhere: [`Error::DeviceClosed`]). For tests of the data
+    /// structures above the transport under Miri, which can run neither
+    /// the transports' threads (`ppoll`) nor their sockets.
+    #[cfg(feature = "testing")]
+    pub fn without_transport(max_regions: usize) -> Result<Self, Error> {
+        let (sender, _) = crossbeam_channel::unbounded();
+        Ok(Self {
+            table: Arc::new(StagTable::new(max_regions)?),
+            pds: ProtectionDomains::new(),
+            control: ControlLine::new(sender, None),
+            driver: Driver::default(),
+            impairment: None,
+            transport: Mutex::new(None),
+        })
+    }
+
     /// The transport, `None` once stopped.
     fn transport(&self) -> std::sync::MutexGuard<'_, Option<Transport>> {
         self.transport.lock().unwrap_or_else(|e| e.into_inner())

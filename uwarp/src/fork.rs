@@ -56,6 +56,11 @@ pub(crate) fn watch() {
     if WATCHING.load(Ordering::Acquire) || WATCHING.swap(true, Ordering::AcqRel) {
         return;
     }
+    // Miri runs no `fork` (nor `pthread_atfork`, a foreign function to
+    // it): under it there is no child to tell apart.
+    if cfg!(miri) {
+        return;
+    }
     // SAFETY: the three handlers take no arguments, return, and cannot
     // unwind (they call nothing that panics); pthread_atfork has no other
     // precondition. It fails only when it cannot allocate its entry, and

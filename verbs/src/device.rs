@@ -8,6 +8,7 @@
 
 use core::ffi::{c_char, c_int, c_void};
 use core::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::OnceLock;
 
 use crate::abi::verbs::*;
@@ -27,8 +28,10 @@ struct DeviceEntry {
 /// The address of the one [`DeviceEntry`], made once and never freed
 /// (applications keep device pointers after freeing the list).
 fn the_device() -> *mut IbvDevice {
-    static DEVICE: OnceLock<usize> = OnceLock::new();
-    let address = *DEVICE.get_or_init(|| {
+    // A pointer, not an address: kept reachable (and its provenance
+    // whole) for Miri, whose leak check ignores what statics point to.
+    static DEVICE: OnceLock<AtomicPtr<IbvDevice>> = OnceLock::new();
+    let entry = DEVICE.get_or_init(|| {
         let mut device = IbvDevice {
             _ops: IbvDeviceOps {
                 _dummy1: ptr::null(),
@@ -47,9 +50,10 @@ fn the_device() -> *mut IbvDevice {
             device,
             provider_ops: ptr::null(),
         });
-        Box::into_raw(entry) as usize
+        AtomicPtr::new(Box::into_raw(entry).cast())
     });
-    address as *mut IbvDevice
+    // Written once, before `get_or_init` published it.
+    entry.load(Ordering::Relaxed)
 }
 
 /// Copies `name` into a C character array, NUL-terminated.
@@ -63,7 +67,8 @@ fn copy_name(to: &mut [c_char], name: &str) {
 /// once, kept for the life of the process, as librdmacm keeps one per
 /// device), or the `errno` of the failed open.
 pub fn shared_context() -> Result<*mut IbvContext, c_int> {
-    static CONTEXT: OnceLock<Result<usize, c_int>> = OnceLock::new();
+    // A pointer, not an address, as `the_device`'s.
+    static CONTEXT: OnceLock<Result<AtomicPtr<IbvContext>, c_int>> = OnceLock::new();
     let opened = CONTEXT.get_or_init(|| {
         // SAFETY: the device of the list.
         let context = unsafe { ibv_open_device(the_device()) };
@@ -71,10 +76,14 @@ pub fn shared_context() -> Result<*mut IbvContext, c_int> {
             // SAFETY: reads the calling thread's errno, which the open set.
             Err(unsafe { *libc::__errno_location() })
         } else {
-            Ok(context as usize)
+            Ok(AtomicPtr::new(context))
         }
     });
-    opened.map(|address| address as *mut IbvContext)
+    // Written once, before `get_or_init` published it.
+    opened
+        .as_ref()
+        .map(|context| context.load(Ordering::Relaxed))
+        .map_err(|&errno| errno)
 }
 
 /// A context: the [`VerbsContext`] applications reach through the

@@ -443,7 +443,12 @@ mod tests {
 
     #[test]
     fn borrows_unaligned_foreign_memory_and_leaves_it_to_its_owner() {
-        let mut owner = vec![0xEEu8; 32];
+        // Aligned, so that octet 3 is not: an allocation of octets may
+        // start at an odd address (Miri's do).
+        #[repr(align(8))]
+        struct Aligned([u8; 32]);
+        let mut aligned = Aligned([0xEE; 32]);
+        let owner = &mut aligned.0;
         let base = owner.as_mut_ptr();
         // SAFETY: octets 3..19 of `owner` live past the buffer, which is
         // dropped before `owner` is touched again, and are reached only
