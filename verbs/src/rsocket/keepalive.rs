@@ -68,8 +68,7 @@ fn lock(service: &Service) -> MutexGuard<'_, Schedule> {
 }
 
 /// Sends `socket`'s first keepalive `every` from now (again, if it was
-/// scheduled: `TCP_KEEPIDLE` changed). Called without the socket's lock
-/// held: the thread takes the schedule's lock, then a socket's.
+/// scheduled: `TCP_KEEPIDLE` changed).
 pub fn schedule(socket: &Arc<Rsocket>, every: Duration) {
     let service = service();
     let mut schedule = lock(service);
@@ -99,23 +98,52 @@ pub fn schedule(socket: &Arc<Rsocket>, every: Duration) {
 }
 
 /// The thread: sends what is due, then sleeps until the next is (or a
-/// socket is scheduled).
+/// socket is scheduled). The schedule's lock is not held while a socket
+/// sends: no lock is ever taken inside another here, and the lock is
+/// held only for the bookkeeping.
 fn serve(service: &'static Service) {
+    let mut due = Vec::new();
     let mut schedule = lock(service);
     loop {
         let now = Instant::now();
-        schedule.watched.retain_mut(|watched| {
-            if watched.due > now {
-                return true;
-            }
-            match watched.socket.upgrade().and_then(|socket| send(&socket)) {
-                Some(every) => {
-                    watched.due = now + every;
-                    true
+        // Sockets gone are forgotten; those due are sent for below.
+        schedule
+            .watched
+            .retain(|watched| watched.socket.strong_count() > 0);
+        due.extend(
+            schedule
+                .watched
+                .iter()
+                .filter(|watched| watched.due <= now)
+                .filter_map(|watched| watched.socket.upgrade()),
+        );
+        drop(schedule);
+        let sent: Vec<(Arc<Rsocket>, Option<Duration>)> = due
+            .drain(..)
+            .map(|socket| {
+                let every = send(&socket);
+                (socket, every)
+            })
+            .collect();
+        schedule = lock(service);
+        for (socket, every) in sent {
+            let socket_ptr = Arc::as_ptr(&socket);
+            let at = schedule
+                .watched
+                .iter()
+                .position(|watched| watched.socket.as_ptr() == socket_ptr);
+            match (at, every) {
+                // Not moved by `schedule` meanwhile (a new TCP_KEEPIDLE).
+                (Some(at), Some(every)) if schedule.watched[at].due <= now => {
+                    schedule.watched[at].due = now + every;
                 }
-                None => false,
+                // Off (unless turned on again meanwhile).
+                (Some(at), None) if schedule.watched[at].due <= now => {
+                    schedule.watched.swap_remove(at);
+                }
+                _ => {}
             }
-        });
+        }
         schedule = match schedule.watched.iter().map(|watched| watched.due).min() {
             Some(next) => {
                 let wait = next.saturating_duration_since(Instant::now());
