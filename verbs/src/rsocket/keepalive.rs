@@ -166,10 +166,7 @@ fn serve(service: &'static Service) {
 /// or `None` once its keepalive is off.
 fn send(socket: &Rsocket) -> Option<Duration> {
     let mut inner = socket.lock();
-    if inner.option_bits.socket & (1 << libc::SO_KEEPALIVE) == 0 {
-        return None;
-    }
-    let every = Duration::from_secs(u64::from(inner.keepalive_secs.max(1)));
+    let every = super::options::keepalive_every(&inner)?;
     let connected = inner.state & state::CONNECTED != 0;
     if let Some(conn) = inner.conn.as_mut().filter(|_| connected) {
         if conn.ctrl_seqno != conn.ctrl_max_seqno {
