@@ -344,11 +344,9 @@ fn run(adopt: Receiver<Adopt>, bell: Arc<Bell>, mut readiness: Readiness) {
             readable: true,
             writable: false,
         };
-        // Only sockets waited on for something: the rest are in the set.
-        let sockets = conns
-            .iter()
-            .map(Conn::interest)
-            .filter(|interest| interest.readable || interest.writable);
+        // The park leaves out sockets waited on for nothing: reading,
+        // the set waits for them all.
+        let sockets = conns.iter().map(Conn::interest);
         idle.after_round(busy, std::iter::once(set).chain(sockets));
     }
 }

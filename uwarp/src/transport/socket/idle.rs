@@ -66,7 +66,9 @@ impl Idle {
     /// returns how many are ready (0 after the timeout or a signal).
     fn park<'a>(&mut self, interests: impl Iterator<Item = Interest<'a>>) -> usize {
         self.fds.clear();
-        self.fds.extend(interests.map(|interest| {
+        // A socket waited on for nothing is left out: a reset one would
+        // report POLLHUP at once.
+        self.fds.extend(interests.filter_map(|interest| {
             let mut events = 0;
             if interest.readable {
                 events |= libc::POLLIN;
@@ -74,18 +76,11 @@ impl Idle {
             if interest.writable {
                 events |= libc::POLLOUT;
             }
-            // A socket waited on for nothing is left out (a negative
-            // descriptor): a reset one would report POLLHUP at once.
-            let fd = if events == 0 {
-                -1
-            } else {
-                interest.fd.as_raw_fd()
-            };
-            libc::pollfd {
-                fd,
+            (events != 0).then(|| libc::pollfd {
+                fd: interest.fd.as_raw_fd(),
                 events,
                 revents: 0,
-            }
+            })
         }));
         let timeout = libc::timespec {
             tv_sec: 0,
