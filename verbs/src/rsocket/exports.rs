@@ -101,7 +101,7 @@ pub extern "C" fn rsocket(domain: c_int, kind: c_int, protocol: c_int) -> c_int 
                 inner.fd_flags = libc::FD_CLOEXEC;
             }
         }
-        Ok(table::insert(socket))
+        Ok(table::insert(Arc::new(socket)))
     })
 }
 
@@ -189,9 +189,10 @@ pub unsafe extern "C" fn raccept(
             unsafe { copy_addr(peer, addr, addrlen) };
         }
         let keepalive = options::keepalive_every(&accepted.lock());
-        let fd = table::insert(accepted);
-        if let (Some(every), Some(socket)) = (keepalive, table::lookup(fd)) {
-            keepalive::schedule(&socket, every);
+        let accepted = Arc::new(accepted);
+        let fd = table::insert(Arc::clone(&accepted));
+        if let Some(every) = keepalive {
+            keepalive::schedule(&accepted, every);
         }
         Ok(fd)
     })

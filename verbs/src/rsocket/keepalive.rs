@@ -67,19 +67,24 @@ fn lock(service: &Service) -> MutexGuard<'_, Schedule> {
     service.schedule.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+impl Schedule {
+    /// Where `socket` is watched, if it is.
+    fn position(&self, socket: &Arc<Rsocket>) -> Option<usize> {
+        let socket = Arc::as_ptr(socket);
+        self.watched
+            .iter()
+            .position(|watched| watched.socket.as_ptr() == socket)
+    }
+}
+
 /// Sends `socket`'s first keepalive `every` from now (again, if it was
 /// scheduled: `TCP_KEEPIDLE` changed).
 pub fn schedule(socket: &Arc<Rsocket>, every: Duration) {
     let service = service();
     let mut schedule = lock(service);
     let due = Instant::now() + every;
-    let socket_ptr = Arc::as_ptr(socket);
-    match schedule
-        .watched
-        .iter_mut()
-        .find(|watched| watched.socket.as_ptr() == socket_ptr)
-    {
-        Some(watched) => watched.due = due,
+    match schedule.position(socket) {
+        Some(at) => schedule.watched[at].due = due,
         None => schedule.watched.push(Watched {
             socket: Arc::downgrade(socket),
             due,
@@ -102,7 +107,6 @@ pub fn schedule(socket: &Arc<Rsocket>, every: Duration) {
 /// sends: no lock is ever taken inside another here, and the lock is
 /// held only for the bookkeeping.
 fn serve(service: &'static Service) {
-    let mut due = Vec::new();
     let mut schedule = lock(service);
     loop {
         let now = Instant::now();
@@ -110,16 +114,15 @@ fn serve(service: &'static Service) {
         schedule
             .watched
             .retain(|watched| watched.socket.strong_count() > 0);
-        due.extend(
-            schedule
-                .watched
-                .iter()
-                .filter(|watched| watched.due <= now)
-                .filter_map(|watched| watched.socket.upgrade()),
-        );
+        let due: Vec<Arc<Rsocket>> = schedule
+            .watched
+            .iter()
+            .filter(|watched| watched.due <= now)
+            .filter_map(|watched| watched.socket.upgrade())
+            .collect();
         drop(schedule);
-        let sent: Vec<(Arc<Rsocket>, Option<Duration>)> = due
-            .drain(..)
+        let sent: Vec<_> = due
+            .into_iter()
             .map(|socket| {
                 let every = send(&socket);
                 (socket, every)
@@ -127,12 +130,7 @@ fn serve(service: &'static Service) {
             .collect();
         schedule = lock(service);
         for (socket, every) in sent {
-            let socket_ptr = Arc::as_ptr(&socket);
-            let at = schedule
-                .watched
-                .iter()
-                .position(|watched| watched.socket.as_ptr() == socket_ptr);
-            match (at, every) {
+            match (schedule.position(&socket), every) {
                 // Not moved by `schedule` meanwhile (a new TCP_KEEPIDLE).
                 (Some(at), Some(every)) if schedule.watched[at].due <= now => {
                     schedule.watched[at].due = now + every;

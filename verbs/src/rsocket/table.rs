@@ -16,12 +16,12 @@ fn table() -> &'static Mutex<HashMap<i32, Arc<Rsocket>>> {
 }
 
 /// Enters `socket` under its descriptor, which it answers.
-pub fn insert(socket: Rsocket) -> i32 {
+pub fn insert(socket: Arc<Rsocket>) -> i32 {
     let fd = socket.fd();
     table()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .insert(fd, Arc::new(socket));
+        .insert(fd, socket);
     fd
 }
 
