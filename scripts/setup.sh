@@ -18,6 +18,7 @@ set -euo pipefail
 # Packages, and why each one is here:
 #   libdpdk-dev   DPDK 22.11 headers and shared libraries (the dataplane)
 #   libclang-dev  libclang for bindgen (the dpdk-sys binding)
+#   clang, libbpf-dev   compile uwarp's XDP steering program (dataplane/bpf/) for AF_XDP beside the kernel; link libbpf, which finds its map
 #   pkg-config    finds libdpdk for the build
 #   tshark        decodes uwarp's own frames in the interop tests
 #   iproute2      network namespaces and veth pairs for test topologies
@@ -38,6 +39,8 @@ set -euo pipefail
 packages=(
     libdpdk-dev
     libclang-dev
+    clang
+    libbpf-dev
     pkg-config
     tshark
     iproute2

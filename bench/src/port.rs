@@ -18,6 +18,10 @@ use uwarp_dataplane::{Device, Eal};
 /// `--payloads-by-reference`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct PortHost {
+    /// The kernel interface whose queue 0 the port is, beside the kernel
+    /// (`--iface`, `DpdkConfig::beside_kernel`); then `eal` and `device`
+    /// are empty and the addresses are the interface's.
+    pub iface: Option<String>,
     /// EAL arguments (e.g. `--vdev net_tap0,iface=uw0`).
     pub eal: Vec<String>,
     /// The port's name; `None` takes the first `--vdev`'s or `-a`'s.
@@ -54,6 +58,7 @@ impl PortHost {
     ) -> Result<Self, String> {
         let at = HostConfig::from_cidr(ip).map_err(|e| format!("--ip {e}"))?;
         Ok(PortHost {
+            iface: None,
             eal: eal.split_whitespace().map(str::to_owned).collect(),
             device: device.map(str::to_owned),
             ip: at.ip,
@@ -70,11 +75,41 @@ impl PortHost {
         })
     }
 
+    /// The host on queue 0 of the kernel's interface `iface`, beside the
+    /// kernel, at the interface's address and gateway; one dataplane core,
+    /// unpinned; no impairment; payloads copied.
+    pub fn beside_kernel(iface: &str) -> Result<Self, String> {
+        let config = DpdkConfig::beside_kernel(iface, CoreThreads::Inline)
+            .map_err(|e| format!("--iface {iface}: {e}"))?;
+        Ok(PortHost {
+            iface: Some(iface.to_owned()),
+            eal: Vec::new(),
+            device: None,
+            ip: config.host.ip,
+            prefix_len: config.host.prefix_len,
+            mac: None,
+            gateway: config.host.gateway,
+            cores: 1,
+            placement: Placement::Unpinned,
+            impair_rx: ImpairConfig::default(),
+            payloads_by_reference: false,
+        })
+    }
+
     /// The configuration of a uwarp device on this port, its cores on
     /// `threads`: the port `device`, by default the first `--vdev` or
     /// `-a` device of `eal`; the EAL started from `eal`; the host's
     /// settings on it (the rest at their defaults).
     pub fn dpdk_config(&self, threads: CoreThreads) -> Result<DpdkConfig, String> {
+        if let Some(iface) = &self.iface {
+            let mut dpdk = DpdkConfig::beside_kernel(iface, threads)
+                .map_err(|e| format!("--iface {iface}: {e}"))?;
+            dpdk.host.dataplane_cores = self.cores;
+            dpdk.host.placement = self.placement.clone();
+            dpdk.host.impairment.rx = self.impair_rx;
+            dpdk.host.payloads_by_reference = self.payloads_by_reference;
+            return Ok(dpdk);
+        }
         let port = match &self.device {
             Some(name) => DpdkPort::Named(name.clone()),
             None => DpdkPort::first_in_eal(&self.eal)
@@ -101,7 +136,7 @@ impl PortHost {
         dpdk.start_eal().map_err(|e| e.to_string())?;
         let eal = Eal::get().ok_or("the EAL is not running")?;
         let DpdkPort::Named(name) = &dpdk.port else {
-            unreachable!("the command line names its port");
+            return Err("this mode runs on a port the EAL arguments name, not --iface".into());
         };
         let port = Device::by_name(eal, name).map_err(|e| format!("no DPDK port {name}: {e}"))?;
         Ok((eal, port, dpdk.host))

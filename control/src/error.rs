@@ -13,6 +13,9 @@ pub enum Error {
     DeviceClosed,
     /// DPDK refused (port, queue or mempool set-up).
     Dpdk(uwarp_dataplane::Error),
+    /// A port beside the kernel (`HostConfig::beside_kernel`) found no
+    /// steering program of uwarp's on its interface.
+    BesideKernel(std::io::Error),
 }
 
 impl fmt::Display for Error {
@@ -22,6 +25,10 @@ impl fmt::Display for Error {
             Self::WrongState(what) => write!(f, "wrong state: {what}"),
             Self::DeviceClosed => write!(f, "the device is closed"),
             Self::Dpdk(err) => write!(f, "DPDK: {err}"),
+            Self::BesideKernel(err) => write!(
+                f,
+                "the port beside the kernel has no steering program of uwarp's: {err}"
+            ),
         }
     }
 }

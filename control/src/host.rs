@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use smoltcp::wire::{EthernetAddress, Ipv4Address};
+use uwarp_dataplane::af_xdp::{KernelPorts, PortMap};
 use uwarp_dataplane::net::{InterfaceAddress, InterfaceConfig, NetCounters};
 use uwarp_dataplane::runtime::{
     assemble, check_cores, port_config, ControlHandler, DataplaneCounters, ImpairCounters,
@@ -68,6 +69,14 @@ pub struct HostConfig {
     ///
     /// [`PortConfig::payloads_by_reference`]: uwarp_dataplane::PortConfig::payloads_by_reference
     pub payloads_by_reference: bool,
+    /// The index of the kernel's interface when the port is an AF_XDP
+    /// port on a queue of it, beside the kernel's own stack
+    /// ([`uwarp_dataplane::af_xdp`]): every port uwarp listens on or
+    /// connects from is then held in the kernel and steered to uwarp by
+    /// the port's XDP program, and next hops come from the kernel's
+    /// neighbour table instead of ARP. `None` (the default): the port is
+    /// uwarp's alone.
+    pub beside_kernel: Option<u32>,
 }
 
 impl HostConfig {
@@ -88,6 +97,7 @@ impl HostConfig {
             impairment: Impairment::default(),
             memory_link_offloads: false,
             payloads_by_reference: false,
+            beside_kernel: None,
         }
     }
 
@@ -155,13 +165,15 @@ impl<A: TcpApp> TcpHost<A> {
     /// transmit queue for the control core when the device has it) and
     /// the cores.
     pub fn start(eal: &'static Eal, device: Device, config: HostConfig) -> Result<Self, Error> {
-        let up = PortUp::start(eal, device, &config)?;
+        let mut up = PortUp::start(eal, device, &config)?;
         let clock = Clock::start();
         let (mut setup, requests) = TcpSetup::new(clock, config.tcp.clone(), isn_secret()?);
         setup.set_steering(up.port.rss_steering().cloned());
+        let interface = up.interface_config();
+        up.give_kernel_ports(&mut setup);
         let handlers = setup.dataplane_handlers(config.dataplane_cores);
         let (control, dataplanes) = assemble(
-            InterfaceConfig::new(up.address),
+            interface,
             up.queues,
             std::slice::from_ref(&up.pool),
             setup,
@@ -295,6 +307,9 @@ pub struct PortUp {
     pub queues: Queues,
     /// The host's addresses on it.
     pub address: InterfaceAddress,
+    /// Beside the kernel: the interface's index, and uwarp's ports held
+    /// in the kernel (until the control core takes them).
+    pub beside_kernel: Option<(u32, KernelPorts)>,
 }
 
 impl PortUp {
@@ -339,12 +354,37 @@ impl PortUp {
             prefix_len: config.prefix_len,
             gateway: config.gateway,
         };
+        // The driver attached the steering program as its queue started.
+        let beside_kernel = config
+            .beside_kernel
+            .map(|index| {
+                let map = PortMap::of_interface(index).map_err(Error::BesideKernel)?;
+                Ok::<_, Error>((index, KernelPorts::new(config.ip, map)))
+            })
+            .transpose()?;
         Ok(PortUp {
             pool,
             port,
             queues,
             address,
+            beside_kernel,
         })
+    }
+
+    /// The control core's interface on this port: its addresses, and
+    /// beside the kernel, next hops from the kernel's neighbour table.
+    pub fn interface_config(&self) -> InterfaceConfig {
+        InterfaceConfig {
+            kernel_neighbours: self.beside_kernel.as_ref().map(|(index, _)| *index),
+            ..InterfaceConfig::new(self.address)
+        }
+    }
+
+    /// Hands the ports held in the kernel, if any, to `setup`.
+    pub fn give_kernel_ports<A: TcpApp>(&mut self, setup: &mut TcpSetup<A>) {
+        if let Some((_, ports)) = self.beside_kernel.take() {
+            setup.set_kernel_ports(ports);
+        }
     }
 }
 

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant as WallInstant};
 
 use crossbeam_channel::{Receiver, Sender};
 use smoltcp::wire::{EthernetAddress, EthernetFrame, Ipv4Address, TcpRepr};
+use uwarp_dataplane::af_xdp::{KernelPorts, PortClaimError};
 use uwarp_dataplane::net::{FourTuple, Resolution, RssSteering, TcpMeta};
 use uwarp_dataplane::runtime::{Command, ControlContext, ControlHandler};
 use uwarp_dataplane::Mbuf;
@@ -199,6 +200,10 @@ pub struct TcpSetup<A> {
     /// Flows the dataplane cores closed: no longer forwarded.
     closed: Arc<ClosedFlows>,
     next_port: u16,
+    /// Beside the kernel: the ports uwarp holds in it. Listeners and
+    /// active opens take their ports from it, not from
+    /// [`EPHEMERAL_PORTS`].
+    kernel_ports: Option<KernelPorts>,
     counters: SetupCounters,
 }
 
@@ -236,6 +241,7 @@ impl<A: TcpApp> TcpSetup<A> {
             next_core: 0,
             closed: Arc::new(ClosedFlows::new()),
             next_port: EPHEMERAL_PORTS.start() + offset,
+            kernel_ports: None,
             counters: SetupCounters::default(),
         }
     }
@@ -261,11 +267,27 @@ impl<A: TcpApp> TcpSetup<A> {
         self.steering = steering;
     }
 
+    /// Takes listeners' and active opens' ports from `ports`, held in the
+    /// kernel beside which the port runs
+    /// ([`HostConfig::beside_kernel`](crate::HostConfig::beside_kernel)).
+    pub fn set_kernel_ports(&mut self, ports: KernelPorts) {
+        self.kernel_ports = Some(ports);
+    }
+
     /// Stops forwarding segments of flows the dataplane cores closed, and
     /// frees their 4-tuples.
     fn forget_closed(&mut self) {
         while let Some(tuple) = self.closed.pop() {
             self.handed.remove(&tuple);
+            self.release_port(tuple);
+        }
+    }
+
+    /// Lets the kernel have the port of the ended connection `tuple` back
+    /// once neither a listener nor another connection uses it.
+    fn release_port(&mut self, tuple: FourTuple) {
+        if let Some(ports) = &mut self.kernel_ports {
+            ports.release_connection(tuple.local_port);
         }
     }
 
@@ -311,7 +333,14 @@ impl<A: TcpApp> TcpSetup<A> {
         port: u16,
         factory: AppFactory<A>,
     ) -> Result<u16, &'static str> {
-        let port = if port == 0 {
+        let port = if let Some(ports) = &mut self.kernel_ports {
+            ports.claim_listener(port).map_err(|e| match e {
+                PortClaimError::InUse(_) => "the kernel's TCP uses the port",
+                PortClaimError::Taken(_) => "the port already has a listener",
+                PortClaimError::Exhausted => "the kernel has no free port left",
+                PortClaimError::Kernel(_) => "the kernel refused to hold the port",
+            })?
+        } else if port == 0 {
             EPHEMERAL_PORTS
                 .rev()
                 .find(|port| !self.listeners.contains_key(port))
@@ -330,6 +359,9 @@ impl<A: TcpApp> TcpSetup<A> {
     /// Stops listening on `port`; handshakes in progress go on.
     pub fn remove_listener(&mut self, port: u16) {
         self.listeners.remove(&port);
+        if let Some(ports) = &mut self.kernel_ports {
+            ports.release_listener(port);
+        }
     }
 
     /// Opens a connection to `remote`, run by `app`, once ARP resolved
@@ -397,7 +429,19 @@ impl<A: TcpApp> TcpSetup<A> {
             self.next_core = core + 1;
             core
         });
-        let Some((tuple, predicted)) = self.free_tuple(address.ip, entry.remote, target) else {
+        let free = match &mut self.kernel_ports {
+            Some(ports) => ports.claim_active().ok().map(|port| {
+                let tuple = FourTuple {
+                    local_ip: address.ip,
+                    local_port: port,
+                    remote_ip: entry.remote.addr,
+                    remote_port: entry.remote.port,
+                };
+                (tuple, false)
+            }),
+            None => self.free_tuple(address.ip, entry.remote, target),
+        };
+        let Some((tuple, predicted)) = free else {
             // Every ephemeral port to this endpoint is taken.
             self.counters.failed += 1;
             let mut app = entry.app;
@@ -481,6 +525,7 @@ impl<A: TcpApp> TcpSetup<A> {
             Status::Closed => {
                 self.counters.failed += 1;
                 self.handshakes.remove(&tuple);
+                self.release_port(tuple);
             }
             Status::Open(_) if handshake.flow.ready_for_dataplane() => {
                 let handshake = self.handshakes.remove(&tuple).expect("looked up above");
@@ -579,6 +624,11 @@ impl<A: TcpApp> TcpSetup<A> {
                 let core = ctx.arrived_on().unwrap_or(0);
                 let flow = TcpFlow::new(conn, app, route);
                 let owner = Owner::Settled;
+                if let Some(ports) = &mut self.kernel_ports {
+                    // The port stays held while the connection lives,
+                    // whatever becomes of the listener.
+                    ports.add_connection(tuple.local_port);
+                }
                 self.handshakes
                     .insert(tuple, Handshake { flow, core, owner });
                 self.advance(now, tuple, ctx);

@@ -7,6 +7,9 @@
 //! - [`mbuf`]: owned mbufs ([`Mbuf`]), slices of their data, chains.
 //! - [`extbuf`]: mbufs over caller memory for zero-copy transmit.
 //! - [`dma`]: that memory DMA-mapped for PCI devices.
+//! - [`af_xdp`]: a port on a queue of an interface the kernel keeps,
+//!   beside its stack: the steering program, uwarp's ports held in the
+//!   kernel, the interface's facts.
 //! - [`device`]: claiming ethdev ports, virtual devices, net_ring pairs.
 //! - [`port`]: configuring ports with N queue pairs, RSS and offloads.
 //! - [`queue`]: the receive and transmit bursts of one queue.
@@ -23,6 +26,7 @@
 //! rules (an mbuf has one owner, a queue one polling thread, a port one
 //! configuring handle) so that the API needs no `unsafe` from its callers.
 
+pub mod af_xdp;
 pub mod device;
 pub mod dma;
 pub mod eal;

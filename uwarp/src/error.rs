@@ -96,6 +96,7 @@ impl From<uwarp_control::Error> for Error {
             uwarp_control::Error::WrongState(what) => Self::WrongState(what),
             uwarp_control::Error::DeviceClosed => Self::DeviceClosed,
             uwarp_control::Error::Dpdk(err) => Self::Dpdk(err),
+            err @ uwarp_control::Error::BesideKernel(_) => Self::DpdkSetup(err.to_string()),
         }
     }
 }

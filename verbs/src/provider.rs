@@ -25,7 +25,9 @@
 //! - `UWARP_TRANSPORT`: `socket` (the default: iWARP over the kernel's
 //!   TCP, no set-up, any number of processes per host) or `dpdk`
 //!   (uwarp's TCP on a DPDK port, its cores on threads of their own).
-//! - For `dpdk`: `UWARP_EAL`, the EAL's arguments (e.g.
+//! - For `dpdk`: `UWARP_IFACE`, a kernel interface whose queue 0 the
+//!   device runs on through AF_XDP, beside the kernel and at the
+//!   interface's own address; or `UWARP_EAL`, the EAL's arguments (e.g.
 //!   `--vdev net_tap0,iface=uw0`); `UWARP_IP`, this host's
 //!   `ADDRESS/PREFIX` on the port; optionally `UWARP_PORT` (the port's
 //!   name; by default the first `--vdev` or `-a`), `UWARP_MAC`,
@@ -309,6 +311,9 @@ fn describe(address: &Option<Ipv4Addr>) -> String {
 
 /// The DPDK transport's settings from the environment.
 fn dpdk_config() -> Result<DpdkConfig, String> {
+    if let Some(iface) = setting("UWARP_IFACE") {
+        return beside_kernel_config(&iface);
+    }
     let mut eal: Vec<String> = setting("UWARP_EAL")
         .ok_or("UWARP_TRANSPORT=dpdk needs UWARP_EAL, e.g. \"--vdev net_tap0,iface=uw0\"")?
         .split_whitespace()
@@ -328,6 +333,44 @@ fn dpdk_config() -> Result<DpdkConfig, String> {
             .map_err(|_| format!("UWARP_GATEWAY={gateway}: expected an IPv4 address"))?;
         host.gateway = Some(parsed);
     }
+    cores_from_environment(&mut host)?;
+    let port = match setting("UWARP_PORT") {
+        Some(name) => DpdkPort::Named(name),
+        None => DpdkPort::first_in_eal(&eal)
+            .ok_or("name the DPDK port with UWARP_PORT, or give a --vdev or -a in UWARP_EAL")?,
+    };
+    // Cores on threads of their own: programs spin on memory (perftest's
+    // latency tests) and never call into the library while they do.
+    let mut dpdk = DpdkConfig::new(port, host, CoreThreads::Spawned);
+    dpdk.eal = Some(eal);
+    Ok(dpdk)
+}
+
+/// The DPDK transport beside the kernel, on queue 0 of the kernel's
+/// interface `iface` (`UWARP_IFACE`), at its own address.
+fn beside_kernel_config(iface: &str) -> Result<DpdkConfig, String> {
+    for other in [
+        "UWARP_EAL",
+        "UWARP_PORT",
+        "UWARP_IP",
+        "UWARP_MAC",
+        "UWARP_GATEWAY",
+    ] {
+        if setting(other).is_some() {
+            return Err(format!(
+                "UWARP_IFACE={iface} takes the interface's port and addresses: unset {other}"
+            ));
+        }
+    }
+    let mut dpdk = DpdkConfig::beside_kernel(iface, CoreThreads::Spawned)
+        .map_err(|e| format!("UWARP_IFACE={iface}: {e}"))?;
+    cores_from_environment(&mut dpdk.host)?;
+    Ok(dpdk)
+}
+
+/// The dataplane cores `UWARP_CORES` or `UWARP_CPUS` ask for, into
+/// `host`.
+fn cores_from_environment(host: &mut HostConfig) -> Result<(), String> {
     match (setting("UWARP_CORES"), setting("UWARP_CPUS")) {
         (Some(_), Some(_)) => {
             return Err(
@@ -350,16 +393,7 @@ fn dpdk_config() -> Result<DpdkConfig, String> {
         }
         (None, None) => {}
     }
-    let port = match setting("UWARP_PORT") {
-        Some(name) => DpdkPort::Named(name),
-        None => DpdkPort::first_in_eal(&eal)
-            .ok_or("name the DPDK port with UWARP_PORT, or give a --vdev or -a in UWARP_EAL")?,
-    };
-    // Cores on threads of their own: programs spin on memory (perftest's
-    // latency tests) and never call into the library while they do.
-    let mut dpdk = DpdkConfig::new(port, host, CoreThreads::Spawned);
-    dpdk.eal = Some(eal);
-    Ok(dpdk)
+    Ok(())
 }
 
 /// Runs `f` on a new thread that has every signal but SIGSEGV and SIGBUS

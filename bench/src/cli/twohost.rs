@@ -40,6 +40,12 @@ pub(super) struct TwoHostArgs {
     /// otherwise) or "-a 0000:00:07.0" (then only these, with hugepages).
     #[arg(long, allow_hyphen_values = true)]
     eal: Option<String>,
+    /// Run on queue 0 of this kernel interface through AF_XDP, beside
+    /// the kernel (dpdk; instead of --eal): on the interface's own IPv4
+    /// address and gateway, the kernel keeping all traffic that is not
+    /// uwarp's. Needs root
+    #[arg(long, conflicts_with_all = ["eal", "device", "ip", "mac", "gateway"])]
+    iface: Option<String>,
     /// The DPDK port's name (default: the first --vdev's or -a's).
     #[arg(long)]
     device: Option<String>,
@@ -230,21 +236,25 @@ fn two_host_config(mode: Mode, args: &TwoHostArgs) -> Result<TwoHost, String> {
     };
     let carrier = match args.transport {
         TransportArg::Dpdk => {
-            let eal = args
-                .eal
-                .as_deref()
-                .ok_or("--transport dpdk needs --eal, e.g. --eal \"--vdev net_tap0,iface=uw0\"")?;
-            let ip = args
-                .ip
-                .as_deref()
-                .ok_or("--transport dpdk needs --ip ADDRESS/PREFIX, e.g. --ip 10.0.0.2/24")?;
-            let mut host = PortHost::parse(
-                eal,
-                args.device.as_deref(),
-                ip,
-                args.mac.as_deref(),
-                args.gateway,
-            )?;
+            let mut host = match &args.iface {
+                Some(iface) => PortHost::beside_kernel(iface)?,
+                None => {
+                    let eal = args.eal.as_deref().ok_or(
+                        "--transport dpdk needs --eal (e.g. --eal \"--vdev net_tap0,iface=uw0\") \
+                         or --iface",
+                    )?;
+                    let ip = args.ip.as_deref().ok_or(
+                        "--transport dpdk needs --ip ADDRESS/PREFIX, e.g. --ip 10.0.0.2/24",
+                    )?;
+                    PortHost::parse(
+                        eal,
+                        args.device.as_deref(),
+                        ip,
+                        args.mac.as_deref(),
+                        args.gateway,
+                    )?
+                }
+            };
             host.cores = args.cores.unwrap_or(1);
             host.placement = args.cpus.clone().unwrap_or(Placement::Unpinned);
             host.payloads_by_reference = args.payloads_by_reference;
@@ -263,6 +273,7 @@ fn two_host_config(mode: Mode, args: &TwoHostArgs) -> Result<TwoHost, String> {
         }
         TransportArg::Socket => {
             if args.eal.is_some()
+                || args.iface.is_some()
                 || args.device.is_some()
                 || args.mac.is_some()
                 || args.gateway.is_some()
@@ -272,10 +283,12 @@ fn two_host_config(mode: Mode, args: &TwoHostArgs) -> Result<TwoHost, String> {
                 || args.payloads_by_reference
                 || args.impair_rx.is_some()
             {
-                return Err("--eal, --device, --mac, --gateway, --cores, --cpus, \
+                return Err(
+                    "--eal, --iface, --device, --mac, --gateway, --cores, --cpus, \
                             --zero-copy-from, --payloads-by-reference and --impair-rx \
                             are for --transport dpdk"
-                    .into());
+                        .into(),
+                );
             }
             let bind = args
                 .ip

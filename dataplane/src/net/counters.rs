@@ -117,6 +117,9 @@ net_counters! {
         arp_resolutions_failed,
         /// Resolutions refused because the table of pending ones was full.
         arp_pending_full,
+        /// Questions to the kernel's neighbour table that failed (a port
+        /// beside the kernel: `InterfaceConfig::kernel_neighbours`).
+        kernel_neighbour_errors,
         /// ICMP echo requests answered.
         icmp_echo_replied,
         /// ICMP echo replies received.

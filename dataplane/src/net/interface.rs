@@ -19,6 +19,7 @@ use super::classify::{classify, Classified, DropReason, RxChecksum, TcpMeta};
 use super::counters::NetCounters;
 use super::icmp::{echo_frame_len, parse_echo, write_echo, EchoKind, MAX_ECHO_DATA_LEN};
 use super::ipv4::{Ipv4Header, DEFAULT_TTL, MIN_FRAME_LEN};
+use super::kernel_neighbours::KernelNeighbours;
 use crate::extbuf::ExternalRegion;
 
 /// Where the interface's frames go.
@@ -102,6 +103,12 @@ pub struct InterfaceConfig {
     pub arp: ArpConfig,
     /// The time to live of the datagrams we send.
     pub ttl: u8,
+    /// Next hops from the kernel's neighbour table of the interface with
+    /// this index, not from ARP: a port on an interface the kernel keeps
+    /// ([`crate::af_xdp`]), where the kernel answers ARP and takes the
+    /// replies. No ARP is sent then, not even the gratuitous one. `None`
+    /// (the default) speaks ARP.
+    pub kernel_neighbours: Option<u32>,
 }
 
 impl InterfaceConfig {
@@ -111,6 +118,7 @@ impl InterfaceConfig {
             address,
             arp: ArpConfig::default(),
             ttl: DEFAULT_TTL,
+            kernel_neighbours: None,
         }
     }
 }
@@ -158,6 +166,8 @@ pub enum Resolution {
 pub struct Interface {
     config: InterfaceConfig,
     cache: ArpCache,
+    /// The kernel's table, when it resolves instead of ARP.
+    kernel: Option<KernelNeighbours>,
     counters: NetCounters,
     /// The IPv4 identification of the last datagram sent.
     ident: u16,
@@ -168,6 +178,7 @@ impl Interface {
     pub fn new(config: InterfaceConfig) -> Self {
         Interface {
             cache: ArpCache::new(config.arp),
+            kernel: config.kernel_neighbours.map(KernelNeighbours::new),
             config,
             counters: NetCounters::default(),
             ident: 0,
@@ -181,7 +192,7 @@ impl Interface {
 
     /// Sends the gratuitous ARP announcing our address, if configured.
     pub fn start(&mut self, _now: Instant, tx: &mut dyn FrameSink) {
-        if self.config.arp.gratuitous_on_start {
+        if self.config.arp.gratuitous_on_start && self.kernel.is_none() {
             let announcement = ArpMessage::request(&self.config.address, self.config.address.ip);
             if send_arp(tx, &mut self.counters, &announcement) {
                 self.counters.gratuitous_arps_sent += 1;
@@ -252,6 +263,17 @@ impl Interface {
         let Some(hop) = next_hop else {
             return Resolution::Unreachable;
         };
+        if let Some(kernel) = &mut self.kernel {
+            return match kernel.resolve(now, hop) {
+                Ok(Some(mac)) => Resolution::Known(mac),
+                Ok(None) => Resolution::Pending,
+                // The caller's own deadline ends the wait.
+                Err(_) => {
+                    self.counters.kernel_neighbour_errors += 1;
+                    Resolution::Pending
+                }
+            };
+        }
         match self.cache.resolve(now, hop) {
             Lookup::Known(mac) => Resolution::Known(mac),
             Lookup::Request => {

@@ -10,6 +10,8 @@
 //! - [`Interface`]: the control core's side, which owns the ARP cache
 //!   ([`arp`]: responder, resolver, timeouts, gratuitous ARP) and the ICMP
 //!   echo responder and requester ([`icmp`]).
+//! - [`kernel_neighbours`]: next hops from the kernel's neighbour table,
+//!   instead of ARP, on an interface the kernel keeps.
 //! - [`ipv4`]: writing the Ethernet and IPv4 headers of outgoing frames.
 //! - [`addr`]: our addresses, next-hop choice, the 4-tuple.
 //! - [`counters`]: [`NetCounters`], per core, summed by the control core.
@@ -29,6 +31,7 @@ pub mod counters;
 pub mod icmp;
 pub mod interface;
 pub mod ipv4;
+pub mod kernel_neighbours;
 pub mod rss;
 
 #[cfg(any(test, feature = "testing"))]

@@ -27,12 +27,17 @@ const LIBRARY: &str = "libuwarp_verbs.so";
 #[command(version, about)]
 struct Cli {
     /// The transport: `socket` (iWARP over the kernel's TCP) or `dpdk`
-    /// (uwarp's TCP on a DPDK port: give --eal and --ip).
+    /// (uwarp's TCP on a DPDK port: give --iface, or --eal and --ip).
     #[arg(long, default_value = "socket")]
     transport: String,
     /// DPDK: the EAL's arguments, e.g. "--vdev net_tap0,iface=uw0".
     #[arg(long, allow_hyphen_values = true)]
     eal: Option<String>,
+    /// DPDK: run on queue 0 of this kernel interface through AF_XDP,
+    /// beside the kernel, on the interface's own address (instead of
+    /// --eal, --port, --ip, --mac, --gateway). Needs root.
+    #[arg(long, conflicts_with_all = ["eal", "port", "ip", "mac", "gateway"])]
+    iface: Option<String>,
     /// DPDK: the port's name (by default the first --vdev or -a of --eal).
     #[arg(long)]
     port: Option<String>,
@@ -108,6 +113,7 @@ fn run(cli: Cli) -> Result<(), String> {
     let first_fpdu_delay = cli.first_fpdu_delay_ms.map(|ms| ms.to_string());
     for (name, value) in [
         ("UWARP_EAL", &cli.eal),
+        ("UWARP_IFACE", &cli.iface),
         ("UWARP_PORT", &cli.port),
         ("UWARP_IP", &cli.ip),
         ("UWARP_MAC", &cli.mac),

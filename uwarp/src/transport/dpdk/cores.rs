@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
-use uwarp_dataplane::net::InterfaceConfig;
 use uwarp_dataplane::runtime::{assemble, ImpairSwitch, Runtime, Stepper};
 use uwarp_dataplane::{Device as Port0, Eal, Mempool, Port};
 
@@ -154,7 +153,7 @@ impl DpdkCores {
         commands: Receiver<ControlCmd>,
         context: StreamContext,
     ) -> Result<Self, Error> {
-        let up = PortUp::start(eal, device, &config.host)?;
+        let mut up = PortUp::start(eal, device, &config.host)?;
         let clock = Clock::start();
         // FPDUs are records the engine already batches; Nagle would only
         // hold a small one back for an ACK (siw sets TCP_NODELAY too).
@@ -164,10 +163,12 @@ impl DpdkCores {
         };
         let (mut setup, _requests) = TcpSetup::new(clock, tcp, isn_secret()?);
         setup.set_steering(up.port.rss_steering().cloned());
+        let interface = up.interface_config();
+        up.give_kernel_ports(&mut setup);
         let handlers = setup.dataplane_handlers(config.host.dataplane_cores);
         let control = RdmaControl::new(setup, clock, commands, context);
         let (control, dataplanes) = assemble(
-            InterfaceConfig::new(up.address),
+            interface,
             up.queues,
             std::slice::from_ref(&up.pool),
             control,

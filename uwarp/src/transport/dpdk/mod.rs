@@ -13,7 +13,10 @@
 //! - [`port`]: which port a device runs on ([`DpdkPort`]), and
 //!   [`VirtualLink`]s in this process.
 //! - [`eal`]: the process's EAL, started by the first device opened.
+//! - `af_xdp`: [`DpdkConfig::beside_kernel`], a device on a kernel
+//!   interface's queue beside the kernel's own stack.
 
+mod af_xdp;
 pub(crate) mod control;
 pub(crate) mod cores;
 pub(crate) mod eal;

@@ -1,0 +1,32 @@
+//! A port on a queue of an interface the kernel keeps: AF_XDP beside the
+//! kernel's own stack, through DPDK's `net_af_xdp` driver.
+//!
+//! The kernel keeps the interface, its address and everything on it that
+//! is not uwarp's: ARP, ICMP, its own TCP connections, other protocols
+//! and ports. uwarp's share is the TCP ports it listens on or opens
+//! connections from, and only on the interface's address:
+//!
+//! - [`program`]: the XDP program (`bpf/uwarp_steer.bpf.c`) that hands
+//!   segments to uwarp's ports to its AF_XDP socket and passes the rest
+//!   to the kernel, and the `--vdev` that loads it with the port.
+//! - [`port_map`]: that program's map of uwarp's ports, found through the
+//!   program attached to the interface.
+//! - [`kernel_ports`]: each port uwarp takes, held in the kernel by a
+//!   bound socket (as Linux's iwpmd holds a hardware RNIC's ports), so
+//!   that the kernel's TCP never takes it, and put into the map.
+//! - [`kernel_interface`]: the interface's index, address, MAC address,
+//!   MTU and gateway, as the kernel has them.
+//!
+//! Next hops come from the kernel's neighbour table
+//! ([`crate::net::kernel_neighbours`]), since ARP replies go to the
+//! kernel.
+
+pub mod kernel_interface;
+pub mod kernel_ports;
+pub mod port_map;
+pub mod program;
+
+pub use kernel_interface::KernelInterface;
+pub use kernel_ports::{KernelPorts, PortClaimError};
+pub use port_map::PortMap;
+pub use program::SteeringObject;

@@ -1,0 +1,298 @@
+//! uwarp on AF_XDP beside the kernel (`uwarp-run --transport dpdk --iface`):
+//! Debian's rping and `ib_write_bw -R` on the drop-ins, on queue 0 of a
+//! veth whose kernel keeps the interface and its address, against a peer
+//! in another network namespace on the socket transport (so the peer is
+//! the kernel's TCP). While they run, the kernel on the same interface
+//! and address moves 64 MiB each way over its own TCP (SHA-256 checked),
+//! answers ping, and never sees a segment of uwarp's (it would answer it
+//! with a reset: its reset counter stays put). Needs root.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use support::pair::{free_port, Running};
+use support::{assert_success, debian_tool};
+use uwarp_testing::{root_or_skip, serial};
+
+/// The namespace of uwarp and the kernel that shares its interface.
+const HOST: &str = "uwxk-host";
+/// The namespace of the peer.
+const PEER: &str = "uwxk-peer";
+/// The shared interface (in `HOST`) and its address.
+const HOST_IF: &str = "uwxk0";
+const HOST_IP: &str = "10.84.0.1";
+/// The peer's end (in `PEER`) and its address.
+const PEER_IF: &str = "uwxk1";
+const PEER_IP: &str = "10.84.0.2";
+
+/// How long any one program may run.
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Runs `command` to its end, panicking with its output if it fails.
+fn sh(command: &[&str]) {
+    let output = Command::new(command[0])
+        .args(&command[1..])
+        .output()
+        .expect("the command runs");
+    assert_success(&command.join(" "), &output);
+}
+
+/// The two namespaces joined by a veth pair, addressed; removed on drop.
+struct Topology;
+
+impl Topology {
+    fn new() -> Topology {
+        Topology::remove();
+        for ns in [HOST, PEER] {
+            sh(&["ip", "netns", "add", ns]);
+        }
+        sh(&[
+            "ip", "link", "add", HOST_IF, "netns", HOST, "type", "veth", "peer", "name", PEER_IF,
+            "netns", PEER,
+        ]);
+        for (ns, iface, ip) in [(HOST, HOST_IF, HOST_IP), (PEER, PEER_IF, PEER_IP)] {
+            let cidr = format!("{ip}/24");
+            sh(&["ip", "-n", ns, "addr", "add", &cidr, "dev", iface]);
+            sh(&["ip", "-n", ns, "link", "set", iface, "up"]);
+            sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+        }
+        // A veth hands on frames whose checksum its sender left to an
+        // offload (CHECKSUM_PARTIAL); a NIC never does. The kernel takes
+        // them, uwarp cannot check them: the peer fills its checksums.
+        sh(&[
+            "ip", "netns", "exec", PEER, "ethtool", "-K", PEER_IF, "tx", "off",
+        ]);
+        Topology
+    }
+
+    fn remove() {
+        for ns in [HOST, PEER] {
+            let _ = Command::new("ip")
+                .args(["netns", "del", ns])
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+    }
+}
+
+impl Drop for Topology {
+    fn drop(&mut self) {
+        Topology::remove();
+    }
+}
+
+/// `program` with `args` in namespace `ns`, on uwarp with `options`
+/// (none: not under `uwarp-run`).
+fn in_namespace(ns: &str, options: Option<&[&str]>, program: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new("ip");
+    command.args(["netns", "exec", ns]);
+    if let Some(options) = options {
+        command.arg(env!("CARGO_BIN_EXE_uwarp-run")).args(options);
+    }
+    command.arg(program).args(args);
+    command
+}
+
+/// uwarp on AF_XDP beside the kernel, on the shared interface.
+const ON_AF_XDP: &[&str] = &["--transport", "dpdk", "--iface", HOST_IF];
+/// uwarp on the kernel's TCP.
+const ON_SOCKETS: &[&str] = &[];
+
+/// The kernel's TCP segments sent with RST in `ns` so far.
+fn resets_sent(ns: &str) -> u64 {
+    let output = Command::new("ip")
+        .args(["netns", "exec", ns, "cat", "/proc/net/snmp"])
+        .output()
+        .expect("cat runs");
+    let snmp = String::from_utf8_lossy(&output.stdout);
+    let mut tcp = snmp.lines().filter(|line| line.starts_with("Tcp:"));
+    let (names, values) = (tcp.next().unwrap(), tcp.next().unwrap());
+    let at = names
+        .split_whitespace()
+        .position(|name| name == "OutRsts")
+        .expect("Tcp: OutRsts");
+    values.split_whitespace().nth(at).unwrap().parse().unwrap()
+}
+
+/// A kernel TCP echo server on `port` in `HOST` (one connection), and a
+/// client in `PEER` that sends 64 MiB through it and reads them back,
+/// comparing SHA-256s: prints `equal SHA` when they match.
+const ECHO: &str = r#"
+import hashlib, os, socket, sys, threading
+role, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+total = 64 << 20
+if role == "serve":
+    listener = socket.create_server((host, port))
+    print("listening", flush=True)
+    conn, _ = listener.accept()
+    while True:
+        data = conn.recv(1 << 16)
+        if not data:
+            break
+        conn.sendall(data)
+    conn.close()
+else:
+    conn = socket.create_connection((host, port))
+    sent, received = hashlib.sha256(), hashlib.sha256()
+    def send():
+        block = os.urandom(1 << 20)
+        for i in range(total >> 20):
+            chunk = bytes([i & 0xff]) + block[1:]
+            sent.update(chunk)
+            conn.sendall(chunk)
+        conn.shutdown(socket.SHUT_WR)
+    sender = threading.Thread(target=send)
+    sender.start()
+    count = 0
+    while True:
+        data = conn.recv(1 << 16)
+        if not data:
+            break
+        received.update(data)
+        count += len(data)
+    sender.join()
+    if count == total and sent.digest() == received.digest():
+        print("equal", received.hexdigest(), flush=True)
+    else:
+        print("differ", count, flush=True)
+        sys.exit(1)
+"#;
+
+fn python() -> &'static Path {
+    Path::new("/usr/bin/python3")
+}
+
+/// Whether an XDP program is attached to the shared interface.
+fn xdp_attached() -> bool {
+    let output = Command::new("ip")
+        .args(["-n", HOST, "link", "show", "dev", HOST_IF])
+        .output()
+        .expect("ip runs");
+    String::from_utf8_lossy(&output.stdout).contains("xdp")
+}
+
+/// The kernel's own traffic on the shared interface and address: 64 MiB
+/// each way through a kernel echo server, and five pings; checks both.
+fn kernel_traffic() {
+    let port = free_port().to_string();
+    let server = Running::start(in_namespace(
+        HOST,
+        None,
+        python(),
+        &["-c", ECHO, "serve", HOST_IP, &port],
+    ));
+    std::thread::sleep(Duration::from_millis(300));
+    let client = Running::start(in_namespace(
+        PEER,
+        None,
+        python(),
+        &["-c", ECHO, "send", HOST_IP, &port],
+    ));
+    let ping = Running::start(in_namespace(
+        PEER,
+        None,
+        Path::new("/usr/bin/ping"),
+        &["-c", "5", "-i", "0.2", "-W", "2", HOST_IP],
+    ));
+    let deadline = Instant::now() + LIMIT;
+    let ping = ping.finish(deadline);
+    let client = client.finish(deadline);
+    let server = server.finish(deadline);
+    assert_success("ping of the shared address", &ping);
+    assert!(
+        String::from_utf8_lossy(&ping.stdout).contains("5 received"),
+        "{}",
+        String::from_utf8_lossy(&ping.stdout)
+    );
+    assert_success("the kernel's echo client", &client);
+    assert_success("the kernel's echo server", &server);
+    assert!(String::from_utf8_lossy(&client.stdout).starts_with("equal "));
+}
+
+/// `tool` as a server on uwarp beside the kernel in `HOST` and as its
+/// client on the socket transport in `PEER`, with `server_args` and
+/// `client_args`; both outputs once both ended. `meanwhile` runs once
+/// the server's XDP program is attached, before the client starts. The
+/// client tries again while it is refused (the server not yet
+/// listening).
+fn beside_kernel_pair(
+    tool: &str,
+    server_args: &[&str],
+    client_args: &[&str],
+    meanwhile: impl FnOnce(),
+) -> (Output, Output) {
+    let program = debian_tool(tool);
+    let mut server = Running::start(in_namespace(HOST, Some(ON_AF_XDP), &program, server_args));
+    let started = Instant::now();
+    while !xdp_attached() && server.is_running() && started.elapsed() < LIMIT {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    meanwhile();
+    let client = loop {
+        std::thread::sleep(Duration::from_millis(300));
+        let client = Running::start(in_namespace(PEER, Some(ON_SOCKETS), &program, client_args))
+            .finish(Instant::now() + LIMIT);
+        let text = String::from_utf8_lossy(&client.stderr).into_owned()
+            + &String::from_utf8_lossy(&client.stdout);
+        let refused = text.contains("REJECTED") || text.contains("refused");
+        if client.status.success() || !refused || started.elapsed() > Duration::from_secs(20) {
+            break client;
+        }
+    };
+    let server = server.finish(Instant::now() + LIMIT);
+    (server, client)
+}
+
+#[test]
+fn rping_and_ib_write_bw_on_af_xdp_beside_the_kernels_own_traffic() {
+    if !root_or_skip("AF_XDP beside the kernel (namespaces, XDP)") {
+        return;
+    }
+    let _serial = serial();
+    let _topology = Topology::new();
+    let resets_before = resets_sent(HOST);
+
+    // The kernel's traffic runs while uwarp's program is attached, then
+    // rping runs.
+    let port = free_port().to_string();
+    let (server, client) = beside_kernel_pair(
+        "rping",
+        &[
+            "-s", "-a", HOST_IP, "-p", &port, "-C", "100", "-S", "3000", "-V",
+        ],
+        &[
+            "-c", "-a", HOST_IP, "-p", &port, "-C", "100", "-S", "3000", "-V",
+        ],
+        || {
+            assert!(xdp_attached(), "uwarp's XDP program is not attached");
+            kernel_traffic();
+            assert!(xdp_attached(), "uwarp's XDP program went away");
+        },
+    );
+    assert_success("rping -c (the kernel's TCP)", &client);
+    assert_success("rping -s (uwarp on AF_XDP)", &server);
+    assert!(
+        !xdp_attached(),
+        "uwarp's XDP program stayed after it exited"
+    );
+
+    let port = free_port().to_string();
+    let (server, client) = beside_kernel_pair(
+        "ib_write_bw",
+        &["-R", "-p", &port, "-n", "2000"],
+        &["-R", "-p", &port, "-n", "2000", HOST_IP],
+        || {},
+    );
+    assert_success("ib_write_bw -R client (the kernel's TCP)", &client);
+    assert_success("ib_write_bw -R server (uwarp on AF_XDP)", &server);
+    let report = String::from_utf8_lossy(&client.stdout);
+    assert!(report.contains("65536"), "{report}");
+
+    // Had a segment of uwarp's reached the kernel, its TCP would have
+    // answered with a reset (uwarp's ports are bound there, not
+    // listening).
+    assert_eq!(resets_sent(HOST), resets_before, "the kernel sent resets");
+}
