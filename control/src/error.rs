@@ -25,10 +25,7 @@ impl fmt::Display for Error {
             Self::WrongState(what) => write!(f, "wrong state: {what}"),
             Self::DeviceClosed => write!(f, "the device is closed"),
             Self::Dpdk(err) => write!(f, "DPDK: {err}"),
-            Self::BesideKernel(err) => write!(
-                f,
-                "the port beside the kernel has no steering program of uwarp's: {err}"
-            ),
+            Self::BesideKernel(err) => write!(f, "beside the kernel: {err}"),
         }
     }
 }

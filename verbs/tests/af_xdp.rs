@@ -5,7 +5,8 @@
 //! the kernel's TCP). While they run, the kernel on the same interface
 //! and address moves 64 MiB each way over its own TCP (SHA-256 checked),
 //! answers ping, and never sees a segment of uwarp's (it would answer it
-//! with a reset: its reset counter stays put). Needs root.
+//! with a reset: its reset counter stays put). A second uwarp process on
+//! the interface is refused, and one killed is replaced. Needs root.
 
 mod support;
 
@@ -247,7 +248,7 @@ fn beside_kernel_pair(
 }
 
 #[test]
-fn rping_and_ib_write_bw_on_af_xdp_beside_the_kernels_own_traffic() {
+fn rping_and_ib_write_bw_on_af_xdp_beside_the_kernels_own_traffic_one_process_at_a_time() {
     if !root_or_skip("AF_XDP beside the kernel (namespaces, XDP)") {
         return;
     }
@@ -278,6 +279,40 @@ fn rping_and_ib_write_bw_on_af_xdp_beside_the_kernels_own_traffic() {
         !xdp_attached(),
         "uwarp's XDP program stayed after it exited"
     );
+
+    // One uwarp process per interface: a second is refused without
+    // touching the first's program; one killed leaves its program, which
+    // the next process replaces.
+    let first = Running::start(in_namespace(
+        HOST,
+        Some(ON_AF_XDP),
+        &debian_tool("ib_write_bw"),
+        &["-R", "-p", &free_port().to_string()],
+    ));
+    let started = Instant::now();
+    while !xdp_attached() && started.elapsed() < LIMIT {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let second = Running::start(in_namespace(
+        HOST,
+        Some(ON_AF_XDP),
+        &debian_tool("ib_write_bw"),
+        &["-R", "-p", &free_port().to_string()],
+    ))
+    .finish(Instant::now() + LIMIT);
+    assert!(!second.status.success());
+    let refusal = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        refusal.contains("another uwarp process runs beside the kernel on uwxk0"),
+        "{refusal}"
+    );
+    assert!(
+        xdp_attached(),
+        "the refused process detached the first's program"
+    );
+    // Killed (SIGKILL) at once: its deadline has passed.
+    first.finish(Instant::now());
+    assert!(xdp_attached(), "a killed process's program stays attached");
 
     let port = free_port().to_string();
     let (server, client) = beside_kernel_pair(

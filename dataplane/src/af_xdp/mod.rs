@@ -14,6 +14,9 @@
 //! - [`kernel_ports`]: each port uwarp takes, held in the kernel by a
 //!   bound socket (as Linux's iwpmd holds a hardware RNIC's ports), so
 //!   that the kernel's TCP never takes it, and put into the map.
+//! - [`claim`]: one uwarp process per interface, holding a lock from
+//!   before its port attaches the program until after it closed; a
+//!   program a killed process left attached is detached.
 //! - [`kernel_interface`]: the interface's index, address, MAC address,
 //!   MTU and gateway, as the kernel has them.
 //!
@@ -21,11 +24,13 @@
 //! ([`crate::net::kernel_neighbours`]), since ARP replies go to the
 //! kernel.
 
+pub mod claim;
 pub mod kernel_interface;
 pub mod kernel_ports;
 pub mod port_map;
 pub mod program;
 
+pub use claim::InterfaceClaim;
 pub use kernel_interface::KernelInterface;
 pub use kernel_ports::{KernelPorts, PortClaimError};
 pub use port_map::PortMap;

@@ -27,6 +27,13 @@ extern "C" {
         flags: u64,
     ) -> c_int;
     fn bpf_map_delete_elem(fd: c_int, key: *const c_void) -> c_int;
+    fn bpf_xdp_detach(ifindex: c_int, flags: u32, opts: *const c_void) -> c_int;
+}
+
+/// Detaches whatever XDP program the interface of index `ifindex` has.
+pub(super) fn detach_program(ifindex: u32) -> io::Result<()> {
+    // SAFETY: plain call; libbpf takes no options (NULL).
+    check(unsafe { bpf_xdp_detach(ifindex as c_int, 0, std::ptr::null()) }).map(drop)
 }
 
 /// The leading fields of the kernel's `struct bpf_prog_info` (UAPI

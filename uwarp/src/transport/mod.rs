@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 use uwarp_control::HostReport;
+use uwarp_dataplane::af_xdp::InterfaceClaim;
 use uwarp_dataplane::runtime::ImpairSwitch;
 use uwarp_stack::mem::StagTable;
 use uwarp_stack::mpa::Micros;
@@ -125,6 +126,15 @@ impl Transport {
     /// cores started.
     fn dpdk(config: &DpdkConfig, start: Start) -> Result<Self, Error> {
         let eal = dpdk::eal::start(config.eal.as_deref())?;
+        // Beside the kernel, before the port exists: a process refused
+        // here must not create one, whose removal would detach the
+        // running process's program from the interface.
+        let claim = config
+            .host
+            .beside_kernel
+            .map(InterfaceClaim::take)
+            .transpose()
+            .map_err(|e| Error::DpdkSetup(format!("beside the kernel: {e}")))?;
         let port = config.port.open(eal)?;
         let context = StreamContext {
             table: start.table,
@@ -132,7 +142,7 @@ impl Transport {
             startup_timeout: start.startup_timeout.as_micros() as Micros,
             zero_copy_from: config.zero_copy_from,
         };
-        let cores = DpdkCores::start(eal, port, config, start.commands, context)?;
+        let cores = DpdkCores::start(eal, port, claim, config, start.commands, context)?;
         Ok(Transport::Dpdk(Box::new(cores)))
     }
 

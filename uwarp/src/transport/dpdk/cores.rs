@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
+use uwarp_dataplane::af_xdp::InterfaceClaim;
 use uwarp_dataplane::runtime::{assemble, ImpairSwitch, Runtime, Stepper};
 use uwarp_dataplane::{Device as Port0, Eal, Mempool, Port};
 
@@ -142,13 +143,19 @@ pub(crate) struct DpdkCores {
     port: Port,
     // Dropped after the port and the cores, which hold its mbufs.
     _pool: Arc<Mempool>,
+    // Beside the kernel: released once the port closed, which detaches
+    // the interface's program (`uwarp_dataplane::af_xdp::claim`).
+    _claim: Option<InterfaceClaim>,
 }
 
 impl DpdkCores {
     /// Brings `device` up and starts the cores; they serve `commands`.
+    /// `claim` is the process's claim on the interface of a port beside
+    /// the kernel, kept until the port closed.
     pub(crate) fn start(
         eal: &'static Eal,
         device: Port0,
+        claim: Option<InterfaceClaim>,
         config: &DpdkConfig,
         commands: Receiver<ControlCmd>,
         context: StreamContext,
@@ -192,6 +199,7 @@ impl DpdkCores {
             impairment,
             port: up.port,
             _pool: up.pool,
+            _claim: claim,
         })
     }
 
