@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Installs uwarp's drop-in RDMA libraries and `uwarp-run` outside the
-# build tree, for users who want them there:
+# Installs uwarp's drop-in RDMA libraries, `uwarp-run` and `uwarpd` (the
+# service that shares an interface beside the kernel among processes)
+# outside the build tree, for users who want them there:
 #
 #   PREFIX/bin/uwarp-run
+#   PREFIX/bin/uwarpd (when built; scripts/uwarpd@.service runs it)
 #   PREFIX/lib/uwarp/libuwarp_verbs.so
 #   PREFIX/lib/uwarp/uwarp-libs/{libibverbs.so.1,librdmacm.so.1} -> ../libuwarp_verbs.so
 #
@@ -11,12 +13,13 @@
 # system changes: rdma-core's own libraries stay where they are.
 #
 # Usage: scripts/install.sh [--from DIR] [PREFIX]   PREFIX defaults to /usr/local
-# Builds the release binaries first (cargo build --release -p uwarp-verbs),
+# Builds the release binaries first (cargo build --release -p uwarp-verbs
+# -p uwarp-service),
 # or installs those already built in DIR (e.g. target/debug) with --from.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { sed -n 's/^# \{0,1\}//;2,15p' "$0"; exit "$1"; }
+usage() { sed -n 's/^# \{0,1\}//;2,18p' "$0"; exit "$1"; }
 
 from=""
 case "${1:-}" in
@@ -27,7 +30,7 @@ esac
 prefix="${1:-/usr/local}"
 
 if [ -z "$from" ]; then
-    cargo build --release -p uwarp-verbs
+    cargo build --release -p uwarp-verbs -p uwarp-service
     from="${CARGO_TARGET_DIR:-target}/release"
 fi
 library="$from/libuwarp_verbs.so"
@@ -39,6 +42,9 @@ done
 install -d "$prefix/bin" "$prefix/lib/uwarp/uwarp-libs"
 install -m 0755 "$from/uwarp-run" "$prefix/bin/uwarp-run"
 install -m 0755 "$library" "$prefix/lib/uwarp/libuwarp_verbs.so"
+if [ -f "$from/uwarpd" ]; then
+    install -m 0755 "$from/uwarpd" "$prefix/bin/uwarpd"
+fi
 lib="$(cd "$prefix/lib/uwarp" && pwd -P)/libuwarp_verbs.so"
 for name in libibverbs.so.1 librdmacm.so.1; do
     ln -sfn "$lib" "$prefix/lib/uwarp/uwarp-libs/$name"

@@ -69,14 +69,25 @@ pub struct HostConfig {
     ///
     /// [`PortConfig::payloads_by_reference`]: uwarp_dataplane::PortConfig::payloads_by_reference
     pub payloads_by_reference: bool,
-    /// The index of the kernel's interface when the port is an AF_XDP
-    /// port on a queue of it, beside the kernel's own stack
-    /// ([`uwarp_dataplane::af_xdp`]): every port uwarp listens on or
-    /// connects from is then held in the kernel and steered to uwarp by
-    /// the port's XDP program, and next hops come from the kernel's
-    /// neighbour table instead of ARP. `None` (the default): the port is
-    /// uwarp's alone.
-    pub beside_kernel: Option<u32>,
+    /// Beside the kernel: the port is on an interface the kernel keeps
+    /// ([`uwarp_dataplane::af_xdp`]). Every port uwarp listens on or
+    /// connects from is then held in the kernel and steered to uwarp,
+    /// and next hops come from the kernel's neighbour table instead of
+    /// ARP. `None` (the default): the port is uwarp's alone.
+    pub beside_kernel: Option<BesideKernel>,
+}
+
+/// A host on an interface the kernel keeps ([`HostConfig::beside_kernel`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BesideKernel {
+    /// The kernel's index of the interface.
+    pub ifindex: u32,
+    /// The port is this process's link from the interface's service
+    /// (`uwarpd`), which holds the ports for every process on the
+    /// interface; the host's control core asks it for them. Otherwise
+    /// the port is an AF_XDP queue of the interface itself and the host
+    /// holds its ports.
+    pub through_service: bool,
 }
 
 impl HostConfig {
@@ -308,8 +319,9 @@ pub struct PortUp {
     /// The host's addresses on it.
     pub address: InterfaceAddress,
     /// Beside the kernel: the interface's index, and uwarp's ports held
-    /// in the kernel (until the control core takes them).
-    pub beside_kernel: Option<(u32, KernelPorts)>,
+    /// in the kernel by this process (until the control core takes
+    /// them; none through the interface's service).
+    pub beside_kernel: Option<(u32, Option<KernelPorts>)>,
 }
 
 impl PortUp {
@@ -357,9 +369,12 @@ impl PortUp {
         // The driver attached the steering program as its queue started.
         let beside_kernel = config
             .beside_kernel
-            .map(|index| {
-                let map = PortMap::of_interface(index).map_err(Error::BesideKernel)?;
-                Ok::<_, Error>((index, KernelPorts::new(config.ip, map)))
+            .map(|beside| {
+                if beside.through_service {
+                    return Ok((beside.ifindex, None));
+                }
+                let map = PortMap::of_interface(beside.ifindex).map_err(Error::BesideKernel)?;
+                Ok::<_, Error>((beside.ifindex, Some(KernelPorts::new(config.ip, map))))
             })
             .transpose()?;
         Ok(PortUp {
@@ -380,10 +395,15 @@ impl PortUp {
         }
     }
 
-    /// Hands the ports held in the kernel, if any, to `setup`.
+    /// Hands the ports this process holds in the kernel, if any, to
+    /// `setup`.
     pub fn give_kernel_ports<A: TcpApp>(&mut self, setup: &mut TcpSetup<A>) {
-        if let Some((_, ports)) = self.beside_kernel.take() {
-            setup.set_kernel_ports(ports);
+        if let Some(ports) = self
+            .beside_kernel
+            .as_mut()
+            .and_then(|(_, ports)| ports.take())
+        {
+            setup.set_kernel_ports(Box::new(ports));
         }
     }
 }

@@ -25,5 +25,5 @@ pub mod setup;
 pub mod startup;
 
 pub use error::Error;
-pub use host::{parse_mac, HostConfig, HostReport, TcpHost};
+pub use host::{parse_mac, BesideKernel, HostConfig, HostReport, TcpHost};
 pub use setup::{AppFactory, SetupCounters, TcpRequests, TcpSetup};

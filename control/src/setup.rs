@@ -28,7 +28,7 @@ use std::time::{Duration, Instant as WallInstant};
 
 use crossbeam_channel::{Receiver, Sender};
 use smoltcp::wire::{EthernetAddress, EthernetFrame, Ipv4Address, TcpRepr};
-use uwarp_dataplane::af_xdp::{KernelPorts, PortClaimError};
+use uwarp_dataplane::af_xdp::{PortBroker, PortClaimError};
 use uwarp_dataplane::net::{FourTuple, Resolution, RssSteering, TcpMeta};
 use uwarp_dataplane::runtime::{Command, ControlContext, ControlHandler};
 use uwarp_dataplane::Mbuf;
@@ -203,7 +203,7 @@ pub struct TcpSetup<A> {
     /// Beside the kernel: the ports uwarp holds in it. Listeners and
     /// active opens take their ports from it, not from
     /// [`EPHEMERAL_PORTS`].
-    kernel_ports: Option<KernelPorts>,
+    kernel_ports: Option<Box<dyn PortBroker>>,
     counters: SetupCounters,
 }
 
@@ -267,10 +267,11 @@ impl<A: TcpApp> TcpSetup<A> {
         self.steering = steering;
     }
 
-    /// Takes listeners' and active opens' ports from `ports`, held in the
-    /// kernel beside which the port runs
+    /// Takes listeners' and active opens' ports from `ports` (this
+    /// process's, or the interface service's), held in the kernel beside
+    /// which the port runs
     /// ([`HostConfig::beside_kernel`](crate::HostConfig::beside_kernel)).
-    pub fn set_kernel_ports(&mut self, ports: KernelPorts) {
+    pub fn set_kernel_ports(&mut self, ports: Box<dyn PortBroker>) {
         self.kernel_ports = Some(ports);
     }
 

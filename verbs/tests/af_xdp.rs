@@ -238,7 +238,8 @@ fn beside_kernel_pair(
             .finish(Instant::now() + LIMIT);
         let text = String::from_utf8_lossy(&client.stderr).into_owned()
             + &String::from_utf8_lossy(&client.stdout);
-        let refused = text.contains("REJECTED") || text.contains("refused");
+        // rping says REJECTED, perftest "Unexpected CM event".
+        let refused = text.contains("REJECTED") || text.contains("Unexpected CM event");
         if client.status.success() || !refused || started.elapsed() > Duration::from_secs(20) {
             break client;
         }
@@ -330,4 +331,124 @@ fn rping_and_ib_write_bw_on_af_xdp_beside_the_kernels_own_traffic_one_process_at
     // answered with a reset (uwarp's ports are bound there, not
     // listening).
     assert_eq!(resets_sent(HOST), resets_before, "the kernel sent resets");
+}
+
+/// The interface's service, `uwarpd --iface HOST_IF` in `HOST`, built
+/// beside `uwarp-run` (`cargo test --workspace` builds it), running
+/// until dropped, when it gets SIGTERM.
+struct Service(Running);
+
+impl Service {
+    fn start() -> Service {
+        let uwarpd = Path::new(env!("CARGO_BIN_EXE_uwarp-run")).with_file_name("uwarpd");
+        assert!(
+            uwarpd.exists(),
+            "{} is missing: build it (cargo build -p uwarp-service)",
+            uwarpd.display()
+        );
+        let service = Running::start(in_namespace(HOST, None, &uwarpd, &["--iface", HOST_IF]));
+        let started = Instant::now();
+        while !xdp_attached() {
+            assert!(
+                started.elapsed() < LIMIT,
+                "uwarpd did not attach its program"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Service(service)
+    }
+
+    /// Stops it as an administrator would, and returns its output.
+    fn stop(self) -> Output {
+        let pid = self.0.pid();
+        // SAFETY: kill(2) touches no memory; the pid is the running
+        // `ip netns exec`, which exec'd uwarpd.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+        self.0.finish(Instant::now() + LIMIT)
+    }
+}
+
+#[test]
+fn several_processes_share_the_interface_through_uwarpd_and_one_killed_leaves_the_rest() {
+    if !root_or_skip("uwarpd (namespaces, XDP)") {
+        return;
+    }
+    let _serial = serial();
+    let _topology = Topology::new();
+    let service = Service::start();
+
+    // Two applications on the interface at once: an ib_write_bw server
+    // whose client runs for a while, and an rping server.
+    let (bw_port, ping_port) = (free_port().to_string(), free_port().to_string());
+    let ib_write_bw = debian_tool("ib_write_bw");
+    let bw_server = Running::start(in_namespace(
+        HOST,
+        Some(ON_AF_XDP),
+        &ib_write_bw,
+        &["-R", "-p", &bw_port, "-D", "30"],
+    ));
+    let rping = debian_tool("rping");
+    let ping_server = Running::start(in_namespace(
+        HOST,
+        Some(ON_AF_XDP),
+        &rping,
+        &[
+            "-s", "-a", HOST_IP, "-p", &ping_port, "-C", "300", "-S", "3000", "-V",
+        ],
+    ));
+    std::thread::sleep(Duration::from_secs(2));
+    let bw_client = Running::start(in_namespace(
+        PEER,
+        Some(ON_SOCKETS),
+        &ib_write_bw,
+        &["-R", "-p", &bw_port, "-D", "30", HOST_IP],
+    ));
+    // The bandwidth test runs; then its server is killed mid-transfer.
+    std::thread::sleep(Duration::from_secs(3));
+    let killed = bw_server.finish(Instant::now());
+    assert!(!killed.status.success());
+    // Its peer sees its connection end, long before its 30 s are up.
+    let waited = Instant::now();
+    let bw_client = bw_client.finish(waited + Duration::from_secs(20));
+    assert!(
+        waited.elapsed() < Duration::from_secs(19),
+        "the killed server's client hung"
+    );
+    assert!(
+        !bw_client.status.success(),
+        "the killed server's client succeeded"
+    );
+
+    // The other application never noticed.
+    let ping_client = Running::start(in_namespace(
+        PEER,
+        Some(ON_SOCKETS),
+        &rping,
+        &[
+            "-c", "-a", HOST_IP, "-p", &ping_port, "-C", "300", "-S", "3000", "-V",
+        ],
+    ))
+    .finish(Instant::now() + LIMIT);
+    let ping_server = ping_server.finish(Instant::now() + LIMIT);
+    assert_success("rping -c beside the killed process", &ping_client);
+    assert_success("rping -s beside the killed process", &ping_server);
+
+    // The killed application, started again on the same interface,
+    // serves again.
+    let bw_port = free_port().to_string();
+    let (server, client) = beside_kernel_pair(
+        "ib_write_bw",
+        &["-R", "-p", &bw_port, "-n", "2000"],
+        &["-R", "-p", &bw_port, "-n", "2000", HOST_IP],
+        || {},
+    );
+    let stopped = service.stop();
+    let said = String::from_utf8_lossy(&stopped.stderr).into_owned();
+    assert_success(
+        &format!("ib_write_bw -R client after the restart (uwarpd: {said})"),
+        &client,
+    );
+    assert_success("ib_write_bw -R server after the restart", &server);
+    assert!(stopped.status.success(), "{said}");
+    assert!(!xdp_attached(), "uwarpd's program stayed after it stopped");
 }

@@ -194,9 +194,19 @@ impl KernelPorts {
             .get(&port)
             .is_some_and(|held| !held.listener && held.connections == 0);
         if unused {
-            self.held.remove(&port);
-            // A map the program lost with its interface has nothing to
-            // remove.
+            self.release(port);
+        }
+    }
+
+    /// Whether `port` is held.
+    pub fn holds(&self, port: u16) -> bool {
+        self.held.contains_key(&port)
+    }
+
+    /// Gives `port` back to the kernel whatever still uses it (its owner
+    /// is gone).
+    pub fn release(&mut self, port: u16) {
+        if self.held.remove(&port).is_some() {
             let _ = self.map.remove(port);
         }
     }

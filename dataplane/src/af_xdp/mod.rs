@@ -20,18 +20,29 @@
 //! - [`kernel_interface`]: the interface's index, address, MAC address,
 //!   MTU and gateway, as the kernel has them.
 //!
+//! - [`broker`]: [`PortBroker`], how the control core asks for ports:
+//!   of [`KernelPorts`] in the process, or of the interface's service.
+//! - [`service`]: the interface's service (`uwarpd`), which owns the port
+//!   when several processes share the interface, and hands each its
+//!   frames over a net_memif link: where it listens, the requests, and
+//!   [`ServicePorts`], an application's ports through it.
+//!
 //! Next hops come from the kernel's neighbour table
 //! ([`crate::net::kernel_neighbours`]), since ARP replies go to the
 //! kernel.
 
+pub mod broker;
 pub mod claim;
 pub mod kernel_interface;
 pub mod kernel_ports;
 pub mod port_map;
 pub mod program;
+pub mod service;
 
+pub use broker::PortBroker;
 pub use claim::InterfaceClaim;
 pub use kernel_interface::KernelInterface;
 pub use kernel_ports::{KernelPorts, PortClaimError};
 pub use port_map::PortMap;
 pub use program::SteeringObject;
+pub use service::ServicePorts;

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 use uwarp_control::HostReport;
-use uwarp_dataplane::af_xdp::InterfaceClaim;
+use uwarp_dataplane::af_xdp::{InterfaceClaim, ServicePorts};
 use uwarp_dataplane::runtime::ImpairSwitch;
 use uwarp_stack::mem::StagTable;
 use uwarp_stack::mpa::Micros;
@@ -33,7 +33,7 @@ use crate::bell::Bell;
 use crate::cm::{ControlCmd, ControlLine};
 use crate::driver::Driver;
 use crate::error::Error;
-use dpdk::cores::DpdkCores;
+use dpdk::cores::{Beside, DpdkCores};
 use dpdk::stream::StreamContext;
 use dpdk::DpdkConfig;
 
@@ -128,13 +128,23 @@ impl Transport {
         let eal = dpdk::eal::start(config.eal.as_deref())?;
         // Beside the kernel, before the port exists: a process refused
         // here must not create one, whose removal would detach the
-        // running process's program from the interface.
-        let claim = config
-            .host
-            .beside_kernel
-            .map(InterfaceClaim::take)
-            .transpose()
-            .map_err(|e| Error::DpdkSetup(format!("beside the kernel: {e}")))?;
+        // running process's program from the interface; through the
+        // service, the service makes this process's link at the hello.
+        let failed = |e: std::io::Error| Error::DpdkSetup(format!("beside the kernel: {e}"));
+        let beside = match config.host.beside_kernel {
+            None => Beside::Alone,
+            Some(b) if b.through_service => {
+                match ServicePorts::connect(b.ifindex).map_err(failed)? {
+                    Some(ports) => Beside::Service(ports),
+                    None => {
+                        return Err(Error::DpdkSetup(
+                            "beside the kernel: the interface's service (uwarpd) is gone".into(),
+                        ))
+                    }
+                }
+            }
+            Some(b) => Beside::Direct(InterfaceClaim::take(b.ifindex).map_err(failed)?),
+        };
         let port = config.port.open(eal)?;
         let context = StreamContext {
             table: start.table,
@@ -142,7 +152,7 @@ impl Transport {
             startup_timeout: start.startup_timeout.as_micros() as Micros,
             zero_copy_from: config.zero_copy_from,
         };
-        let cores = DpdkCores::start(eal, port, claim, config, start.commands, context)?;
+        let cores = DpdkCores::start(eal, port, beside, config, start.commands, context)?;
         Ok(Transport::Dpdk(Box::new(cores)))
     }
 

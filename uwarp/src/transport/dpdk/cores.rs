@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
-use uwarp_dataplane::af_xdp::InterfaceClaim;
+use uwarp_dataplane::af_xdp::{InterfaceClaim, ServicePorts};
 use uwarp_dataplane::runtime::{assemble, ImpairSwitch, Runtime, Stepper};
 use uwarp_dataplane::{Device as Port0, Eal, Mempool, Port};
 
@@ -143,19 +143,32 @@ pub(crate) struct DpdkCores {
     port: Port,
     // Dropped after the port and the cores, which hold its mbufs.
     _pool: Arc<Mempool>,
-    // Beside the kernel: released once the port closed, which detaches
-    // the interface's program (`uwarp_dataplane::af_xdp::claim`).
+    // Beside the kernel on the interface's own queue: released once the
+    // port closed, which detaches the interface's program
+    // (`uwarp_dataplane::af_xdp::claim`).
     _claim: Option<InterfaceClaim>,
+}
+
+/// How a device stands beside the kernel.
+#[derive(Debug)]
+pub(crate) enum Beside {
+    /// It does not: the port is uwarp's alone.
+    Alone,
+    /// On the interface's own queue, with this process's claim on it.
+    Direct(InterfaceClaim),
+    /// On a link from the interface's service, which gives its ports.
+    Service(ServicePorts),
 }
 
 impl DpdkCores {
     /// Brings `device` up and starts the cores; they serve `commands`.
-    /// `claim` is the process's claim on the interface of a port beside
-    /// the kernel, kept until the port closed.
+    /// `beside` says how the port stands beside the kernel: a claim on
+    /// the interface is kept until the port closed, the service's ports
+    /// go to the control core.
     pub(crate) fn start(
         eal: &'static Eal,
         device: Port0,
-        claim: Option<InterfaceClaim>,
+        beside: Beside,
         config: &DpdkConfig,
         commands: Receiver<ControlCmd>,
         context: StreamContext,
@@ -172,6 +185,14 @@ impl DpdkCores {
         setup.set_steering(up.port.rss_steering().cloned());
         let interface = up.interface_config();
         up.give_kernel_ports(&mut setup);
+        let claim = match beside {
+            Beside::Alone => None,
+            Beside::Direct(claim) => Some(claim),
+            Beside::Service(ports) => {
+                setup.set_kernel_ports(Box::new(ports));
+                None
+            }
+        };
         let handlers = setup.dataplane_handlers(config.host.dataplane_cores);
         let control = RdmaControl::new(setup, clock, commands, context);
         let (control, dataplanes) = assemble(

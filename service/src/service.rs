@@ -1,0 +1,242 @@
+//! The service's loop, on one thread: frames from the interface go to
+//! the application holding their destination port, frames from an
+//! application go out on the interface when their source port is one it
+//! holds (it cannot speak for another's connections), and requests are
+//! answered between bursts. Frames no one may take are dropped and
+//! counted. An application whose connection closes, or that sends
+//! nothing a request is, loses its ports and its link.
+
+use std::collections::HashMap;
+use std::os::unix::net::UnixListener;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use uwarp_dataplane::af_xdp::service::{reply_line, service_socket, Request, SERVICE_DIR};
+use uwarp_dataplane::{Eal, EalConfig, Mbuf};
+
+use crate::apps::{App, Link};
+use crate::dispatch::tcp_ports;
+use crate::uplink::Uplink;
+
+/// Frames per burst.
+const BURST: u16 = 32;
+
+/// How often requests and new applications are looked at.
+const CONTROL_EVERY: Duration = Duration::from_micros(200);
+
+/// What the service dropped.
+#[derive(Debug, Default)]
+struct Dropped {
+    /// From the interface, for a port no application holds.
+    unowned: u64,
+    /// From an application, from a port it does not hold.
+    not_its_own: u64,
+    /// For want of room on the way out.
+    full: u64,
+}
+
+/// The running service.
+pub struct Service {
+    eal: &'static Eal,
+    uplink: Uplink,
+    listener: UnixListener,
+    socket: PathBuf,
+    apps: HashMap<u64, App>,
+    /// Which application holds each port.
+    owners: HashMap<u16, u64>,
+    next_id: u64,
+    dropped: Dropped,
+}
+
+impl Service {
+    /// Starts the EAL, the port on `iface`, and the service's socket.
+    pub fn start(iface: &str) -> Result<Service, String> {
+        let eal = Eal::init(
+            &EalConfig::virtual_devices(Vec::<String>::new())
+                .file_prefix(&format!("uwarpd-{}", std::process::id())),
+        )
+        .map_err(|e| format!("the EAL did not start: {e}"))?;
+        let uplink = Uplink::open(eal, iface)?;
+        std::fs::create_dir_all(SERVICE_DIR).map_err(|e| format!("{SERVICE_DIR}: {e}"))?;
+        let socket = service_socket(uplink.interface.index).map_err(|e| e.to_string())?;
+        // The claim on the interface is the service's: a file left there
+        // is a dead service's.
+        let _ = std::fs::remove_file(&socket);
+        let listener = UnixListener::bind(&socket)
+            .map_err(|e| format!("cannot listen on {}: {e}", socket.display()))?;
+        listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+        eprintln!(
+            "uwarpd: serving {iface} ({}) on {}",
+            uplink.interface.ipv4.0,
+            socket.display()
+        );
+        Ok(Service {
+            eal,
+            uplink,
+            listener,
+            socket,
+            apps: HashMap::new(),
+            owners: HashMap::new(),
+            next_id: 0,
+            dropped: Dropped::default(),
+        })
+    }
+
+    /// Runs until `stop` is set.
+    pub fn run(mut self, stop: &AtomicBool) -> Result<(), String> {
+        let mut frames: Vec<Mbuf> = Vec::with_capacity(usize::from(BURST));
+        let mut to_apps: HashMap<u64, Vec<Mbuf>> = HashMap::new();
+        let mut to_wire: Vec<Mbuf> = Vec::with_capacity(usize::from(BURST) * 2);
+        let mut next_control = Instant::now();
+        while !stop.load(Ordering::Relaxed) {
+            self.uplink.rx.rx_burst(&mut frames, BURST);
+            for frame in frames.drain(..) {
+                let owner = tcp_ports(frame.data()).and_then(|(_, dst)| self.owners.get(&dst));
+                match owner {
+                    Some(&id) => to_apps.entry(id).or_default().push(frame),
+                    None => self.dropped.unowned += 1,
+                }
+            }
+            for (id, batch) in to_apps.iter_mut() {
+                if let Some(link) = self.apps.get_mut(id).and_then(|app| app.link.as_mut()) {
+                    link.tx.tx_burst(batch);
+                }
+                self.dropped.full += batch.len() as u64;
+                batch.clear();
+            }
+            for (id, app) in self.apps.iter_mut() {
+                let Some(link) = app.link.as_mut() else {
+                    continue;
+                };
+                link.rx.rx_burst(&mut frames, BURST);
+                for frame in frames.drain(..) {
+                    let source = tcp_ports(frame.data()).map(|(src, _)| src);
+                    if source.is_some_and(|port| self.owners.get(&port) == Some(id)) {
+                        to_wire.push(frame);
+                    } else {
+                        self.dropped.not_its_own += 1;
+                    }
+                }
+            }
+            if !to_wire.is_empty() {
+                self.uplink.tx.tx_burst(&mut to_wire);
+                self.dropped.full += to_wire.len() as u64;
+                to_wire.clear();
+            }
+            let now = Instant::now();
+            if now >= next_control {
+                next_control = now + CONTROL_EVERY;
+                self.accept();
+                self.serve();
+            }
+        }
+        eprintln!(
+            "uwarpd: stopping; dropped {} for no application, {} from an application's foreign port, {} for want of room",
+            self.dropped.unowned, self.dropped.not_its_own, self.dropped.full
+        );
+        Ok(())
+    }
+
+    /// Takes new applications.
+    fn accept(&mut self) {
+        while let Ok((stream, _)) = self.listener.accept() {
+            let id = self.next_id;
+            self.next_id += 1;
+            self.apps.insert(id, App::new(stream));
+        }
+    }
+
+    /// Answers every application's requests; forgets those that ended.
+    fn serve(&mut self) {
+        let ids: Vec<u64> = self.apps.keys().copied().collect();
+        for id in ids {
+            let app = self.apps.get_mut(&id).expect("listed above");
+            let served = app
+                .requests()
+                .and_then(|lines| lines.iter().try_for_each(|line| self.answer(id, line)));
+            if served.is_err() {
+                self.forget(id);
+            }
+        }
+    }
+
+    /// Carries out the request `line` of application `id` and answers it.
+    fn answer(&mut self, id: u64, line: &str) -> std::io::Result<()> {
+        let Some(request) = Request::parse(line) else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("not a request: {line:?}"),
+            ));
+        };
+        let ports = &mut self.uplink.ports;
+        let result = match request {
+            Request::Hello { pid } => {
+                let app = self.apps.get_mut(&id).expect("asked by a live one");
+                if app.link.is_some() {
+                    return Err(std::io::Error::other("a second hello"));
+                }
+                let link = Link::open(
+                    self.eal,
+                    &self.uplink.pool,
+                    self.uplink.interface.index,
+                    pid,
+                    id,
+                )
+                .map_err(std::io::Error::other)?;
+                app.link = Some(link);
+                Ok(0)
+            }
+            Request::Listen(port) => ports.claim_listener(port),
+            Request::Active => ports.claim_active(),
+            Request::Connection(port) => {
+                ports.add_connection(port);
+                Ok(port)
+            }
+            Request::Unlisten(port) => {
+                ports.release_listener(port);
+                Ok(port)
+            }
+            Request::End(port) => {
+                ports.release_connection(port);
+                Ok(port)
+            }
+        };
+        // Ports taken are the application's; ports given back, no one's.
+        if let (Request::Listen(_) | Request::Active, Ok(port)) = (request, &result) {
+            self.owners.insert(*port, id);
+        }
+        if let Request::Unlisten(port) | Request::End(port) = request {
+            if !self.uplink.ports.holds(port) && self.owners.get(&port) == Some(&id) {
+                self.owners.remove(&port);
+            }
+        }
+        let app = self.apps.get_mut(&id).expect("asked by a live one");
+        if let Ok(port) = result {
+            if port != 0 {
+                app.ports.insert(port);
+            }
+        }
+        app.answer(&reply_line(&result))
+    }
+
+    /// Frees what the ended application `id` held: its ports, whatever
+    /// still uses them, and its link.
+    fn forget(&mut self, id: u64) {
+        let Some(app) = self.apps.remove(&id) else {
+            return;
+        };
+        for port in &app.ports {
+            if self.owners.get(port) == Some(&id) {
+                self.owners.remove(port);
+                self.uplink.ports.release(*port);
+            }
+        }
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
