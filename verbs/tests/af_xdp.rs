@@ -175,6 +175,15 @@ fn xdp_attached() -> bool {
     String::from_utf8_lossy(&output.stdout).contains("xdp")
 }
 
+/// Waits until an XDP program is attached to the shared interface, at
+/// most [`LIMIT`], or until `alive` says its owner is gone.
+fn wait_for_xdp(mut alive: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !xdp_attached() && alive() && started.elapsed() < LIMIT {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// The kernel's own traffic on the shared interface and address: 64 MiB
 /// each way through a kernel echo server, and five pings; checks both.
 fn kernel_traffic() {
@@ -227,11 +236,9 @@ fn beside_kernel_pair(
 ) -> (Output, Output) {
     let program = debian_tool(tool);
     let mut server = Running::start(in_namespace(HOST, Some(ON_AF_XDP), &program, server_args));
-    let started = Instant::now();
-    while !xdp_attached() && server.is_running() && started.elapsed() < LIMIT {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_xdp(|| server.is_running());
     meanwhile();
+    let started = Instant::now();
     let client = loop {
         std::thread::sleep(Duration::from_millis(300));
         let client = Running::start(in_namespace(PEER, Some(ON_SOCKETS), &program, client_args))
@@ -290,10 +297,7 @@ fn rping_and_ib_write_bw_on_af_xdp_beside_the_kernels_own_traffic_one_process_at
         &debian_tool("ib_write_bw"),
         &["-R", "-p", &free_port().to_string()],
     ));
-    let started = Instant::now();
-    while !xdp_attached() && started.elapsed() < LIMIT {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_xdp(|| true);
     let second = Running::start(in_namespace(
         HOST,
         Some(ON_AF_XDP),
@@ -346,15 +350,9 @@ impl Service {
             "{} is missing: build it (cargo build -p uwarp-service)",
             uwarpd.display()
         );
-        let service = Running::start(in_namespace(HOST, None, &uwarpd, &["--iface", HOST_IF]));
-        let started = Instant::now();
-        while !xdp_attached() {
-            assert!(
-                started.elapsed() < LIMIT,
-                "uwarpd did not attach its program"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let mut service = Running::start(in_namespace(HOST, None, &uwarpd, &["--iface", HOST_IF]));
+        wait_for_xdp(|| service.is_running());
+        assert!(xdp_attached(), "uwarpd did not attach its program");
         Service(service)
     }
 
