@@ -3,7 +3,7 @@
 # and the dataplane rely on, run under Miri, whose data-race detector and
 # aliasing model (Stacked or Tree Borrows) see the undefined behaviour x86
 # never shows: a plain store racing a read, a `&mut` or `Box` made while
-# another thread holds a reference (issue 38 rows 19 and 21 were such,
+# another thread holds a reference (issue 38 rows 19 to 21 were such,
 # and passed every other test). Miri interprets the program: it runs no
 # foreign function (DPDK, sockets, ppoll, mprotect, /proc), so only the
 # tests chosen below run, each small enough for it.
@@ -68,10 +68,12 @@ flags=-Zmiri-permissive-provenance
 # Stacked Borrows (Miri's default), leaks checked. uwarp-verbs: queue
 # pairs shared between threads through the exported verbs (rows 19 and
 # 21: qp::tests), the handle registry (export), acknowledgements and
-# asynchronous events, and what parses the application's arguments. uwarp:
-# work-queue slots, a queue pair's rings handed between the application,
-# its link and its flush (qp_link, qp_flush), the driver, the counters.
-echo "miri-ci.sh: Stacked Borrows: the C ABI's queue pairs and handles, the work queues"
+# asynchronous events, a connect's thread beside the application holding
+# its id (row 20: cm::connect), and what parses the application's
+# arguments. uwarp: work-queue slots, a queue pair's rings handed between
+# the application, its link and its flush (qp_link, qp_flush), the
+# driver, the counters.
+echo "miri-ci.sh: Stacked Borrows: the C ABI's queue pairs, ids and handles, the work queues"
 MIRIFLAGS=$flags timeout 900 cargo "+$toolchain" miri test "${crates[@]}" --lib -- \
     qp::tests:: export::tests:: acknowledgements:: async_events:: mr::tests:: \
     cm::connect:: rsocket::wire:: \
