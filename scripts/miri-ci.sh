@@ -3,10 +3,11 @@
 # and the dataplane rely on, run under Miri, whose data-race detector and
 # aliasing model (Stacked or Tree Borrows) see the undefined behaviour x86
 # never shows: a plain store racing a read, a `&mut` or `Box` made while
-# another thread holds a reference (issue 38 rows 19 and 21 were such,
-# and passed every other test). Miri interprets the program: it runs no
-# foreign function (DPDK, sockets, ppoll, mprotect, /proc), so only the
-# tests chosen below run, each small enough for it.
+# another thread holds a reference (issue 38 rows 19 to 21 were such,
+# and passed every other test), and, over several schedules, a use after
+# free in a window a few instructions wide (row 1). Miri interprets the
+# program: it runs no foreign function (DPDK, sockets, ppoll, mprotect,
+# /proc), so only the tests chosen below run, each small enough for it.
 #
 # Usage: scripts/miri-ci.sh
 #
@@ -15,10 +16,12 @@
 # Rust toolchain server), prints one line saying Miri was skipped and why,
 # and exits 0. Any Miri error or failing test exits non-zero. Builds once,
 # into the workspace target's miri/ folder (Miri's own), for all three
-# crates together, so that both runs below share that build; each run is
+# crates together, so that the runs below share that build; each run is
 # bounded by `timeout`. Measured on CI's two cores: three minutes from
 # nothing (the toolchain's download, Miri's sysroot, a clean build), a
-# minute and a half of tests once built.
+# minute and a half of tests once built, to which the three schedules of
+# row 1 add about 35 s (measured on two busy cores: 72 s before them, 106
+# to 112 s with them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -68,14 +71,30 @@ flags=-Zmiri-permissive-provenance
 # Stacked Borrows (Miri's default), leaks checked. uwarp-verbs: queue
 # pairs shared between threads through the exported verbs (rows 19 and
 # 21: qp::tests), the handle registry (export), acknowledgements and
-# asynchronous events, and what parses the application's arguments. uwarp:
-# work-queue slots, a queue pair's rings handed between the application,
-# its link and its flush (qp_link, qp_flush), the driver, the counters.
-echo "miri-ci.sh: Stacked Borrows: the C ABI's queue pairs and handles, the work queues"
+# asynchronous events, a connect's thread beside the application holding
+# its id (row 20: cm::connect), and what parses the application's
+# arguments. uwarp: work-queue slots, a queue pair's rings handed between
+# the application, its link and its flush (qp_link, qp_flush), the
+# driver, the counters.
+echo "miri-ci.sh: Stacked Borrows: the C ABI's queue pairs, ids and handles, the work queues"
 MIRIFLAGS=$flags timeout 900 cargo "+$toolchain" miri test "${crates[@]}" --lib -- \
     qp::tests:: export::tests:: acknowledgements:: async_events:: mr::tests:: \
     cm::connect:: rsocket::wire:: \
     slots:: driver:: counters:: qp_flush:: qp_link::
+
+# Stacked Borrows, leaks checked, three schedules: events taken while
+# their id is destroyed (row 1: cm::events). That race's window is a few
+# basic blocks wide, inside paths of hundreds, so one schedule rarely
+# hits it: each seed is another schedule, and Miri preempts a thread at
+# the end of a block with the rate given. With the two steps of row 1 put
+# back, seeds 0 to 9 of 0..12 fail at rate 0.002 (with half the test's
+# rounds, 10, 11, 8 and 8 of 16 seeds failed at 0.001, 0.002, 0.005 and
+# the default 0.01). Each seed runs every crate's test binary (the filter
+# leaves the others' tests out), which costs a few seconds: hence few
+# seeds, and many rounds in the test.
+echo "miri-ci.sh: Stacked Borrows, 3 schedules: connection-manager events against destroy"
+MIRIFLAGS="$flags -Zmiri-preemption-rate=0.002 -Zmiri-many-seeds=0..3" timeout 600 \
+    cargo "+$toolchain" miri test "${crates[@]}" --lib -- cm::events::
 
 # Tree Borrows, leaks not checked: the STag table the dataplane reads
 # lock-free and its grace periods (uwarp-stack's mem), and the revocation

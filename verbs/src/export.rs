@@ -270,15 +270,22 @@ pub struct LiveHandles {
 /// How many destroyed handles of each kind keep their memory.
 pub const RETIRED_KEPT: usize = 256;
 
-/// A destroyed object's memory, and how to free it.
+/// A destroyed object's memory, and how to free it. Kept as a pointer,
+/// not an address: what follows pointers (Miri's leak check) sees the
+/// memory kept, not lost.
 struct Retired {
-    address: usize,
-    free: unsafe fn(usize),
+    object: *mut (),
+    free: unsafe fn(*mut ()),
 }
+
+// SAFETY: a retired object is used by nothing but its one `free`, which
+// runs on whichever thread retires the object that pushes it out (as
+// when its address was kept as an integer).
+unsafe impl Send for Retired {}
 
 impl std::fmt::Debug for Retired {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Retired({:#x})", self.address)
+        write!(f, "Retired({:p})", self.object)
     }
 }
 
@@ -303,16 +310,16 @@ impl LiveHandles {
         ///
         /// # Safety
         ///
-        /// `address` came from `Box::<T>::into_raw`, once.
-        unsafe fn free<T>(address: usize) {
+        /// `object` came from `Box::<T>::into_raw`, once.
+        unsafe fn free<T>(object: *mut ()) {
             // SAFETY: the caller's promise.
-            drop(unsafe { Box::from_raw(address as *mut T) });
+            drop(unsafe { Box::from_raw(object.cast::<T>()) });
         }
-        let address = Box::into_raw(object) as usize;
+        let object = Box::into_raw(object).cast::<()>();
         let oldest = {
             let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
             retired.push_back(Retired {
-                address,
+                object,
                 free: free::<T>,
             });
             if retired.len() > RETIRED_KEPT {
@@ -323,7 +330,7 @@ impl LiveHandles {
         };
         if let Some(oldest) = oldest {
             // SAFETY: retired once, by `retire` with its own `free`.
-            unsafe { (oldest.free)(oldest.address) };
+            unsafe { (oldest.free)(oldest.object) };
         }
     }
 
@@ -357,7 +364,7 @@ impl Drop for LiveHandles {
         for kept in retired.drain(..) {
             // SAFETY: retired once, by `retire` with its own `free`, and
             // out of the list now.
-            unsafe { (kept.free)(kept.address) };
+            unsafe { (kept.free)(kept.object) };
         }
     }
 }
@@ -399,7 +406,7 @@ mod tests {
     /// alive from insert to remove, once; a destroyed one's memory is
     /// kept for the last RETIRED_KEPT and freed exactly once after (and
     /// when the set is dropped). Under Miri this checks the type-erased
-    /// frees (`retire`'s addresses) for double frees, leaks and races.
+    /// frees (`retire`'s pointers) for double frees, leaks and races.
     #[test]
     fn handles_live_once_and_retired_memory_is_freed_once_oldest_first() {
         use std::sync::atomic::{AtomicUsize, Ordering};

@@ -501,6 +501,11 @@ symbol_versions! {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cm::addrinfo::to_sockaddr;
+    use crate::cm::events::{
+        rdma_ack_cm_event, rdma_create_event_channel, rdma_destroy_event_channel, rdma_get_cm_event,
+    };
+    use crate::cm::id::{rdma_create_id, rdma_destroy_id, rdma_get_dst_port, rdma_get_src_port};
 
     /// The kernel's connection manager's choice for iWARP (`cma_iw_handler`).
     #[test]
@@ -513,6 +518,129 @@ mod tests {
             (libc::ECONNABORTED, RDMA_CM_EVENT_CONNECT_ERROR),
         ] {
             assert_eq!(failed_connect_event(errno), event, "errno {errno}");
+        }
+    }
+
+    /// Takes the next event on `channel`, of type `kind` and status 0;
+    /// its private data, after `check` has looked at the id (while the
+    /// event is held), acknowledged.
+    fn take(
+        channel: *mut RdmaEventChannel,
+        kind: c_int,
+        check: impl FnOnce(*mut RdmaCmId),
+    ) -> Vec<u8> {
+        let mut event = core::ptr::null_mut();
+        // SAFETY: a live channel holding an event (no wait); `event` is
+        // writable.
+        assert_eq!(unsafe { rdma_get_cm_event(channel, &mut event) }, 0);
+        // SAFETY: an event handed out and not acknowledged.
+        let taken = unsafe { &*event };
+        assert_eq!((taken.event, taken.status), (kind, 0));
+        check(taken.id);
+        let private_data = taken.conn.private_data;
+        let len = usize::from(taken.conn.private_data_len);
+        let octets = if len == 0 {
+            Vec::new()
+        } else {
+            // SAFETY: the event's private data, alive while it is held.
+            unsafe { core::slice::from_raw_parts(private_data.cast::<u8>(), len) }.to_vec()
+        };
+        // SAFETY: handed out above, acknowledged once.
+        assert_eq!(unsafe { rdma_ack_cm_event(event) }, 0);
+        octets
+    }
+
+    /// The ports `rdma_get_src_port` and `rdma_get_dst_port` answer for
+    /// `id`, in host order.
+    fn ports(id: *mut RdmaCmId) -> (u16, u16) {
+        // SAFETY: a live id.
+        let (src, dst) = unsafe { (rdma_get_src_port(id), rdma_get_dst_port(id)) };
+        (u16::from_be(src), u16::from_be(dst))
+    }
+
+    /// Issue 38 row 20: the connect thread, once uwarp has connected, ran
+    /// [`established`] on an id the application still holds and reads
+    /// (its threads may call the id's verbs or read its fields while
+    /// `rdma_connect` is in progress). Before the fix it made a `&mut
+    /// Id` from the id's address and wrote the connection's addresses into
+    /// the route, on its own thread: Miri reports the data race with the
+    /// application's reads ("Data race detected between (1) retag write
+    /// on thread `cm::connect::te` and (2) retag write of type
+    /// `cm::id::Id`", or, on some seeds, the `&mut` made under the
+    /// application's protected borrow), and natively the route changes
+    /// before `ESTABLISHED` is taken. Now no library thread writes the
+    /// id: the addresses travel in the `ESTABLISHED` event and are
+    /// written by the thread that takes it, as rdma-core writes them in
+    /// `rdma_get_cm_event`.
+    ///
+    /// The id is resolved with the exported verbs; [`established`] runs on
+    /// a thread of its own, as `rdma_connect`'s thread runs it, with the
+    /// part of the id that thread is given (a device without a transport
+    /// cannot connect).
+    #[test]
+    fn the_connect_thread_leaves_the_id_to_the_application() {
+        let src: SocketAddr = "192.0.2.1:0".parse().unwrap();
+        let dst: SocketAddr = "192.0.2.2:4420".parse().unwrap();
+        let local: SocketAddr = "192.0.2.1:50000".parse().unwrap();
+        let channel = rdma_create_event_channel();
+        assert!(!channel.is_null());
+        let mut id = core::ptr::null_mut();
+        // SAFETY: a live channel; `id` is writable.
+        let created =
+            unsafe { rdma_create_id(channel, &mut id, core::ptr::null_mut(), RDMA_PS_TCP) };
+        assert_eq!(created, 0);
+        let (mut src_c, _) = to_sockaddr(src);
+        let (mut dst_c, _) = to_sockaddr(dst);
+        // SAFETY: a live id; socket addresses.
+        let resolved = unsafe {
+            rdma_resolve_addr(id, (&raw mut src_c).cast(), (&raw mut dst_c).cast(), 1000)
+        };
+        assert_eq!(resolved, 0);
+        take(channel, RDMA_CM_EVENT_ADDR_RESOLVED, |_| ());
+        // SAFETY: a live, resolved id.
+        assert_eq!(unsafe { rdma_resolve_route(id, 1000) }, 0);
+        take(channel, RDMA_CM_EVENT_ROUTE_RESOLVED, |_| ());
+        assert_eq!(ports(id), (0, 4420));
+
+        let connection = Connection {
+            negotiated: uwarp::Negotiated {
+                revision: uwarp_stack::wire::mpa::Revision::Enhanced,
+                crc: true,
+                markers_tx: false,
+                markers_rx: false,
+                ird: 4,
+                ord: 2,
+                peer_ird: Some(2),
+                peer_ord: Some(4),
+                rtr: None,
+            },
+            private_data: b"reply".to_vec(),
+            local_addr: local,
+            peer_addr: dst,
+            mulpdu: 1024,
+        };
+        // What `rdma_connect` gives its thread: the part of the id that
+        // library threads share.
+        // SAFETY: a live id, used by no other thread now.
+        let library = unsafe { Id::from_ibv(id) }.shared.clone();
+        std::thread::scope(|scope| {
+            scope.spawn(|| established(&library, &connection, connection.private_data.clone()));
+            // The application reads its id meanwhile: the route is still
+            // the resolved one.
+            for _ in 0..4 {
+                assert_eq!(ports(id), (0, 4420));
+            }
+        });
+        assert_eq!(ports(id), (0, 4420), "ESTABLISHED not taken yet");
+        let private_data = take(channel, RDMA_CM_EVENT_ESTABLISHED, |about| {
+            assert_eq!(about, id);
+            assert_eq!(ports(about), (50000, 4420));
+        });
+        assert_eq!(private_data, b"reply");
+        // SAFETY: live, and no thread uses them any more.
+        unsafe {
+            assert_eq!(rdma_destroy_id(id), 0);
+            rdma_destroy_event_channel(channel);
         }
     }
 }

@@ -266,13 +266,8 @@ impl Id {
     /// Acknowledges the event a synchronous operation stored in the id's
     /// `event`, if any.
     pub(super) fn acknowledge_stored(&mut self) {
-        let stored = core::mem::replace(&mut self.ibv.event, ptr::null_mut());
-        if !stored.is_null() {
-            // SAFETY: an event handed out into `event` and not
-            // acknowledged by the application (rdma-core's contract: the
-            // library acknowledges it).
-            unsafe { acknowledge(stored) };
-        }
+        // SAFETY: the id, borrowed mutably.
+        unsafe { acknowledge_stored_at(self) };
     }
 
     /// Attaches the id to the device: its `verbs` and port.
@@ -315,14 +310,36 @@ impl Id {
     }
 }
 
+/// Acknowledges the event a synchronous operation stored in the `event`
+/// of the id at `id`, if any, writing that field alone (other threads may
+/// read the rest of the id meanwhile).
+///
+/// # Safety
+///
+/// `id` is a live (or retired) id; no other thread uses its `event`.
+unsafe fn acknowledge_stored_at(id: *mut Id) {
+    // SAFETY: the caller's promise.
+    let stored = unsafe { ptr::replace(&raw mut (*id).ibv.event, ptr::null_mut()) };
+    if !stored.is_null() {
+        // SAFETY: an event handed out into `event` and not acknowledged by
+        // the application (rdma-core's contract: the library acknowledges
+        // it).
+        unsafe { acknowledge(stored) };
+    }
+}
+
 /// Writes an established connection's addresses into the id at `id`
-/// (from the thread that takes its `ESTABLISHED`).
+/// (from the thread that takes its `ESTABLISHED`): its route's two
+/// addresses and nothing else, for other threads may read the rest of the
+/// id meanwhile (`rdma_destroy_id`, waiting for this event; the
+/// application, its `context`).
 pub(super) fn set_addresses(id: *mut RdmaCmId, local: SocketAddr, peer: SocketAddr) {
     // SAFETY: the id is alive while the event that carries this is held,
-    // and only the taking thread writes it now.
-    let id = unsafe { Id::from_ibv(id) };
-    id.set_source(local);
-    id.set_destination(peer);
+    // and only the taking thread writes its route now.
+    unsafe {
+        (&raw mut (*id).route.addr.src_storage).write(to_sockaddr(local).0);
+        (&raw mut (*id).route.addr.dst_storage).write(to_sockaddr(peer).0);
+    }
 }
 
 /// Runs `body` on the live id `id`, answering -1 with `errno` `EINVAL` for
@@ -471,24 +488,36 @@ pub unsafe extern "C" fn rdma_destroy_id(id: *mut RdmaCmId) -> c_int {
         if !LIVE_IDS.remove(id) {
             return fail(libc::EINVAL);
         }
-        // SAFETY: a live id, boxed as an `Id`, now ours alone.
-        let mut owned = unsafe { Box::from_raw(id.cast::<Id>()) };
-        if owned.is_foreign() {
+        let live = id.cast::<Id>();
+        // Until the application has acknowledged the id's events it
+        // holds, its threads may still read the id through them (an
+        // event's `id`, and what its `context` names): until then the id
+        // is only read here, and its stored event written, never borrowed
+        // whole.
+        // SAFETY: a live id, boxed as an `Id`; one field read.
+        if unsafe { (*live).generation } != uwarp::fork_generation() {
             // A copy of the parent's id, in a child of fork: forgotten,
             // not torn down (its locks may be held for good).
-            std::mem::forget(owned);
             return 0;
         }
-        owned.acknowledge_stored();
+        // SAFETY: as above; a synchronous id's stored event is this
+        // thread's to acknowledge (rdma-core's contract).
+        unsafe { acknowledge_stored_at(live) };
+        // SAFETY: as above; a shared borrow of the part library threads
+        // share.
+        let shared = unsafe { &(*live).shared }.clone();
         let unread = {
-            let mut queue = owned.shared.queue();
-            owned.shared.liveness.mark_destroyed();
+            let mut queue = shared.queue();
+            shared.liveness.mark_destroyed();
             queue
                 .take()
-                .map(|queue| queue.remove_about(&owned.shared.liveness))
+                .map(|queue| queue.remove_about(&shared.liveness))
         };
         drop(unread);
-        owned.shared.liveness.wait_released();
+        shared.liveness.wait_released();
+        // SAFETY: a live id, boxed as an `Id`, ours alone now that no
+        // event names it.
+        let owned = unsafe { Box::from_raw(live) };
         let role = std::mem::replace(&mut *owned.shared.role(), Role::Idle);
         match role {
             // The port is closed when `stop` returns; the thread wakes
