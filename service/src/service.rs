@@ -22,6 +22,12 @@ use crate::uplink::Uplink;
 /// Frames per burst.
 const BURST: u16 = 32;
 
+/// Empty polls in a row before the service sleeps between polls.
+const IDLE_POLLS: u32 = 64;
+
+/// How long an idle service sleeps between polls.
+const IDLE_SLEEP: Duration = Duration::from_micros(10);
+
 /// How often requests and new applications are looked at.
 const CONTROL_EVERY: Duration = Duration::from_micros(200);
 
@@ -89,8 +95,9 @@ impl Service {
         let mut to_apps: HashMap<u64, Vec<Mbuf>> = HashMap::new();
         let mut to_wire: Vec<Mbuf> = Vec::with_capacity(usize::from(BURST) * 2);
         let mut next_control = Instant::now();
+        let mut idle = 0u32;
         while !stop.load(Ordering::Relaxed) {
-            self.uplink.rx.rx_burst(&mut frames, BURST);
+            let mut moved = self.uplink.rx.rx_burst(&mut frames, BURST);
             for frame in frames.drain(..) {
                 let owner = tcp_ports(frame.data()).and_then(|(_, dst)| self.owners.get(&dst));
                 match owner {
@@ -109,7 +116,7 @@ impl Service {
                 let Some(link) = app.link.as_mut() else {
                     continue;
                 };
-                link.rx.rx_burst(&mut frames, BURST);
+                moved += link.rx.rx_burst(&mut frames, BURST);
                 for frame in frames.drain(..) {
                     let source = tcp_ports(frame.data()).map(|(src, _)| src);
                     if source.is_some_and(|port| self.owners.get(&port) == Some(id)) {
@@ -123,6 +130,15 @@ impl Service {
                 self.uplink.tx.tx_burst(&mut to_wire);
                 self.dropped.full += to_wire.len() as u64;
                 to_wire.clear();
+            }
+            // Idle for a while: sleep a little. The service shares its
+            // CPUs with the applications' polling cores, which never
+            // yield; a spinning service would get its CPU only when the
+            // scheduler's time slice runs out (4 ms here, per hop). A
+            // sleeping one is woken by its timer and takes the CPU at once.
+            idle = if moved == 0 { idle + 1 } else { 0 };
+            if idle > IDLE_POLLS {
+                std::thread::sleep(IDLE_SLEEP);
             }
             let now = Instant::now();
             if now >= next_control {
