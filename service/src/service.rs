@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use uwarp_dataplane::af_xdp::service::{reply_line, service_socket, Request, SERVICE_DIR};
+use uwarp_dataplane::af_xdp::KernelInterface;
 use uwarp_dataplane::{Eal, EalConfig, Mbuf};
 
 use crate::apps::{App, Link};
@@ -58,12 +59,14 @@ pub struct Service {
 impl Service {
     /// Starts the EAL, the port on `iface`, and the service's socket.
     pub fn start(iface: &str) -> Result<Service, String> {
+        // A mistyped interface is refused before anything starts.
+        let interface = KernelInterface::named(iface).map_err(|e| e.to_string())?;
         let eal = Eal::init(
             &EalConfig::virtual_devices(Vec::<String>::new())
                 .file_prefix(&format!("uwarpd-{}", std::process::id())),
         )
         .map_err(|e| format!("the EAL did not start: {e}"))?;
-        let uplink = Uplink::open(eal, iface)?;
+        let uplink = Uplink::open(eal, interface)?;
         std::fs::create_dir_all(SERVICE_DIR).map_err(|e| format!("{SERVICE_DIR}: {e}"))?;
         let socket = service_socket(uplink.interface.index).map_err(|e| e.to_string())?;
         // The claim on the interface is the service's: a file left there

@@ -33,14 +33,14 @@ pub struct Uplink {
 }
 
 impl Uplink {
-    /// Claims the interface `iface` and starts the port on its queue 0.
-    pub fn open(eal: &'static Eal, iface: &str) -> Result<Uplink, String> {
-        let interface = KernelInterface::named(iface).map_err(|e| e.to_string())?;
+    /// Claims `interface` and starts the port on its queue 0.
+    pub fn open(eal: &'static Eal, interface: KernelInterface) -> Result<Uplink, String> {
+        let iface = interface.name.clone();
         // Before the port exists, as a device beside the kernel does.
         let claim = InterfaceClaim::take(interface.index).map_err(|e| e.to_string())?;
         let object = SteeringObject::of_process()
             .map_err(|e| format!("cannot write the XDP program: {e}"))?;
-        let vdev = object.vdev("net_af_xdp_uwarpd", iface);
+        let vdev = object.vdev("net_af_xdp_uwarpd", &iface);
         let (name, args) = vdev.split_once(',').expect("the vdev has arguments");
         let device = Device::create_vdev(eal, name, args)
             .map_err(|e| format!("cannot create the AF_XDP port on {iface}: {e}"))?;
