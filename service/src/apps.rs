@@ -16,6 +16,10 @@ use crate::uplink::{one_pair, one_queue};
 /// The longest request line taken.
 const MAX_LINE: usize = 64;
 
+/// The most octets read from one application per pass, so that one that
+/// keeps writing cannot starve the others.
+const MAX_READ: usize = 512;
+
 /// An application.
 pub struct App {
     /// Its connection to the service.
@@ -40,59 +44,84 @@ pub struct Link {
 }
 
 impl App {
-    /// An application that just connected.
-    pub fn new(control: UnixStream) -> App {
-        App {
+    /// An application that just connected; its socket does not block the
+    /// service: a request that is not all there yet waits for the next
+    /// pass, and an application that does not read its answers is
+    /// dropped (see [`App::answer`]).
+    pub fn new(control: UnixStream) -> io::Result<App> {
+        control.set_nonblocking(true)?;
+        Ok(App {
             control,
             partial: Vec::new(),
             link: None,
             ports: HashSet::new(),
-        }
+        })
     }
 
-    /// The request lines it sent since the last call; an error once it
-    /// closed its connection (it ended) or sent something no request is.
+    /// The request lines it sent since the last call, at most
+    /// [`MAX_READ`] octets' worth per call; an error once it closed its
+    /// connection (it ended) or sent something no request is.
     pub fn requests(&mut self) -> io::Result<Vec<String>> {
+        let mut buf = [0u8; MAX_READ];
+        let got = match self.control.read(&mut buf) {
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "closed")),
+            Ok(got) => got,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        self.partial.extend_from_slice(&buf[..got]);
         let mut lines = Vec::new();
-        while readable(&self.control)? {
-            let mut buf = [0u8; 256];
-            let got = self.control.read(&mut buf)?;
-            if got == 0 {
-                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "closed"));
-            }
-            self.partial.extend_from_slice(&buf[..got]);
-            while let Some(end) = self.partial.iter().position(|&b| b == b'\n') {
-                let line: Vec<u8> = self.partial.drain(..=end).collect();
-                let line = String::from_utf8(line)
-                    .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not text"))?;
-                lines.push(line.trim_end().to_owned());
-            }
-            if self.partial.len() > MAX_LINE {
-                return Err(io::Error::new(io::ErrorKind::InvalidData, "line too long"));
-            }
+        while let Some(end) = self.partial.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.partial.drain(..=end).collect();
+            let line = String::from_utf8(line)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not text"))?;
+            lines.push(line.trim_end().to_owned());
+        }
+        if self.partial.len() > MAX_LINE {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "line too long"));
         }
         Ok(lines)
     }
 
-    /// Sends the answer `line`.
+    /// Sends the answer `line`. An application that left earlier answers
+    /// unread, so that this one does not fit its socket, gets an error
+    /// (and is dropped): it cannot hold the service up.
     pub fn answer(&mut self, line: &str) -> io::Result<()> {
-        self.control.write_all(format!("{line}\n").as_bytes())
+        let line = format!("{line}\n");
+        let sent = self.control.write(line.as_bytes())?;
+        if sent < line.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "the application does not read its answers",
+            ));
+        }
+        Ok(())
     }
-}
 
-/// Whether `stream` has something to read (or its end) now.
-fn readable(stream: &UnixStream) -> io::Result<bool> {
-    let mut poll = libc::pollfd {
-        fd: stream.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one pollfd, no wait.
-    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
-    if ready < 0 {
-        return Err(io::Error::last_os_error());
+    /// The process at the other end of its connection, as the kernel
+    /// says (`SO_PEERCRED`).
+    pub fn peer_pid(&self) -> io::Result<u32> {
+        let mut cred = libc::ucred {
+            pid: 0,
+            uid: 0,
+            gid: 0,
+        };
+        let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+        // SAFETY: `cred` has the `len` octets the kernel may write.
+        let got = unsafe {
+            libc::getsockopt(
+                self.control.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_PEERCRED,
+                (&mut cred as *mut libc::ucred).cast(),
+                &mut len,
+            )
+        };
+        if got < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        u32::try_from(cred.pid).map_err(|_| io::Error::other("no peer process"))
     }
-    Ok(ready > 0)
 }
 
 impl Link {

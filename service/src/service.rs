@@ -7,13 +7,14 @@
 //! nothing a request is, loses its ports and its link.
 
 use std::collections::HashMap;
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use uwarp_dataplane::af_xdp::service::{reply_line, service_socket, Request, SERVICE_DIR};
-use uwarp_dataplane::af_xdp::KernelInterface;
+use uwarp_dataplane::af_xdp::{KernelInterface, PortClaimError};
 use uwarp_dataplane::{Eal, EalConfig, Mbuf};
 
 use crate::apps::{App, Link};
@@ -41,6 +42,8 @@ struct Dropped {
     not_its_own: u64,
     /// For want of room on the way out.
     full: u64,
+    /// For an application whose link is not up yet.
+    no_link: u64,
 }
 
 /// The running service.
@@ -75,6 +78,10 @@ impl Service {
         let listener = UnixListener::bind(&socket)
             .map_err(|e| format!("cannot listen on {}: {e}", socket.display()))?;
         listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+        // Its user's alone (root's), whatever the umask: whoever connects
+        // can take free ports and receive their frames.
+        std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| format!("{}: {e}", socket.display()))?;
         eprintln!(
             "uwarpd: serving {iface} ({}) on {}",
             uplink.interface.ipv4.0,
@@ -109,10 +116,13 @@ impl Service {
                 }
             }
             for (id, batch) in to_apps.iter_mut() {
-                if let Some(link) = self.apps.get_mut(id).and_then(|app| app.link.as_mut()) {
-                    link.tx.tx_burst(batch);
+                match self.apps.get_mut(id).and_then(|app| app.link.as_mut()) {
+                    Some(link) => {
+                        link.tx.tx_burst(batch);
+                        self.dropped.full += batch.len() as u64;
+                    }
+                    None => self.dropped.no_link += batch.len() as u64,
                 }
-                self.dropped.full += batch.len() as u64;
                 batch.clear();
             }
             for (id, app) in self.apps.iter_mut() {
@@ -151,8 +161,9 @@ impl Service {
             }
         }
         eprintln!(
-            "uwarpd: stopping; dropped {} for no application, {} from an application's foreign port, {} for want of room",
-            self.dropped.unowned, self.dropped.not_its_own, self.dropped.full
+            "uwarpd: stopping; dropped {} for no application, {} for an application without its link, \
+             {} from an application's foreign port, {} for want of room",
+            self.dropped.unowned, self.dropped.no_link, self.dropped.not_its_own, self.dropped.full
         );
         Ok(())
     }
@@ -162,7 +173,9 @@ impl Service {
         while let Ok((stream, _)) = self.listener.accept() {
             let id = self.next_id;
             self.next_id += 1;
-            self.apps.insert(id, App::new(stream));
+            if let Ok(app) = App::new(stream) {
+                self.apps.insert(id, app);
+            }
         }
     }
 
@@ -181,6 +194,9 @@ impl Service {
     }
 
     /// Carries out the request `line` of application `id` and answers it.
+    /// An application acts only on ports it holds: a port another holds
+    /// is refused as taken, and `conn`, `unlisten` and `end` of a port not
+    /// its own are refused the same way.
     fn answer(&mut self, id: u64, line: &str) -> std::io::Result<()> {
         let Some(request) = Request::parse(line) else {
             return Err(std::io::Error::new(
@@ -188,13 +204,17 @@ impl Service {
                 format!("not a request: {line:?}"),
             ));
         };
+        let owner = |port: u16| self.owners.get(&port).copied();
         let ports = &mut self.uplink.ports;
         let result = match request {
-            Request::Hello { pid } => {
+            Request::Hello { .. } => {
                 let app = self.apps.get_mut(&id).expect("asked by a live one");
                 if app.link.is_some() {
                     return Err(std::io::Error::other("a second hello"));
                 }
+                // The link is named after the process the kernel says is
+                // at the other end, whatever the hello claims.
+                let pid = app.peer_pid()?;
                 let link = Link::open(
                     self.eal,
                     &self.uplink.pool,
@@ -205,6 +225,14 @@ impl Service {
                 .map_err(std::io::Error::other)?;
                 app.link = Some(link);
                 Ok(0)
+            }
+            Request::Listen(port) if port != 0 && owner(port).is_some_and(|o| o != id) => {
+                Err(PortClaimError::Taken(port))
+            }
+            Request::Connection(port) | Request::Unlisten(port) | Request::End(port)
+                if owner(port) != Some(id) =>
+            {
+                Err(PortClaimError::Taken(port))
             }
             Request::Listen(port) => ports.claim_listener(port),
             Request::Active => ports.claim_active(),
@@ -221,21 +249,21 @@ impl Service {
                 Ok(port)
             }
         };
-        // Ports taken are the application's; ports given back, no one's.
         if let (Request::Listen(_) | Request::Active, Ok(port)) = (request, &result) {
             self.owners.insert(*port, id);
+            self.apps
+                .get_mut(&id)
+                .expect("asked by a live one")
+                .ports
+                .insert(*port);
         }
+        // A port the kernel has back is no one's.
         if let Request::Unlisten(port) | Request::End(port) = request {
-            if !self.uplink.ports.holds(port) && self.owners.get(&port) == Some(&id) {
+            if !self.uplink.ports.holds(port) {
                 self.owners.remove(&port);
             }
         }
         let app = self.apps.get_mut(&id).expect("asked by a live one");
-        if let Ok(port) = result {
-            if port != 0 {
-                app.ports.insert(port);
-            }
-        }
         app.answer(&reply_line(&result))
     }
 

@@ -366,6 +366,51 @@ impl Service {
     }
 }
 
+/// A process speaking uwarpd's protocol itself (as any local root
+/// process can): the port `held` of another application, listening,
+/// is refused to it for a listener, and it cannot end or unlisten it.
+fn another_process_cannot_touch_ports_it_does_not_hold(held: &str) {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::fs::MetadataExt;
+    // uwarpd's socket is named after its network namespace and the
+    // interface's index there.
+    let netns = std::fs::metadata(format!("/var/run/netns/{HOST}"))
+        .expect("the namespace's file")
+        .ino();
+    let index = interface_index();
+    let socket = format!("/run/uwarp/uwarpd-{netns}-{index}.sock");
+    let mut service = std::os::unix::net::UnixStream::connect(&socket).expect("uwarpd's socket");
+    service
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut answers = BufReader::new(service.try_clone().unwrap());
+    for request in [
+        format!("listen {held}"),
+        format!("end {held}"),
+        format!("unlisten {held}"),
+    ] {
+        service
+            .write_all(format!("{request}\n").as_bytes())
+            .unwrap();
+        let mut answer = String::new();
+        answers.read_line(&mut answer).unwrap();
+        assert_eq!(answer.trim(), format!("err taken {held}"), "{request}");
+    }
+}
+
+/// The index of the shared interface in `HOST`.
+fn interface_index() -> u32 {
+    let output = Command::new("ip")
+        .args(["netns", "exec", HOST, "cat"])
+        .arg(format!("/sys/class/net/{HOST_IF}/ifindex"))
+        .output()
+        .expect("cat runs");
+    String::from_utf8_lossy(&output.stdout)
+        .trim()
+        .parse()
+        .expect("an index")
+}
+
 #[test]
 fn several_processes_share_the_interface_through_uwarpd_and_one_killed_leaves_the_rest() {
     if !root_or_skip("uwarpd (namespaces, XDP)") {
@@ -395,6 +440,7 @@ fn several_processes_share_the_interface_through_uwarpd_and_one_killed_leaves_th
         ],
     ));
     std::thread::sleep(Duration::from_secs(2));
+    another_process_cannot_touch_ports_it_does_not_hold(&ping_port);
     let bw_client = Running::start(in_namespace(
         PEER,
         Some(ON_SOCKETS),

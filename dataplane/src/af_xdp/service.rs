@@ -147,6 +147,9 @@ fn garbled(line: &str) -> PortClaimError {
 pub struct ServicePorts {
     reader: BufReader<UnixStream>,
     writer: UnixStream,
+    /// Set once a request went unanswered: a late answer would be taken
+    /// for the next request's, so every later request fails instead.
+    broken: bool,
 }
 
 impl ServicePorts {
@@ -173,6 +176,7 @@ impl ServicePorts {
         let mut ports = ServicePorts {
             reader: BufReader::new(stream.try_clone()?),
             writer: stream,
+            broken: false,
         };
         let pid = std::process::id();
         ports
@@ -183,20 +187,34 @@ impl ServicePorts {
 
     /// Sends `request` and reads its answer.
     fn ask(&mut self, request: Request) -> Result<u16, PortClaimError> {
+        if self.broken {
+            return Err(PortClaimError::Kernel(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "an earlier request to the interface's service went unanswered",
+            )));
+        }
+        match self.exchange(request) {
+            Ok(answer) => parse_reply(&answer),
+            Err(e) => {
+                self.broken = true;
+                Err(PortClaimError::Kernel(e))
+            }
+        }
+    }
+
+    /// Writes `request`'s line and reads the answer's line.
+    fn exchange(&mut self, request: Request) -> io::Result<String> {
         let mut line = request.line();
         line.push('\n');
-        self.writer
-            .write_all(line.as_bytes())
-            .map_err(PortClaimError::Kernel)?;
+        self.writer.write_all(line.as_bytes())?;
         let mut answer = String::new();
-        match self.reader.read_line(&mut answer) {
-            Ok(0) => Err(PortClaimError::Kernel(io::Error::new(
+        if self.reader.read_line(&mut answer)? == 0 {
+            return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 "the interface's service closed the connection",
-            ))),
-            Ok(_) => parse_reply(&answer),
-            Err(e) => Err(PortClaimError::Kernel(e)),
+            ));
         }
+        Ok(answer)
     }
 }
 

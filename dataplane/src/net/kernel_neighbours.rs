@@ -230,7 +230,7 @@ fn parse_reply(buf: &[u8], sequence: u32) -> Option<Reply> {
     if kind == NLMSG_ERROR {
         // nlmsgerr: a negative errno, or 0 for an acknowledgement.
         let error = u32_at(NLMSG_HEADER_LEN)? as i32;
-        return Some(Reply::Error(-error));
+        return Some(Reply::Error(error.wrapping_neg()));
     }
     if kind != RTM_NEWNEIGH {
         return None;
