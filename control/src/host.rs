@@ -126,14 +126,8 @@ impl HostConfig {
 /// A MAC address written as six colon-separated hex octets
 /// (`02:00:00:00:00:01`); the error says what was expected.
 pub fn parse_mac(text: &str) -> Result<EthernetAddress, String> {
-    let bad = || format!("{text}: expected six hex octets like 02:00:00:00:00:01");
-    let octets: Vec<u8> = text
-        .split(':')
-        .map(|part| u8::from_str_radix(part, 16))
-        .collect::<Result<_, _>>()
-        .map_err(|_| bad())?;
-    let octets: [u8; 6] = octets.try_into().map_err(|_| bad())?;
-    Ok(EthernetAddress(octets))
+    uwarp_dataplane::net::parse_mac(text)
+        .ok_or_else(|| format!("{text}: expected six hex octets like 02:00:00:00:00:01"))
 }
 
 /// What a host's cores counted, at shutdown.

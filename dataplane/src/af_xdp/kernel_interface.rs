@@ -7,6 +7,8 @@ use std::ffi::CString;
 use std::io;
 use std::net::Ipv4Addr;
 
+use crate::net::parse_mac;
+
 /// An interface as the kernel has it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelInterface {
@@ -40,6 +42,7 @@ impl KernelInterface {
         }
         let sys = format!("/sys/class/net/{name}");
         let mac = parse_mac(std::fs::read_to_string(format!("{sys}/address"))?.trim())
+            .map(|mac| mac.0)
             .ok_or_else(|| io::Error::other(format!("{name} has no Ethernet address")))?;
         let mtu = std::fs::read_to_string(format!("{sys}/mtu"))?
             .trim()
@@ -61,15 +64,6 @@ impl KernelInterface {
             gateway,
         })
     }
-}
-
-/// `aa:bb:cc:dd:ee:ff` as six octets.
-fn parse_mac(text: &str) -> Option<[u8; 6]> {
-    let octets: Vec<u8> = text
-        .split(':')
-        .map(|part| u8::from_str_radix(part, 16).ok())
-        .collect::<Option<_>>()?;
-    octets.try_into().ok()
 }
 
 /// The first IPv4 address of interface `name` and its prefix length.
@@ -158,15 +152,5 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("no network interface uwarp-none0"));
-    }
-
-    #[test]
-    fn macs_parse() {
-        assert_eq!(
-            parse_mac("02:00:0a:0b:0c:ff"),
-            Some([2, 0, 10, 11, 12, 255])
-        );
-        assert_eq!(parse_mac("02:00"), None);
-        assert_eq!(parse_mac("zz:00:00:00:00:00"), None);
     }
 }

@@ -210,16 +210,6 @@ impl KernelPorts {
             let _ = self.map.remove(port);
         }
     }
-
-    /// Ports held.
-    pub fn len(&self) -> usize {
-        self.held.len()
-    }
-
-    /// Whether no port is held.
-    pub fn is_empty(&self) -> bool {
-        self.held.is_empty()
-    }
 }
 
 #[cfg(test)]

@@ -84,6 +84,17 @@ pub struct FourTuple {
     pub remote_port: u16,
 }
 
+/// A MAC address written as six colon-separated hex octets
+/// (`02:00:00:00:00:01`, as `/sys/class/net/IFACE/address` and users
+/// write them); `None` for anything else.
+pub fn parse_mac(text: &str) -> Option<EthernetAddress> {
+    let octets: Vec<u8> = text
+        .split(':')
+        .map(|part| u8::from_str_radix(part, 16).ok())
+        .collect::<Option<_>>()?;
+    Some(EthernetAddress(octets.try_into().ok()?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,6 +129,16 @@ mod tests {
         assert_eq!(address(24, Some(gateway)).next_hop(on_link), Some(on_link));
         assert_eq!(address(24, Some(gateway)).next_hop(off_link), Some(gateway));
         assert_eq!(address(24, None).next_hop(off_link), None);
+    }
+
+    #[test]
+    fn macs_parse() {
+        assert_eq!(
+            parse_mac("02:00:0a:0b:0c:ff"),
+            Some(EthernetAddress([2, 0, 10, 11, 12, 255]))
+        );
+        assert_eq!(parse_mac("02:00"), None);
+        assert_eq!(parse_mac("zz:00:00:00:00:00"), None);
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub mod rss;
 #[cfg(any(test, feature = "testing"))]
 pub mod test_frames;
 
-pub use addr::{FourTuple, InterfaceAddress};
+pub use addr::{parse_mac, FourTuple, InterfaceAddress};
 pub use arp::{ArpCache, ArpConfig};
 pub use classify::{classify, classify_chained, Classified, DropReason, RxChecksum, TcpMeta};
 pub use counters::NetCounters;
