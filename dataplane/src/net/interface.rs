@@ -264,8 +264,16 @@ impl Interface {
             return Resolution::Unreachable;
         };
         if let Some(kernel) = &mut self.kernel {
+            // The kernel's answers are kept as ARP's are (the entry's
+            // lifetime), so that not every connection asks it again.
+            if let Some(mac) = self.cache.get(hop) {
+                return Resolution::Known(mac);
+            }
             return match kernel.resolve(now, hop) {
-                Ok(Some(mac)) => Resolution::Known(mac),
+                Ok(Some(mac)) => {
+                    self.cache.merge(now, hop, mac, true);
+                    Resolution::Known(mac)
+                }
                 Ok(None) => Resolution::Pending,
                 // The caller's own deadline ends the wait.
                 Err(_) => {
