@@ -115,8 +115,11 @@ impl Service {
                     None => self.dropped.unowned += 1,
                 }
             }
-            for (id, batch) in to_apps.iter_mut() {
-                match self.apps.get_mut(id).and_then(|app| app.link.as_mut()) {
+            // The batch of an application that is gone goes with it.
+            to_apps.retain(|id, batch| {
+                let app = self.apps.get_mut(id);
+                let live = app.is_some();
+                match app.and_then(|app| app.link.as_mut()) {
                     Some(link) => {
                         link.tx.tx_burst(batch);
                         self.dropped.full += batch.len() as u64;
@@ -124,7 +127,8 @@ impl Service {
                     None => self.dropped.no_link += batch.len() as u64,
                 }
                 batch.clear();
-            }
+                live
+            });
             for (id, app) in self.apps.iter_mut() {
                 let Some(link) = app.link.as_mut() else {
                     continue;
