@@ -715,6 +715,13 @@ impl<A: TcpApp> ControlHandler for TcpSetup<A> {
         self.forget_closed();
     }
 
+    /// Requests from the application, and connections waiting for their
+    /// hand-over to a dataplane core; handshake timers and address
+    /// resolution wait for the control interval.
+    fn has_work(&self) -> bool {
+        !self.requests.is_empty() || !self.waiting.is_empty()
+    }
+
     /// Resets every connection still in its handshake or its
     /// application's set-up, and those waiting to be handed over: their
     /// peers hear a RST (the flows already handed over are their cores').

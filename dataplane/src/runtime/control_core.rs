@@ -43,6 +43,18 @@ pub trait ControlHandler: Send {
     /// Called once per poll: connection set-up timers and requests.
     fn poll(&mut self, _now: Instant, _ctx: &mut ControlContext<'_, Self::Flow>) {}
 
+    /// Whether work reached the handler other than through the dataplane
+    /// rings since its last poll, or is left over from it (the
+    /// application's requests, connections waiting to be handed over):
+    /// a [`Stepper`](crate::runtime::Stepper) then polls the control core
+    /// at its next step, and otherwise only once per its control interval
+    /// (20 us), for the timers. Called between polls, so it must be cheap (a look
+    /// at a queue's length, not a system call). The default, `true`,
+    /// asks for every step.
+    fn has_work(&self) -> bool {
+        true
+    }
+
     /// Waits up to `timeout` for work that reaches the handler other than
     /// through the dataplane rings (the application's requests), returning
     /// early when some arrives; whether some did. A control core on a
@@ -199,6 +211,13 @@ impl<C: ControlHandler> ControlCore<C> {
     /// Whether a dataplane core passed frames this core has not taken yet.
     pub fn has_frames(&self) -> bool {
         self.links.iter().any(|link| !link.to_control.is_empty())
+    }
+
+    /// Whether a poll now would find work that timers did not make:
+    /// frames from the dataplane cores, or work the handler was given
+    /// ([`ControlHandler::has_work`]).
+    pub fn has_work(&self) -> bool {
+        self.has_frames() || self.handler.has_work()
     }
 
     /// The interface (addresses, neighbour cache, counters).

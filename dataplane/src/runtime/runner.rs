@@ -289,10 +289,14 @@ fn finish<C: ControlHandler, D: FlowHandler>(
     }
 }
 
-/// While the dataplane cores of a [`Stepper`] find work (and pass the
-/// control core no frames), the control core is polled at most once per
-/// this interval: connection set-up is not the data path, and a control
-/// poll costs about as much as a dataplane poll.
+/// Unless it has work ([`ControlCore::has_work`]: frames from the
+/// dataplane cores, the application's requests), the control core of a
+/// [`Stepper`] is polled once per this interval, for its timers, whether
+/// the dataplane cores are busy or idle: connection set-up is not the
+/// data path, and a control poll costs about as much as a dataplane
+/// poll, which an idle step would otherwise spend between a frame's
+/// arrival and its being read (an 8-octet Write's one-way latency fell
+/// from 1.08-1.09 to 1.03-1.07 us on `uwarp-perf loopback`).
 pub const CONTROL_POLL_INTERVAL: Duration = Duration::from_micros(20);
 
 /// Every core polled in turn from the caller's thread.
@@ -321,13 +325,12 @@ where
     }
 
     /// Polls every dataplane core, then the control core, at `now`;
-    /// returns the work done. While the dataplane cores find work and pass
-    /// it no frames, the control core waits up to
+    /// returns the work done. A control core without work waits up to
     /// [`CONTROL_POLL_INTERVAL`] for its turn.
     pub fn step(&mut self, now: Instant) -> usize {
         let mut work: usize = self.dataplanes.iter_mut().map(|d| d.poll(now)).sum();
         let due = self.next_control.is_none_or(|next| now >= next);
-        if work == 0 || due || self.control.has_frames() {
+        if due || self.control.has_work() {
             self.next_control = Some(now + CONTROL_POLL_INTERVAL);
             work += self.control.poll(now);
         }

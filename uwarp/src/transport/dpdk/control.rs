@@ -198,6 +198,11 @@ impl ControlHandler for RdmaControl {
         }
     }
 
+    /// The application's commands, and the connection set-up's own work.
+    fn has_work(&self) -> bool {
+        !self.commands.is_empty() || self.setup.has_work()
+    }
+
     /// Waits for the application's next command (taken by the next
     /// poll), or `timeout`.
     fn nap(&mut self, timeout: Duration) -> bool {
