@@ -16,6 +16,8 @@
 //! - [`stats`]: link state, basic and extended statistics.
 //! - [`net`]: Ethernet, ARP, IPv4 and ICMP on smoltcp's wire types,
 //!   sans-IO: per-frame classification and the control core's interface.
+//! - [`polled`]: a pop for polling consumers, without the fence an
+//!   empty crossbeam queue's pop costs.
 //! - [`runtime`]: the control core and the dataplane cores with their
 //!   flow tables and rings, run on pinned threads or stepped.
 //! - [`tcp`]: uwarp's MPA-aware TCP on the dataplane cores: flows, their
@@ -35,6 +37,7 @@ pub mod extbuf;
 pub mod mbuf;
 pub mod mempool;
 pub mod net;
+pub mod polled;
 pub mod port;
 pub mod queue;
 pub mod runtime;

@@ -8,6 +8,7 @@ use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::Duration;
 
 use crossbeam_queue::ArrayQueue;
+use uwarp_dataplane::polled::Polled;
 use uwarp_stack::verbs::{WcStatus, WorkCompletion};
 
 use crate::channel::ChannelShared;
@@ -93,9 +94,9 @@ impl CqShared {
     /// Takes the oldest completion; with none, resumes the producers that
     /// found the queue full and looks again.
     fn pop(&self) -> Option<WorkCompletion> {
-        self.entries.pop().or_else(|| {
+        self.entries.take().or_else(|| {
             self.resume_stalled();
-            self.entries.pop()
+            self.entries.take()
         })
     }
 
@@ -223,7 +224,7 @@ impl CompletionQueue {
     pub fn poll_one(&self) -> Option<WorkCompletion> {
         self.shared.pop().or_else(|| {
             self.driver.empty_poll();
-            self.shared.entries.pop()
+            self.shared.entries.take()
         })
     }
 

@@ -11,6 +11,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 
+use uwarp_dataplane::polled::Polled;
 use uwarp_stack::rdmap::{CqKind, QpEngine};
 use uwarp_stack::verbs::WorkCompletion;
 
@@ -98,11 +99,11 @@ impl QpLink {
             }
             busy = true;
         }
-        while let Some(wr) = shared.recvs.pop() {
+        while let Some(wr) = shared.recvs.take() {
             self.engine.post_recv(wr);
             busy = true;
         }
-        while let Some(wr) = shared.sends.pop() {
+        while let Some(wr) = shared.sends.take() {
             self.engine.post_send(wr);
             busy = true;
         }

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::mbuf::Mbuf;
 use crate::net::{EchoReply, Interface, Received, RxChecksum, TcpMeta};
+use crate::polled::Polled;
 use crate::runtime::control_tx::ControlTx;
 use crate::runtime::link::{Command, CoreLink};
 
@@ -153,7 +154,7 @@ impl<C: ControlHandler> ControlCore<C> {
         let mut work = 0;
         for index in 0..self.links.len() {
             for _ in 0..RING_BUDGET {
-                let Some(frame) = self.links[index].to_control.pop() else {
+                let Some(frame) = self.links[index].to_control.take() else {
                     break;
                 };
                 work += 1;

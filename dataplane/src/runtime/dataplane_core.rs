@@ -20,6 +20,7 @@ use crate::net::{
     classify, classify_chained, Classified, DropReason, FourTuple, InterfaceAddress, NetCounters,
     RxChecksum, TcpMeta,
 };
+use crate::polled::Polled;
 use crate::queue::RxQueue;
 use crate::runtime::flow_table::FlowTable;
 use crate::runtime::impair::{copy_mbuf, Direction, ImpairCounters, ImpairSwitch, Stage};
@@ -231,7 +232,7 @@ impl<H: FlowHandler> DataplaneCore<H> {
         drop(frames);
         self.burst = burst;
         self.handler.poll(now, &mut self.flows, &mut self.tx);
-        while let Some(frame) = self.link.to_wire.pop() {
+        while let Some(frame) = self.link.to_wire.take() {
             work += 1;
             self.tx.push(frame);
         }
@@ -252,7 +253,7 @@ impl<H: FlowHandler> DataplaneCore<H> {
 
     fn apply_commands(&mut self, now: Instant) -> usize {
         let mut n = 0;
-        while let Some(command) = self.link.commands.pop() {
+        while let Some(command) = self.link.commands.take() {
             n += 1;
             match command {
                 Command::AddFlow(tuple, flow) => {
