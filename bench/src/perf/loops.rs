@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use hdrhistogram::Histogram;
 
-use super::endpoint::{Endpoint, Event, STALL};
+use super::endpoint::{Endpoint, Event, StallWatch, STALL};
 use super::progress::Progress;
 use super::protocol::{Control, Stop, Summary};
 use super::report::Latency;
@@ -161,12 +161,12 @@ pub fn absorb_sends(ep: &mut Endpoint<'_>, size: usize) -> Result<Summary, Strin
 
 /// Waits for the next event, spinning (a latency loop must not sleep).
 fn spin(ep: &mut Endpoint<'_>) -> Result<Event, String> {
-    let deadline = Instant::now() + STALL;
+    let mut watch = StallWatch::start();
     loop {
         if let Some(event) = ep.try_next()? {
             return Ok(event);
         }
-        if Instant::now() >= deadline {
+        if watch.stalled() {
             return Err(format!(
                 "no answer for {} s: the run stalled",
                 STALL.as_secs()
@@ -184,7 +184,7 @@ const STAMP_READS_PER_POLL: u32 = 4096;
 /// Waits until the sink holds the stamp of `round` (`None`), or an
 /// event comes first (the event).
 fn await_stamp(ep: &mut Endpoint<'_>, size: usize, round: u64) -> Result<Option<Event>, String> {
-    let deadline = Instant::now() + STALL;
+    let mut watch = StallWatch::start();
     let reads_per_poll = if ep.spins() { STAMP_READS_PER_POLL } else { 1 };
     let mut reads = 0;
     while !ep.sink_stamped(size, round)? {
@@ -196,7 +196,7 @@ fn await_stamp(ep: &mut Endpoint<'_>, size: usize, round: u64) -> Result<Option<
         if let Some(event) = ep.try_next()? {
             return Ok(Some(event));
         }
-        if Instant::now() >= deadline {
+        if watch.stalled() {
             return Err(format!("round {round} never arrived: the run stalled"));
         }
         ep.idle();
