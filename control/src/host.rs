@@ -367,7 +367,8 @@ impl PortUp {
                 if beside.through_service {
                     return Ok((beside.ifindex, None));
                 }
-                let map = PortMap::of_interface(beside.ifindex).map_err(Error::BesideKernel)?;
+                let map = PortMap::of_interface(beside.ifindex, config.ip)
+                    .map_err(Error::BesideKernel)?;
                 Ok::<_, Error>((beside.ifindex, Some(KernelPorts::new(config.ip, map))))
             })
             .transpose()?;

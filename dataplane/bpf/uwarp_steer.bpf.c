@@ -6,12 +6,20 @@
 // to the kernel: ARP, ICMP, the kernel's own TCP connections, every
 // other protocol and port, and uwarp's ports on a queue without a socket.
 //
-// uwarp's segments are the IPv4 TCP segments whose destination port is a
-// key of `uwarp_ports`, which the uwarp process fills and empties as it
-// listens and opens connections (a port it holds in the kernel too, with
-// a bound socket, so that the kernel's TCP never takes it). The map is
-// not pinned: each load has its own, found through the program attached
-// to the interface.
+// uwarp's segments are the IPv4 TCP segments to uwarp's address on the
+// interface (`uwarp_addr`) whose destination port is a key of
+// `uwarp_ports`, which the uwarp process fills and empties as it listens
+// and opens connections (a port it holds in the kernel too, with a bound
+// socket, so that the kernel's TCP never takes it). Segments to the
+// interface's other addresses, or to addresses routed through it, are
+// the kernel's whatever their port. The maps are not pinned: each load
+// has its own, found through the program attached to the interface.
+//
+// The Ethernet destination is not checked: a frame to another MAC address
+// reaches the program only where the interface is promiscuous, and the
+// kernel would drop it as not its own as uwarp does (its TCP takes only
+// frames to the interface's MAC address), so steering it takes nothing
+// from the kernel.
 //
 // The DPDK af_xdp driver loads this object (its `xdp_prog` argument),
 // puts its sockets into `xsks_map` by queue index and attaches the
@@ -44,6 +52,16 @@ struct {
 	__type(value, __u8);
 } uwarp_ports SEC(".maps");
 
+// uwarp's IPv4 address on the interface, in network order, at index 0.
+// The process that owns the port sets it as it finds the map, before it
+// adds any port; until then it is 0, and no port is in `uwarp_ports`.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __be32);
+} uwarp_addr SEC(".maps");
+
 SEC("xdp")
 int uwarp_steer(struct xdp_md *ctx)
 {
@@ -63,6 +81,13 @@ int uwarp_steer(struct xdp_md *ctx)
 
 	struct tcphdr *tcp = (void *)ip + ip->ihl * 4;
 	if ((void *)(tcp + 1) > end)
+		return XDP_PASS;
+
+	__u32 index = 0;
+	__be32 *addr = bpf_map_lookup_elem(&uwarp_addr, &index);
+	// The lookup of an array's index 0 never fails; the verifier wants
+	// the check.
+	if (!addr || ip->daddr != *addr)
 		return XDP_PASS;
 
 	__u16 port = bpf_ntohs(tcp->dest);

@@ -12,7 +12,8 @@
 //! - `uplink`: the port on the interface, and the ports held in the
 //!   kernel.
 //! - `apps`: one application: its connection to the service and its link.
-//! - `dispatch`: which application a frame belongs to.
+//! - `dispatch`: which application a frame from the interface belongs
+//!   to, and whether one from an application may go out.
 //! - `service`: the loop that moves frames and answers requests.
 
 mod apps;

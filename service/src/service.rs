@@ -1,9 +1,10 @@
 //! The service's loop, on one thread: frames from the interface go to
-//! the application holding their destination port, frames from an
-//! application go out on the interface when their source port is one it
-//! holds (it cannot speak for another's connections), and requests are
-//! answered between bursts. Frames no one may take are dropped and
-//! counted. An application whose connection closes, or that sends
+//! the application holding their destination port on uwarp's address,
+//! frames from an application go out on the interface when they are TCP
+//! from the interface's MAC address and uwarp's address and from a port
+//! it holds (it cannot speak for another's connections, nor for the
+//! host's other addresses or other hosts), and requests are answered
+//! between bursts. Frames no one may take are dropped and counted. An application whose connection closes, or that sends
 //! nothing a request is, loses its ports and its link.
 
 use std::collections::HashMap;
@@ -18,7 +19,7 @@ use uwarp_dataplane::af_xdp::{KernelInterface, PortClaimError};
 use uwarp_dataplane::{Eal, EalConfig, Mbuf};
 
 use crate::apps::{App, Link};
-use crate::dispatch::tcp_ports;
+use crate::dispatch::{incoming, outgoing, DropReason};
 use crate::uplink::Uplink;
 
 /// Frames per burst.
@@ -36,14 +37,38 @@ const CONTROL_EVERY: Duration = Duration::from_micros(200);
 /// What the service dropped.
 #[derive(Debug, Default)]
 struct Dropped {
+    /// Either way, not an IPv4 TCP frame the service reads.
+    not_tcp: u64,
+    /// From the interface, to another address than uwarp's.
+    not_our_address: u64,
     /// From the interface, for a port no application holds.
     unowned: u64,
+    /// From an application, with another Ethernet source than the
+    /// interface's.
+    foreign_mac: u64,
+    /// From an application, with another IPv4 source than uwarp's
+    /// address.
+    foreign_address: u64,
     /// From an application, from a port it does not hold.
     not_its_own: u64,
     /// For want of room on the way out.
     full: u64,
     /// For an application whose link is not up yet.
     no_link: u64,
+}
+
+impl Dropped {
+    /// Counts a frame dropped for `reason`.
+    fn record(&mut self, reason: DropReason) {
+        *match reason {
+            DropReason::NotTcp => &mut self.not_tcp,
+            DropReason::NotOurAddress => &mut self.not_our_address,
+            DropReason::Unowned => &mut self.unowned,
+            DropReason::ForeignMac => &mut self.foreign_mac,
+            DropReason::ForeignAddress => &mut self.foreign_address,
+            DropReason::NotItsPort => &mut self.not_its_own,
+        } += 1;
+    }
 }
 
 /// The running service.
@@ -106,13 +131,16 @@ impl Service {
         let mut to_wire: Vec<Mbuf> = Vec::with_capacity(usize::from(BURST) * 2);
         let mut next_control = Instant::now();
         let mut idle = 0u32;
+        let mac = self.uplink.interface.mac;
+        let ip = self.uplink.interface.ipv4.0;
         while !stop.load(Ordering::Relaxed) {
             let mut moved = self.uplink.rx.rx_burst(&mut frames, BURST);
             for frame in frames.drain(..) {
-                let owner = tcp_ports(frame.data()).and_then(|(_, dst)| self.owners.get(&dst));
-                match owner {
-                    Some(&id) => to_apps.entry(id).or_default().push(frame),
-                    None => self.dropped.unowned += 1,
+                // The program steers only segments to uwarp's address; the
+                // comparison costs nothing beside the parse.
+                match incoming(frame.data(), &self.owners, ip) {
+                    Ok(id) => to_apps.entry(id).or_default().push(frame),
+                    Err(reason) => self.dropped.record(reason),
                 }
             }
             // The batch of an application that is gone goes with it.
@@ -135,11 +163,9 @@ impl Service {
                 };
                 moved += link.rx.rx_burst(&mut frames, BURST);
                 for frame in frames.drain(..) {
-                    let source = tcp_ports(frame.data()).map(|(src, _)| src);
-                    if source.is_some_and(|port| self.owners.get(&port) == Some(id)) {
-                        to_wire.push(frame);
-                    } else {
-                        self.dropped.not_its_own += 1;
+                    match outgoing(frame.data(), *id, &self.owners, mac, ip) {
+                        Ok(()) => to_wire.push(frame),
+                        Err(reason) => self.dropped.record(reason),
                     }
                 }
             }
@@ -164,10 +190,19 @@ impl Service {
                 self.serve();
             }
         }
+        let dropped = &self.dropped;
         eprintln!(
-            "uwarpd: stopping; dropped {} for no application, {} for an application without its link, \
-             {} from an application's foreign port, {} for want of room",
-            self.dropped.unowned, self.dropped.no_link, self.dropped.not_its_own, self.dropped.full
+            "uwarpd: stopping; dropped {} not IPv4 TCP, {} to another address, {} for no application, \
+             {} for an application without its link, {} from an application's foreign MAC address, \
+             {} from its foreign IPv4 address, {} from its foreign port, {} for want of room",
+            dropped.not_tcp,
+            dropped.not_our_address,
+            dropped.unowned,
+            dropped.no_link,
+            dropped.foreign_mac,
+            dropped.foreign_address,
+            dropped.not_its_own,
+            dropped.full
         );
         Ok(())
     }

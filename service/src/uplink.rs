@@ -54,7 +54,8 @@ impl Uplink {
             .map_err(|e| format!("the AF_XDP port on {iface} did not come up: {e}"))?;
         let queues = port.take_queues().expect("a started port has its queues");
         let (rx, tx) = one_pair(queues);
-        let map = PortMap::of_interface(interface.index).map_err(|e| e.to_string())?;
+        let map =
+            PortMap::of_interface(interface.index, interface.ipv4.0).map_err(|e| e.to_string())?;
         let ports = KernelPorts::new(interface.ipv4.0, map);
         Ok(Uplink {
             rx,

@@ -5,8 +5,10 @@
 //! the kernel's TCP). While they run, the kernel on the same interface
 //! and address moves 64 MiB each way over its own TCP (SHA-256 checked),
 //! answers ping, and never sees a segment of uwarp's (it would answer it
-//! with a reset: its reset counter stays put). A second uwarp process on
-//! the interface is refused, and one killed is replaced. Needs root.
+//! with a reset: its reset counter stays put). A kernel listener on the
+//! interface's second address, on the port uwarp listens on, is the
+//! kernel's. A second uwarp process on the interface is refused, and one
+//! killed is replaced. Needs root.
 
 mod support;
 
@@ -25,6 +27,9 @@ const PEER: &str = "uwxk-peer";
 /// The shared interface (in `HOST`) and its address.
 const HOST_IF: &str = "uwxk0";
 const HOST_IP: &str = "10.84.0.1";
+/// A second address of the shared interface (the kernel's alone: uwarp
+/// is on the first).
+const HOST_IP_2: &str = "10.84.0.3";
 /// The peer's end (in `PEER`) and its address.
 const PEER_IF: &str = "uwxk1";
 const PEER_IP: &str = "10.84.0.2";
@@ -60,6 +65,10 @@ impl Topology {
             sh(&["ip", "-n", ns, "link", "set", iface, "up"]);
             sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
         }
+        // After the first, so that the first stays the interface's first
+        // (uwarp's).
+        let second = format!("{HOST_IP_2}/24");
+        sh(&["ip", "-n", HOST, "addr", "add", &second, "dev", HOST_IF]);
         // A veth hands on frames whose checksum its sender left to an
         // offload (CHECKSUM_PARTIAL); a NIC never does. The kernel takes
         // them, uwarp cannot check them: the peer fills its checksums.
@@ -118,13 +127,15 @@ fn resets_sent(ns: &str) -> u64 {
     values.split_whitespace().nth(at).unwrap().parse().unwrap()
 }
 
-/// A kernel TCP echo server on `port` in `HOST` (one connection), and a
-/// client in `PEER` that sends 64 MiB through it and reads them back,
-/// comparing SHA-256s: prints `equal SHA` when they match.
+/// A kernel TCP echo server on `host` and `port` in `HOST` (one
+/// connection), and a client in `PEER` that sends MiBs (the fourth
+/// argument) through it and reads them back, comparing SHA-256s: prints
+/// `equal SHA` when they match. The client gives up after 20 s without
+/// progress.
 const ECHO: &str = r#"
 import hashlib, os, socket, sys, threading
-role, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
-total = 64 << 20
+role, host, port, mib = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+total = mib << 20
 if role == "serve":
     listener = socket.create_server((host, port))
     print("listening", flush=True)
@@ -136,7 +147,7 @@ if role == "serve":
         conn.sendall(data)
     conn.close()
 else:
-    conn = socket.create_connection((host, port))
+    conn = socket.create_connection((host, port), timeout=20)
     sent, received = hashlib.sha256(), hashlib.sha256()
     def send():
         block = os.urandom(1 << 20)
@@ -184,23 +195,37 @@ fn wait_for_xdp(mut alive: impl FnMut() -> bool) {
     }
 }
 
-/// The kernel's own traffic on the shared interface and address: 64 MiB
-/// each way through a kernel echo server, and five pings; checks both.
-fn kernel_traffic() {
-    let port = free_port().to_string();
+/// A kernel echo server on `host` and `port` in `HOST`, and its client
+/// in `PEER` sending `mib` MiB each way, both started.
+fn kernel_echo(host: &str, port: &str, mib: &str) -> (Running, Running) {
     let server = Running::start(in_namespace(
         HOST,
         None,
         python(),
-        &["-c", ECHO, "serve", HOST_IP, &port],
+        &["-c", ECHO, "serve", host, port, mib],
     ));
     std::thread::sleep(Duration::from_millis(300));
     let client = Running::start(in_namespace(
         PEER,
         None,
         python(),
-        &["-c", ECHO, "send", HOST_IP, &port],
+        &["-c", ECHO, "send", host, port, mib],
     ));
+    (server, client)
+}
+
+/// Checks a [`kernel_echo`]'s client and server, which `what` names.
+fn assert_echoed(what: &str, server: &Output, client: &Output) {
+    assert_success(&format!("{what}: the kernel's echo client"), client);
+    assert_success(&format!("{what}: the kernel's echo server"), server);
+    assert!(String::from_utf8_lossy(&client.stdout).starts_with("equal "));
+}
+
+/// The kernel's own traffic on the shared interface and address: 64 MiB
+/// each way through a kernel echo server, and five pings; checks both.
+fn kernel_traffic() {
+    let port = free_port().to_string();
+    let (server, client) = kernel_echo(HOST_IP, &port, "64");
     let ping = Running::start(in_namespace(
         PEER,
         None,
@@ -217,9 +242,19 @@ fn kernel_traffic() {
         "{}",
         String::from_utf8_lossy(&ping.stdout)
     );
-    assert_success("the kernel's echo client", &client);
-    assert_success("the kernel's echo server", &server);
-    assert!(String::from_utf8_lossy(&client.stdout).starts_with("equal "));
+    assert_echoed("the shared address", &server, &client);
+}
+
+/// While uwarp listens on `port` of its address, a kernel listener on the
+/// interface's second address and the same port is the kernel's: the
+/// peer's connection to it reaches the kernel and echoes 1 MiB each way
+/// (uwarp's program steers only segments to uwarp's address).
+fn kernel_keeps_the_second_address(port: &str) {
+    let (server, client) = kernel_echo(HOST_IP_2, port, "1");
+    let deadline = Instant::now() + LIMIT;
+    let client = client.finish(deadline);
+    let server = server.finish(deadline);
+    assert_echoed("the second address, on uwarp's port", &server, &client);
 }
 
 /// `tool` as a server on uwarp beside the kernel in `HOST` and as its
@@ -278,6 +313,8 @@ fn rping_and_ib_write_bw_on_af_xdp_beside_the_kernels_own_traffic_one_process_at
         || {
             assert!(xdp_attached(), "uwarp's XDP program is not attached");
             kernel_traffic();
+            // The rping server has long been listening.
+            kernel_keeps_the_second_address(&port);
             assert!(xdp_attached(), "uwarp's XDP program went away");
         },
     );
@@ -441,6 +478,7 @@ fn several_processes_share_the_interface_through_uwarpd_and_one_killed_leaves_th
     ));
     std::thread::sleep(Duration::from_secs(2));
     another_process_cannot_touch_ports_it_does_not_hold(&ping_port);
+    kernel_keeps_the_second_address(&ping_port);
     let bw_client = Running::start(in_namespace(
         PEER,
         Some(ON_SOCKETS),

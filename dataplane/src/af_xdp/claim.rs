@@ -16,7 +16,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 
-use super::port_map::{detach_program, PortMap};
+use super::port_map::{detach_program, uwarps_program_attached};
 
 /// The name of the interface of index `index`, or the index in words.
 fn name_of(index: u32) -> String {
@@ -70,7 +70,7 @@ impl InterfaceClaim {
                 err
             });
         }
-        if PortMap::of_interface(index).is_ok() {
+        if uwarps_program_attached(index) {
             detach_program(index)?;
         }
         Ok(InterfaceClaim { _lock: lock })

@@ -4,13 +4,13 @@
 //! The kernel keeps the interface, its address and everything on it that
 //! is not uwarp's: ARP, ICMP, its own TCP connections, other protocols
 //! and ports. uwarp's share is the TCP ports it listens on or opens
-//! connections from, and only on the interface's address:
+//! connections from, and only on the interface's first IPv4 address:
 //!
 //! - [`program`]: the XDP program (`bpf/uwarp_steer.bpf.c`) that hands
 //!   segments to uwarp's ports to its AF_XDP socket and passes the rest
 //!   to the kernel, and the `--vdev` that loads it with the port.
-//! - [`port_map`]: that program's map of uwarp's ports, found through the
-//!   program attached to the interface.
+//! - [`port_map`]: that program's maps of uwarp's ports and address,
+//!   found through the program attached to the interface.
 //! - [`kernel_ports`]: each port uwarp takes, held in the kernel by a
 //!   bound socket (as Linux's iwpmd holds a hardware RNIC's ports), so
 //!   that the kernel's TCP never takes it, and put into the map.

@@ -1,17 +1,21 @@
-//! The steering program's map of uwarp's TCP ports (`uwarp_ports` in
-//! `bpf/uwarp_steer.bpf.c`), found through the program attached to the
-//! interface: the map is not pinned, so each load of the program has its
-//! own, and it goes with the program.
+//! The steering program's maps (`bpf/uwarp_steer.bpf.c`): uwarp's TCP
+//! ports (`uwarp_ports`) and uwarp's address (`uwarp_addr`), found
+//! through the program attached to the interface: the maps are not
+//! pinned, so each load of the program has its own, and they go with the
+//! program.
 //!
 //! Through libbpf's low-level calls (the kernel's `bpf` system call, and
 //! netlink for the interface's program).
 
 use std::ffi::{c_int, c_void};
 use std::io;
+use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-/// The map's name, as the kernel keeps it.
-const MAP_NAME: &[u8] = b"uwarp_ports";
+/// The ports map's name, as the kernel keeps it.
+const PORTS_MAP: &[u8] = b"uwarp_ports";
+/// The address map's name.
+const ADDR_MAP: &[u8] = b"uwarp_addr";
 
 // libbpf 1.x: each returns a negative errno on failure.
 #[link(name = "bpf")]
@@ -95,6 +99,58 @@ fn object_info<T>(fd: &OwnedFd, info: &mut T) -> io::Result<()> {
     Ok(())
 }
 
+/// The maps of the XDP program attached to the interface of index
+/// `ifindex`, each with what the kernel says of it; an error when no
+/// program is attached.
+fn program_maps(ifindex: u32) -> io::Result<Vec<(MapInfo, OwnedFd)>> {
+    let mut prog_id = 0u32;
+    // SAFETY: `prog_id` is a valid place for the identifier.
+    check(unsafe { bpf_xdp_query_id(ifindex as c_int, 0, &mut prog_id) })?;
+    if prog_id == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            "no XDP program is attached to the interface",
+        ));
+    }
+    // SAFETY: plain call with an identifier.
+    let prog = owned(unsafe { bpf_prog_get_fd_by_id(prog_id) })?;
+    // First the number of maps, then their identifiers.
+    let mut info = ProgInfo::default();
+    object_info(&prog, &mut info)?;
+    let mut ids = vec![0u32; info.nr_map_ids as usize];
+    let mut info = ProgInfo {
+        nr_map_ids: ids.len() as u32,
+        map_ids: ids.as_mut_ptr() as u64,
+        ..ProgInfo::default()
+    };
+    object_info(&prog, &mut info)?;
+    // The kernel wrote at most as many as it was given room for.
+    ids.truncate(info.nr_map_ids as usize);
+    ids.into_iter()
+        .map(|id| {
+            // SAFETY: plain call with an identifier.
+            let map = owned(unsafe { bpf_map_get_fd_by_id(id) })?;
+            let mut map_info = MapInfo::default();
+            object_info(&map, &mut map_info)?;
+            Ok((map_info, map))
+        })
+        .collect()
+}
+
+impl MapInfo {
+    /// Whether it is the map named `name` with keys of `key_size` octets.
+    fn is(&self, name: &[u8], key_size: u32) -> bool {
+        let own = self.name.split(|&c| c == 0).next().unwrap_or(&[]);
+        own == name && self.key_size == key_size
+    }
+}
+
+/// Whether the XDP program attached to the interface of index `ifindex`
+/// is uwarp's (it has a `uwarp_ports` map).
+pub(super) fn uwarps_program_attached(ifindex: u32) -> bool {
+    program_maps(ifindex).is_ok_and(|maps| maps.iter().any(|(info, _)| info.is(PORTS_MAP, 2)))
+}
+
 /// The port map of the steering program attached to an interface.
 #[derive(Debug)]
 pub struct PortMap {
@@ -103,46 +159,40 @@ pub struct PortMap {
 
 impl PortMap {
     /// The port map of the program attached to the interface of index
-    /// `ifindex`; an error when none is, or the program attached is not
+    /// `ifindex`, once the program's address map says that `address` is
+    /// uwarp's (so that the program steers only segments to it); an
+    /// error when no program is attached, or the program attached is not
     /// uwarp's.
-    pub fn of_interface(ifindex: u32) -> io::Result<PortMap> {
-        let mut prog_id = 0u32;
-        // SAFETY: `prog_id` is a valid place for the identifier.
-        check(unsafe { bpf_xdp_query_id(ifindex as c_int, 0, &mut prog_id) })?;
-        if prog_id == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::NotFound,
-                "no XDP program is attached to the interface",
-            ));
-        }
-        // SAFETY: plain call with an identifier.
-        let prog = owned(unsafe { bpf_prog_get_fd_by_id(prog_id) })?;
-        // First the number of maps, then their identifiers.
-        let mut info = ProgInfo::default();
-        object_info(&prog, &mut info)?;
-        let mut ids = vec![0u32; info.nr_map_ids as usize];
-        let mut info = ProgInfo {
-            nr_map_ids: ids.len() as u32,
-            map_ids: ids.as_mut_ptr() as u64,
-            ..ProgInfo::default()
-        };
-        object_info(&prog, &mut info)?;
-        // The kernel wrote at most as many as it was given room for.
-        ids.truncate(info.nr_map_ids as usize);
-        for id in ids {
-            // SAFETY: plain call with an identifier.
-            let map = owned(unsafe { bpf_map_get_fd_by_id(id) })?;
-            let mut map_info = MapInfo::default();
-            object_info(&map, &mut map_info)?;
-            let name = map_info.name.split(|&c| c == 0).next().unwrap_or(&[]);
-            if name == MAP_NAME && map_info.key_size == 2 {
-                return Ok(PortMap { fd: map });
+    pub fn of_interface(ifindex: u32, address: Ipv4Addr) -> io::Result<PortMap> {
+        let mut ports = None;
+        let mut addr = None;
+        for (info, map) in program_maps(ifindex)? {
+            if info.is(PORTS_MAP, 2) {
+                ports = Some(map);
+            } else if info.is(ADDR_MAP, 4) && info.value_size == 4 {
+                addr = Some(map);
             }
         }
-        Err(io::Error::new(
-            io::ErrorKind::NotFound,
-            "the XDP program attached to the interface is not uwarp's (it has no uwarp_ports map)",
-        ))
+        let (Some(ports), Some(addr)) = (ports, addr) else {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                "the XDP program attached to the interface is not uwarp's \
+                 (it lacks the uwarp_ports or uwarp_addr map)",
+            ));
+        };
+        let index = 0u32;
+        // In network order, as the program compares it with a header's.
+        let octets = address.octets();
+        // SAFETY: key and value have the map's sizes (4 and 4 octets).
+        check(unsafe {
+            bpf_map_update_elem(
+                addr.as_raw_fd(),
+                (&index as *const u32).cast(),
+                octets.as_ptr().cast(),
+                0,
+            )
+        })?;
+        Ok(PortMap { fd: ports })
     }
 
     /// Steers segments to `port` to uwarp.
