@@ -69,11 +69,12 @@ pub const PAGE_ALIGN: usize = 4096;
 /// (a block the allocator maps afresh is zero already and is not
 /// written). Asked for with the page alignment itself, `alloc_zeroed`
 /// falls back to an aligned allocation it then clears octet by octet:
-/// every page of a TCP send queue written at each connection's set-up,
-/// which cut the connection set-up rate five times (22,600 setups/s
-/// before, 4,300 after, `uwarp-perf loopback` on DPDK). The address of the
+/// when TCP's send queues came from here, every page of one was written
+/// at each connection's set-up, which cut the connection set-up rate five
+/// times (22,600 setups/s before, 4,300 after, `uwarp-perf loopback` on
+/// DPDK; the rings now have memory of their own, `tcp::ring_block`). The address of the
 /// block sits in the word before the aligned start.
-pub(crate) fn alloc_page_aligned(len: usize) -> NonNull<u8> {
+fn alloc_page_aligned(len: usize) -> NonNull<u8> {
     let layout = page_block_layout(len);
     // SAFETY: `layout` has a non-zero size (`page_block_layout`).
     let raw = unsafe { alloc::alloc_zeroed(layout) };
@@ -96,7 +97,7 @@ pub(crate) fn alloc_page_aligned(len: usize) -> NonNull<u8> {
 /// # Safety
 /// `ptr` must come from `alloc_page_aligned(len)`, with this `len`, and be
 /// freed only once.
-pub(crate) unsafe fn dealloc_page_aligned(ptr: NonNull<u8>, len: usize) {
+unsafe fn dealloc_page_aligned(ptr: NonNull<u8>, len: usize) {
     // SAFETY: `alloc_page_aligned` wrote the block's address in the word
     // before `ptr`, and the block was allocated with this layout.
     unsafe {

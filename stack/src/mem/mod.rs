@@ -59,7 +59,6 @@ mod state;
 mod table;
 
 pub use access::Access;
-pub(crate) use buffer::{alloc_page_aligned, dealloc_page_aligned};
 pub use buffer::{MemoryBuffer, PAGE_ALIGN};
 pub use error::{InvalidateError, MemError, TaggedError};
 pub use grace::{Deregistered, GracePeriod};

@@ -43,6 +43,7 @@
 //! | `receive/` | text processing, the consumer hand-off, reassembly, SACK blocks | RFC 9293 3.10.7.4; RFC 5044 A.3, A.5.2; RFC 2018 4; RFC 2883 4 |
 //! | `recovery/` | congestion control, loss recovery and the undo of spurious recoveries | RFC 5681; RFC 6582; RFC 9438; RFC 3465; RFC 3042; RFC 3708; RFC 4015; RFC 5682; RFC 8985 7 |
 //! | `timers/` | the caller's clock, the RTO, a connection's deadlines, the timing wheel | RFC 6298; RFC 9293 3.8 |
+//! | `ring_block.rs` | the rings' memory, recycled between connections | |
 //! | `segment.rs` | the outgoing [`Segment`], the reset for no connection | RFC 9293 3.1, 3.10.7.1 |
 //! | `listener.rs` | passive open | RFC 9293 3.10.7.2 |
 //! | `config.rs`, `isn.rs`, `seq.rs` | settings, initial sequence numbers, sequence arithmetic | RFC 6528 3; RFC 9293 3.4 |
@@ -54,6 +55,7 @@ mod isn;
 mod listener;
 mod receive;
 mod recovery;
+mod ring_block;
 mod segment;
 mod send;
 mod seq;

@@ -10,11 +10,12 @@
 //! first pages rather than touching, and keeping resident, all of them.
 
 use crate::tcp::receive::ranges::RangeSet;
+use crate::tcp::ring_block::RingBlock;
 
 /// Declined octets by stream position.
 #[derive(Debug)]
 pub struct Reassembly {
-    ring: Box<[u8]>,
+    ring: RingBlock,
     base: u64,
     /// The position whose slot is the ring's start; at most `base`.
     origin: u64,
@@ -26,7 +27,7 @@ impl Reassembly {
     /// separate runs.
     pub fn new(capacity: usize, max_ranges: usize) -> Self {
         Reassembly {
-            ring: vec![0; capacity.max(1)].into_boxed_slice(),
+            ring: RingBlock::new(capacity),
             base: 0,
             origin: 0,
             held: RangeSet::new(max_ranges),
@@ -59,8 +60,9 @@ impl Reassembly {
         let cap = self.ring.len();
         let at = self.index(pos);
         let first = fits.min(cap - at);
-        self.ring[at..at + first].copy_from_slice(&data[..first]);
-        self.ring[..fits - first].copy_from_slice(&data[first..fits]);
+        let ring = self.ring.as_mut_slice();
+        ring[at..at + first].copy_from_slice(&data[..first]);
+        ring[..fits - first].copy_from_slice(&data[first..fits]);
         fits
     }
 
@@ -74,7 +76,7 @@ impl Reassembly {
         let cap = self.ring.len();
         let at = self.index(run.start);
         let len = ((run.end.min(left_edge) - run.start) as usize).min(cap - at);
-        Some((run.start, &self.ring[at..at + len]))
+        Some((run.start, &self.ring.as_slice()[at..at + len]))
     }
 
     /// The slot of `pos`, a position at or after `origin`.
@@ -103,7 +105,7 @@ impl Reassembly {
     /// later octets would find no room.
     pub fn free_ring(&mut self) {
         self.held.remove_below(u64::MAX);
-        self.ring = vec![0; 1].into_boxed_slice();
+        self.ring = RingBlock::new(1);
         self.origin = self.base;
     }
 
@@ -154,6 +156,6 @@ mod tests {
         assert_eq!(buf.readable(13), Some((9, &[9, 10][..])));
         buf.release(11, 13);
         assert_eq!(buf.readable(13), Some((11, &[11, 12][..])));
-        assert_eq!(buf.ring[..2], [11, 12]);
+        assert_eq!(buf.ring.as_slice()[..2], [11, 12]);
     }
 }

@@ -31,53 +31,45 @@
 //!
 //! [`MemoryBuffer`]: crate::mem::MemoryBuffer
 
-use core::ptr::{self, NonNull};
+use core::ptr;
 use std::sync::Arc;
 
-use crate::mem::{alloc_page_aligned, dealloc_page_aligned};
+use crate::tcp::ring_block::RingBlock;
 
-/// A fixed-size, zero-initialised allocation whose address never changes.
-/// See the module documentation for the access contract.
+/// A fixed-size allocation of initialised octets whose address never
+/// changes, recycled between connections (`ring_block`). See the module
+/// documentation for the access contract: the octets are reached only
+/// through raw pointers and through slices the send queue, their single
+/// writer, makes, never through the block's own slices.
 #[derive(Debug)]
 pub struct SendMemory {
-    ptr: NonNull<u8>,
-    len: usize,
+    block: RingBlock,
 }
-
-// SAFETY: SendMemory uniquely owns a plain heap allocation of octets and
-// has no thread-affine state. The octets are reached only through raw
-// pointers and through slices the send queue, their single writer, makes
-// under the access contract of the module documentation.
-unsafe impl Send for SendMemory {}
-// SAFETY: as above: `&SendMemory` gives out only the address, the length
-// and raw-pointer copies, never a reference into the octets, so sharing
-// it between threads creates no aliasing references.
-unsafe impl Sync for SendMemory {}
 
 impl SendMemory {
     /// `len` zeroed octets (at least one) starting on a page of their own
     /// (so that a device can map them for DMA), shared from the start.
     pub(crate) fn new(len: usize) -> Arc<SendMemory> {
-        let len = len.max(1);
-        let ptr = alloc_page_aligned(len);
-        Arc::new(SendMemory { ptr, len })
+        Arc::new(SendMemory {
+            block: RingBlock::new(len),
+        })
     }
 
     /// The address of the first octet; stable for the memory's life. Read
     /// through it only under the module documentation's contract.
     pub fn as_ptr(&self) -> *const u8 {
-        self.ptr.as_ptr()
+        self.block.as_ptr()
     }
 
     /// The address of the first octet, for the queue that writes the
     /// memory: it makes the slices of its reservations from it.
     pub(crate) fn as_mut_ptr(&self) -> *mut u8 {
-        self.ptr.as_ptr()
+        self.block.as_ptr()
     }
 
     /// Octets in the memory.
     pub fn len(&self) -> usize {
-        self.len
+        self.block.len()
     }
 
     /// Never true: the memory has at least one octet.
@@ -94,7 +86,7 @@ impl SendMemory {
         // SAFETY: ptr/len describe the live allocation; no write happens
         // while the slice lives (the contract), and the other holders only
         // read.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+        unsafe { std::slice::from_raw_parts(self.as_ptr(), self.len()) }
     }
 
     /// Copies `data` into the memory starting at `offset`.
@@ -109,22 +101,14 @@ impl SendMemory {
     /// If the octets would run past the memory's end.
     pub(crate) unsafe fn write_at(&self, offset: usize, data: &[u8]) {
         assert!(
-            offset <= self.len && data.len() <= self.len - offset,
+            offset <= self.len() && data.len() <= self.len() - offset,
             "a write inside the send memory"
         );
         // SAFETY: the destination lies inside the live allocation (checked
         // above); `data` cannot overlap it, since no slice of the octets
         // lives (the contract), and no reference to them is made.
         unsafe {
-            ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(offset), data.len())
+            ptr::copy_nonoverlapping(data.as_ptr(), self.as_mut_ptr().add(offset), data.len())
         }
-    }
-}
-
-impl Drop for SendMemory {
-    fn drop(&mut self) {
-        // SAFETY: ptr/len came from `alloc_page_aligned(len)`, and the last
-        // holder drops it once.
-        unsafe { dealloc_page_aligned(self.ptr, self.len) }
     }
 }
