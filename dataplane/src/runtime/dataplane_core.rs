@@ -198,6 +198,10 @@ impl<H: FlowHandler> DataplaneCore<H> {
         let mut work = self.apply_commands(now);
         self.rx.rx_burst(&mut self.burst, BURST as u16);
         work += self.burst.len();
+        // Frames to place, and the sends their acknowledgements let out,
+        // read the STag table once per FPDU: pinned once here, each of
+        // those pins is a count (an idle poll pins nothing).
+        let _pinned = (!self.burst.is_empty()).then(uwarp_stack::mem::Burst::begin);
         self.impair_rx(now);
         let mut burst = std::mem::take(&mut self.burst);
         // The frames a few places ahead are fetched while this one is

@@ -33,6 +33,31 @@ pub struct GracePeriod {
 /// region's buffer again and the table holds no reference to it.
 pub type Deregistered = GracePeriod;
 
+/// The STag table's epoch held pinned across a burst of table accesses (a
+/// dataplane core's handling of one receive burst): each access inside
+/// then pins by bumping this thread's count, instead of with the fence a
+/// first pin costs (one per FPDU placed or sent, before). Grace periods
+/// that start meanwhile end only after the burst: keep it short, and do
+/// not [`wait`](GracePeriod::wait) for one while it lives.
+pub struct Burst {
+    _guard: Guard,
+}
+
+impl Burst {
+    /// Pins the epoch until the burst is dropped.
+    pub fn begin() -> Self {
+        Burst {
+            _guard: epoch::pin(),
+        }
+    }
+}
+
+impl fmt::Debug for Burst {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Burst")
+    }
+}
+
 /// How many times [`GracePeriod::wait`] spins before it starts sleeping.
 const SPINS: u32 = 64;
 /// The first and the longest sleep of [`GracePeriod::wait`]. Sleeping, not

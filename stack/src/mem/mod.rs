@@ -61,7 +61,7 @@ mod table;
 pub use access::Access;
 pub use buffer::{MemoryBuffer, PAGE_ALIGN};
 pub use error::{InvalidateError, MemError, TaggedError};
-pub use grace::{Deregistered, GracePeriod};
+pub use grace::{Burst, Deregistered, GracePeriod};
 pub use guarded::{guarded_copy, resume_after_fault, GUARDED};
 pub use pd::{PdId, ProtectionDomains};
 pub use region::RegionSpec;
