@@ -29,9 +29,13 @@ use crate::mem::PAGE_ALIGN;
 /// The most octets the cache keeps: 256 blocks of the default 256 KiB.
 const CACHE_BYTES: usize = 64 << 20;
 
-/// Page-aligned, initialised octets (zero when new, a previous ring's
-/// when recycled), returned to the cache when dropped. The length is
-/// the ring's; the mapping covers whole pages.
+/// Initialised octets (zero when new, a previous ring's when recycled),
+/// page-aligned and returned to the cache when dropped. The length is
+/// the ring's; the mapping covers whole pages. A block shorter than a
+/// page (the one-octet reassembly ring a connection keeps in TIME-WAIT,
+/// `Reassembly::free_ring`) comes from the global allocator instead, is
+/// not page-aligned and is not cached: a mapping each would cost a
+/// system call and a page of address space per closed connection.
 #[derive(Debug)]
 pub(crate) struct RingBlock {
     ptr: NonNull<u8>,
@@ -47,15 +51,23 @@ unsafe impl Send for RingBlock {}
 unsafe impl Sync for RingBlock {}
 
 impl RingBlock {
-    /// A block of `len` octets (at least one), from the cache when it has
-    /// one of that length.
+    /// A block of `len` octets (at least one): from the cache when it has
+    /// one of that length, else mapped, or from the allocator when
+    /// shorter than a page.
     pub(crate) fn new(len: usize) -> Self {
         let len = len.max(1);
-        let ptr = CACHE
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .take(len)
-            .unwrap_or_else(|| map(len));
+        let ptr = if is_mapped(len) {
+            CACHE
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .take(len)
+                .unwrap_or_else(|| map(len))
+        } else {
+            let layout = small_layout(len);
+            // SAFETY: the layout's size is at least one.
+            NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })
+                .unwrap_or_else(|| std::alloc::handle_alloc_error(layout))
+        };
         RingBlock { ptr, len }
     }
 
@@ -88,17 +100,32 @@ impl RingBlock {
 
 impl Drop for RingBlock {
     fn drop(&mut self) {
+        if !is_mapped(self.len) {
+            // SAFETY: allocated in `new` with this layout, freed once.
+            unsafe { std::alloc::dealloc(self.ptr.as_ptr(), small_layout(self.len)) };
+            return;
+        }
         let refused = CACHE
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .put(self.ptr, self.len);
         if let Some(ptr) = refused {
-            // SAFETY: every block comes from `map(len)` (through the cache
-            // or not) with this `len`, and leaves this block only here,
-            // once; nothing refers to its octets any more.
+            // SAFETY: every mapped block comes from `map(len)` (through
+            // the cache or not) with this `len`, and leaves this block
+            // only here, once; nothing refers to its octets any more.
             unsafe { unmap(ptr, self.len) };
         }
     }
+}
+
+/// Whether a block of `len` octets is a mapping of its own (and cached).
+fn is_mapped(len: usize) -> bool {
+    len >= PAGE_ALIGN
+}
+
+/// The allocator's layout of a block shorter than a page.
+fn small_layout(len: usize) -> std::alloc::Layout {
+    std::alloc::Layout::array::<u8>(len).expect("a block shorter than a page")
 }
 
 /// The length of the mapping of a `len`-octet block: whole pages.
@@ -174,17 +201,18 @@ impl Cache {
     /// A free block of `len` octets, if there is one.
     fn take(&mut self, len: usize) -> Option<NonNull<u8>> {
         let FreeBlock(ptr) = self.free.get_mut(&len)?.pop()?;
-        self.held -= len;
+        self.held -= mapped_len(len);
         Some(ptr)
     }
 
-    /// Keeps the block at `ptr` of `len` octets; gives it back when that
-    /// would exceed the limit.
+    /// Keeps the block at `ptr` of `len` octets; gives it back when its
+    /// mapping would take the cache past its limit.
     fn put(&mut self, ptr: NonNull<u8>, len: usize) -> Option<NonNull<u8>> {
-        if self.held + len > self.limit {
+        let mapped = mapped_len(len);
+        if self.held + mapped > self.limit {
             return Some(ptr);
         }
-        self.held += len;
+        self.held += mapped;
         self.free.entry(len).or_default().push(FreeBlock(ptr));
         None
     }
@@ -216,14 +244,25 @@ mod tests {
     }
 
     #[test]
-    fn the_cache_keeps_blocks_up_to_its_limit() {
-        let mut cache = Cache::new(100);
+    fn the_cache_keeps_blocks_up_to_its_limit_in_whole_pages() {
+        let mut cache = Cache::new(3 * PAGE_ALIGN);
         let a = NonNull::<u8>::dangling();
-        assert_eq!(cache.put(a, 60), None);
-        assert_eq!(cache.put(a, 60), Some(a), "over the limit");
-        assert_eq!(cache.take(40), None, "no block of that length");
-        assert_eq!(cache.take(60), Some(a));
-        assert_eq!(cache.take(60), None);
-        assert_eq!(cache.put(a, 100), None, "room again");
+        // Two pages each, mapped.
+        assert_eq!(cache.put(a, PAGE_ALIGN + 1), None);
+        assert_eq!(cache.put(a, PAGE_ALIGN + 1), Some(a), "over the limit");
+        assert_eq!(cache.take(PAGE_ALIGN), None, "no block of that length");
+        assert_eq!(cache.take(PAGE_ALIGN + 1), Some(a));
+        assert_eq!(cache.take(PAGE_ALIGN + 1), None);
+        assert_eq!(cache.put(a, 3 * PAGE_ALIGN), None, "room again");
+    }
+
+    #[test]
+    fn a_block_shorter_than_a_page_is_the_allocators() {
+        let mut small = RingBlock::new(1);
+        assert_eq!(small.as_slice(), [0]);
+        small.as_mut_slice()[0] = 9;
+        assert_eq!(small.as_slice(), [9]);
+        assert!(!is_mapped(small.len()), "not mapped, so never cached");
+        assert!(is_mapped(PAGE_ALIGN));
     }
 }
