@@ -47,8 +47,9 @@ pub struct SendMemory {
 }
 
 impl SendMemory {
-    /// `len` zeroed octets (at least one) starting on a page of their own
-    /// (so that a device can map them for DMA), shared from the start.
+    /// `len` initialised octets (at least one), shared from the start: a
+    /// ring block (`ring_block`), on pages of its own (so that a device
+    /// can map them for DMA) unless shorter than a page.
     pub(crate) fn new(len: usize) -> Arc<SendMemory> {
         Arc::new(SendMemory {
             block: RingBlock::new(len),
