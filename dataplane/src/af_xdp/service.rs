@@ -150,7 +150,16 @@ pub struct ServicePorts {
     /// Set once a request went unanswered: a late answer would be taken
     /// for the next request's, so every later request fails instead.
     broken: bool,
+    /// Answers not read yet, of requests sent without waiting
+    /// ([`tell`](Self::tell)); they come first, in order.
+    unanswered: usize,
 }
+
+/// How many answers of requests sent without waiting may stay unread
+/// before they are read: far fewer than the socket's buffer holds, so
+/// that the service, which drops an application that does not read its
+/// answers, never finds its buffer full.
+const UNANSWERED_AT_MOST: usize = 64;
 
 impl ServicePorts {
     /// Connects to the service of the interface of index `ifindex` and
@@ -177,6 +186,7 @@ impl ServicePorts {
             reader: BufReader::new(stream.try_clone()?),
             writer: stream,
             broken: false,
+            unanswered: 0,
         };
         let pid = std::process::id();
         ports
@@ -185,7 +195,8 @@ impl ServicePorts {
         Ok(Some(ports))
     }
 
-    /// Sends `request` and reads its answer.
+    /// Sends `request` and reads its answer (after those of the requests
+    /// sent without waiting).
     fn ask(&mut self, request: Request) -> Result<u16, PortClaimError> {
         if self.broken {
             return Err(PortClaimError::Kernel(io::Error::new(
@@ -193,7 +204,11 @@ impl ServicePorts {
                 "an earlier request to the interface's service went unanswered",
             )));
         }
-        match self.exchange(request) {
+        let answered = self
+            .send(request)
+            .and_then(|()| self.catch_up())
+            .and_then(|()| self.read_answer());
+        match answered {
             Ok(answer) => parse_reply(&answer),
             Err(e) => {
                 self.broken = true;
@@ -202,11 +217,48 @@ impl ServicePorts {
         }
     }
 
-    /// Writes `request`'s line and reads the answer's line.
-    fn exchange(&mut self, request: Request) -> io::Result<String> {
+    /// Sends `request`, whose answer the caller does not need: a
+    /// connection's use of a port it holds, the end of a use. The service
+    /// takes a connection's requests in order, so the answer need not be
+    /// waited for (it used to cost the control core a round trip to the
+    /// service, up to its 200 us between looks, at every accept and every
+    /// close); it is read before the next request's, or once
+    /// [`UNANSWERED_AT_MOST`] are waiting.
+    fn tell(&mut self, request: Request) {
+        if self.broken {
+            return;
+        }
+        let sent = self.send(request).and_then(|()| {
+            self.unanswered += 1;
+            if self.unanswered >= UNANSWERED_AT_MOST {
+                self.catch_up()
+            } else {
+                Ok(())
+            }
+        });
+        if sent.is_err() {
+            self.broken = true;
+        }
+    }
+
+    /// Writes `request`'s line.
+    fn send(&mut self, request: Request) -> io::Result<()> {
         let mut line = request.line();
         line.push('\n');
-        self.writer.write_all(line.as_bytes())?;
+        self.writer.write_all(line.as_bytes())
+    }
+
+    /// Reads the answers of the requests sent without waiting.
+    fn catch_up(&mut self) -> io::Result<()> {
+        while self.unanswered > 0 {
+            self.read_answer()?;
+            self.unanswered -= 1;
+        }
+        Ok(())
+    }
+
+    /// Reads the next answer's line.
+    fn read_answer(&mut self) -> io::Result<String> {
         let mut answer = String::new();
         if self.reader.read_line(&mut answer)? == 0 {
             return Err(io::Error::new(
@@ -228,21 +280,22 @@ impl PortBroker for ServicePorts {
     }
 
     fn add_connection(&mut self, port: u16) {
-        let _ = self.ask(Request::Connection(port));
+        self.tell(Request::Connection(port));
     }
 
     fn release_listener(&mut self, port: u16) {
-        let _ = self.ask(Request::Unlisten(port));
+        self.tell(Request::Unlisten(port));
     }
 
     fn release_connection(&mut self, port: u16) {
-        let _ = self.ask(Request::End(port));
+        self.tell(Request::End(port));
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Read;
 
     #[test]
     fn requests_round_trip_and_garbage_is_refused() {
@@ -268,6 +321,50 @@ mod tests {
         ] {
             assert_eq!(Request::parse(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn answers_of_requests_told_are_read_before_the_next_asked() {
+        let (near, mut far) = UnixStream::pair().unwrap();
+        let mut ports = ServicePorts {
+            reader: BufReader::new(near.try_clone().unwrap()),
+            writer: near,
+            broken: false,
+            unanswered: 0,
+        };
+        ports.add_connection(7174);
+        ports.release_connection(7174);
+        assert_eq!(ports.unanswered, 2, "sent without waiting");
+        // The service answers in order: the two told, then the one asked.
+        far.write_all(b"ok 7174\nerr taken\nok 40000\n").unwrap();
+        assert_eq!(ports.claim_active().unwrap(), 40000);
+        assert_eq!(ports.unanswered, 0);
+        let mut sent = String::new();
+        far.set_read_timeout(Some(std::time::Duration::from_secs(1)))
+            .unwrap();
+        BufReader::new(&mut far)
+            .take(25)
+            .read_to_string(&mut sent)
+            .unwrap();
+        assert_eq!(sent, "conn 7174\nend 7174\nactive");
+    }
+
+    #[test]
+    fn told_answers_are_read_once_enough_wait() {
+        let (near, mut far) = UnixStream::pair().unwrap();
+        let mut ports = ServicePorts {
+            reader: BufReader::new(near.try_clone().unwrap()),
+            writer: near,
+            broken: false,
+            unanswered: 0,
+        };
+        far.write_all("ok 1\n".repeat(UNANSWERED_AT_MOST).as_bytes())
+            .unwrap();
+        for _ in 0..UNANSWERED_AT_MOST {
+            ports.add_connection(1);
+        }
+        assert_eq!(ports.unanswered, 0, "read at the limit");
+        assert!(!ports.broken);
     }
 
     #[test]
