@@ -225,11 +225,28 @@ fn decode_frame(link: u32, frame: usize, data: &[u8]) -> Option<Decoded<'_>> {
         0 | 108 => return decode_ip(frame, data.get(4..)?),
         _ => return decode_ip(frame, data),
     };
+    let (ethertype, ip) = untagged(ethertype, ip)?;
     match ethertype {
         EthernetProtocol::Ipv4 => decode_ipv4(frame, ip),
         EthernetProtocol::Ipv6 => decode_ipv6(frame, ip),
         _ => Some(Decoded::NonTcp),
     }
+}
+
+/// The EtherType and payload under the 802.1Q VLAN tags (0x8100, and
+/// 802.1ad's outer 0x88a8) that may follow the link header: each tag is
+/// two octets of priority and VLAN ID, then the EtherType of what it
+/// carries. At most two tags (QinQ); `None` when a tag is cut short.
+fn untagged(mut ethertype: EthernetProtocol, mut rest: &[u8]) -> Option<(EthernetProtocol, &[u8])> {
+    for _ in 0..2 {
+        if !matches!(u16::from(ethertype), 0x8100 | 0x88a8) {
+            break;
+        }
+        let inner = rest.get(2..4)?;
+        ethertype = EthernetProtocol::from(u16::from_be_bytes([inner[0], inner[1]]));
+        rest = &rest[4..];
+    }
+    Some((ethertype, rest))
 }
 
 /// An IP packet whose version the link layer does not name.
@@ -396,6 +413,42 @@ mod tests {
                 "link {link}"
             );
         }
+    }
+
+    /// `frame` with an 802.1Q tag of `vid` (priority 5) after its MAC
+    /// addresses, under an 802.1ad one when `outer` is given.
+    fn tagged(frame: &[u8], vid: u16, outer: Option<u16>) -> Vec<u8> {
+        let mut tags = Vec::new();
+        if let Some(outer) = outer {
+            tags.extend_from_slice(&[0x88, 0xa8]);
+            tags.extend_from_slice(&outer.to_be_bytes());
+        }
+        tags.extend_from_slice(&[0x81, 0x00]);
+        tags.extend_from_slice(&((5 << 13) | vid).to_be_bytes());
+        [&frame[..12], &tags, &frame[12..]].concat()
+    }
+
+    #[test]
+    fn vlan_tagged_frames_of_both_families() {
+        let v6_frames: Vec<Vec<u8>> = ethernet_frames()
+            .iter()
+            .map(|f| [&f[..12], &[0x86, 0xdd][..], &to_ipv6(&f[14..])].concat())
+            .collect();
+        for (frames, what) in [(ethernet_frames(), "IPv4"), (v6_frames, "IPv6")] {
+            let single: Vec<Vec<u8>> = frames.iter().map(|f| tagged(f, 42, None)).collect();
+            let double: Vec<Vec<u8>> = frames.iter().map(|f| tagged(f, 42, Some(7))).collect();
+            for (tagged_frames, tags) in [(single, "one tag"), (double, "two tags")] {
+                assert_eq!(
+                    client_bytes(&pcap(1, &whole(tagged_frames))),
+                    b"hello world",
+                    "{what}, {tags}"
+                );
+            }
+        }
+        // A tag cut short is malformed, not a panic.
+        let short = tagged(&ethernet_frames()[0], 42, None)[..16].to_vec();
+        let capture = read_capture_from(&pcap(1, &whole(vec![short]))[..]).unwrap();
+        assert_eq!(capture.stats.malformed, 1);
     }
 
     #[test]
