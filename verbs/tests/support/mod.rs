@@ -6,6 +6,7 @@
 #![allow(dead_code, unused_imports)] // each test binary uses its own part
 
 pub mod hostile;
+pub mod netns;
 pub mod pair;
 
 use std::path::{Path, PathBuf};
