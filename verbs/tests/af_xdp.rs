@@ -16,6 +16,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use support::netns::{self, in_namespace, Topology, Veth};
 use support::pair::{free_port, Running};
 use support::{assert_success, debian_tool};
 use uwarp_testing::{root_or_skip, serial};
@@ -37,73 +38,22 @@ const PEER_IP: &str = "10.84.0.2";
 /// How long any one program may run.
 const LIMIT: Duration = Duration::from_secs(60);
 
-/// Runs `command` to its end, panicking with its output if it fails.
-fn sh(command: &[&str]) {
-    let output = Command::new(command[0])
-        .args(&command[1..])
-        .output()
-        .expect("the command runs");
-    assert_success(&command.join(" "), &output);
-}
+/// The veth pair of the test's two namespaces.
+const VETH: Veth = Veth {
+    host_ns: HOST,
+    host_if: HOST_IF,
+    host_ip: HOST_IP,
+    peer_ns: PEER,
+    peer_if: PEER_IF,
+    peer_ip: PEER_IP,
+};
 
-/// The two namespaces joined by a veth pair, addressed; removed on drop.
-struct Topology;
-
-impl Topology {
-    fn new() -> Topology {
-        Topology::remove();
-        for ns in [HOST, PEER] {
-            sh(&["ip", "netns", "add", ns]);
-        }
-        sh(&[
-            "ip", "link", "add", HOST_IF, "netns", HOST, "type", "veth", "peer", "name", PEER_IF,
-            "netns", PEER,
-        ]);
-        for (ns, iface, ip) in [(HOST, HOST_IF, HOST_IP), (PEER, PEER_IF, PEER_IP)] {
-            let cidr = format!("{ip}/24");
-            sh(&["ip", "-n", ns, "addr", "add", &cidr, "dev", iface]);
-            sh(&["ip", "-n", ns, "link", "set", iface, "up"]);
-            sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
-        }
-        // After the first, so that the first stays the interface's first
-        // (uwarp's).
-        let second = format!("{HOST_IP_2}/24");
-        sh(&["ip", "-n", HOST, "addr", "add", &second, "dev", HOST_IF]);
-        // A veth hands on frames whose checksum its sender left to an
-        // offload (CHECKSUM_PARTIAL); a NIC never does. The kernel takes
-        // them, uwarp cannot check them: the peer fills its checksums.
-        sh(&[
-            "ip", "netns", "exec", PEER, "ethtool", "-K", PEER_IF, "tx", "off",
-        ]);
-        Topology
-    }
-
-    fn remove() {
-        for ns in [HOST, PEER] {
-            let _ = Command::new("ip")
-                .args(["netns", "del", ns])
-                .stderr(std::process::Stdio::null())
-                .status();
-        }
-    }
-}
-
-impl Drop for Topology {
-    fn drop(&mut self) {
-        Topology::remove();
-    }
-}
-
-/// `program` with `args` in namespace `ns`, on uwarp with `options`
-/// (none: not under `uwarp-run`).
-fn in_namespace(ns: &str, options: Option<&[&str]>, program: &Path, args: &[&str]) -> Command {
-    let mut command = Command::new("ip");
-    command.args(["netns", "exec", ns]);
-    if let Some(options) = options {
-        command.arg(env!("CARGO_BIN_EXE_uwarp-run")).args(options);
-    }
-    command.arg(program).args(args);
-    command
+/// The test's namespaces; the shared interface has its second address
+/// (the kernel's alone) after the first (uwarp's).
+fn topology() -> Topology {
+    let topology = Topology::new(VETH);
+    topology.add_host_address(HOST_IP_2);
+    topology
 }
 
 /// uwarp on AF_XDP beside the kernel, on the shared interface.
@@ -179,20 +129,13 @@ fn python() -> &'static Path {
 
 /// Whether an XDP program is attached to the shared interface.
 fn xdp_attached() -> bool {
-    let output = Command::new("ip")
-        .args(["-n", HOST, "link", "show", "dev", HOST_IF])
-        .output()
-        .expect("ip runs");
-    String::from_utf8_lossy(&output.stdout).contains("xdp")
+    netns::xdp_attached(HOST, HOST_IF)
 }
 
 /// Waits until an XDP program is attached to the shared interface, at
 /// most [`LIMIT`], or until `alive` says its owner is gone.
-fn wait_for_xdp(mut alive: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !xdp_attached() && alive() && started.elapsed() < LIMIT {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+fn wait_for_xdp(alive: impl FnMut() -> bool) {
+    netns::wait_for_xdp(HOST, HOST_IF, LIMIT, alive)
 }
 
 /// A kernel echo server on `host` and `port` in `HOST`, and its client
@@ -296,7 +239,7 @@ fn rping_and_ib_write_bw_on_af_xdp_beside_the_kernels_own_traffic_one_process_at
         return;
     }
     let _serial = serial();
-    let _topology = Topology::new();
+    let _topology = topology();
     let resets_before = resets_sent(HOST);
 
     // The kernel's traffic runs while uwarp's program is attached, then
@@ -454,7 +397,7 @@ fn several_processes_share_the_interface_through_uwarpd_and_one_killed_leaves_th
         return;
     }
     let _serial = serial();
-    let _topology = Topology::new();
+    let _topology = topology();
     let service = Service::start();
 
     // Two applications on the interface at once: an ib_write_bw server

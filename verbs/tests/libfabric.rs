@@ -11,7 +11,7 @@ mod support;
 use std::process::Output;
 
 use support::pair::{free_port, run_pair, strings, Loopback};
-use support::{assert_success, debian_tool, uwarp_run};
+use support::{assert_success, debian_tool, pingpong_report, uwarp_run};
 
 /// `fi_info` with `args`, on uwarp.
 fn fi_info(args: &[&str]) -> String {
@@ -43,16 +43,10 @@ fn pingpong(args: &[&str], size: &str, iterations: &str) -> (Output, Output) {
     client.extend(strings(&["-P", &port, "127.0.0.1"]));
     let outputs = run_pair(&Loopback, "fi_pingpong", &port, [server, client], &[]);
     for (side, output) in [("server", &outputs.0), ("client", &outputs.1)] {
-        assert_success(&format!("fi_pingpong {side} {args:?} -S {size}"), output);
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let report = stdout
-            .lines()
-            .find(|line| line.split_whitespace().nth(1) == Some(iterations))
-            .unwrap_or_else(|| panic!("no report of {iterations} transfers:\n{stdout}"));
-        let acked = format!("={iterations}");
-        assert!(
-            report.contains(&acked),
-            "not every transfer acknowledged: {report}"
+        pingpong_report(
+            &format!("fi_pingpong {side} {args:?} -S {size}"),
+            output,
+            iterations,
         );
     }
     outputs

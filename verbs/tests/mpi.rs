@@ -12,39 +12,20 @@ mod support;
 
 use std::process::{Command, Output};
 
-use support::{assert_success, debian_tool};
+use support::{assert_ranks_on_uwarp0, assert_success, debian_tool, MPI_ON_UWARP0};
 
 /// `mpirun` of two ranks of `program` with `args`, all traffic on uwarp0
 /// through libfabric, under `uwarp-run`, bounded in time, in the test's
 /// scratch directory `dir` (NetPIPE writes `np.out` there, hpcc reads
 /// and writes its files there).
 fn mpirun(dir: &std::path::Path, program: &str, args: &[&str]) -> Output {
-    let options = [
-        "--allow-run-as-root",
-        "--oversubscribe",
-        "-np",
-        "2",
-        "--mca",
-        "pml",
-        "cm",
-        "--mca",
-        "mtl",
-        "ofi",
-        "--mca",
-        "mtl_ofi_provider_include",
-        "verbs;ofi_rxm",
-        "--mca",
-        "btl",
-        "self",
-        "--mca",
-        "mtl_base_verbose",
-        "100",
-    ];
+    let options = ["--allow-run-as-root", "--oversubscribe", "-np", "2"];
     Command::new("timeout")
         .arg("120")
         .arg(env!("CARGO_BIN_EXE_uwarp-run"))
         .arg(debian_tool("mpirun"))
         .args(options)
+        .args(MPI_ON_UWARP0)
         .arg(debian_tool(program))
         .args(args)
         .current_dir(dir)
@@ -65,16 +46,6 @@ fn both_streams(output: &Output) -> String {
     String::from_utf8_lossy(&[output.stdout.as_slice(), &output.stderr].concat()).into_owned()
 }
 
-/// Asserts both ranks chose libfabric's provider on uwarp0.
-fn assert_on_uwarp(output: &Output) {
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let ranks = stderr
-        .lines()
-        .filter(|line| line.ends_with("mtl:ofi:provider: uwarp0"))
-        .count();
-    assert_eq!(ranks, 2, "both ranks on uwarp0:\n{stderr}");
-}
-
 #[test]
 fn netpipe_checks_every_message_size_up_to_a_mebibyte_over_uwarp() {
     let output = mpirun(
@@ -83,7 +54,7 @@ fn netpipe_checks_every_message_size_up_to_a_mebibyte_over_uwarp() {
         &["-u", "1048576", "-n", "3", "-i"],
     );
     assert_success("NPopenmpi -i", &output);
-    assert_on_uwarp(&output);
+    assert_ranks_on_uwarp0(&output, 2);
     let stdout = both_streams(&output);
     let checked = stdout
         .lines()
@@ -101,7 +72,7 @@ fn netpipe_measures_up_to_a_mebibyte_over_uwarp() {
         &["-u", "1048576", "-n", "5", "-p", "0"],
     );
     assert_success("NPopenmpi", &output);
-    assert_on_uwarp(&output);
+    assert_ranks_on_uwarp0(&output, 2);
     let stdout = both_streams(&output);
     assert!(
         stdout
@@ -118,7 +89,7 @@ fn hpcc_pings_and_rings_over_uwarp() {
     std::fs::copy(input, dir.join("hpccinf.txt")).expect("hpcc's input");
     let output = mpirun(&dir, "hpcc", &[]);
     assert_success("hpcc", &output);
-    assert_on_uwarp(&output);
+    assert_ranks_on_uwarp0(&output, 2);
     let report = std::fs::read_to_string(dir.join("hpccoutf.txt")).expect("hpcc's report");
     let value = |name: &str| {
         report

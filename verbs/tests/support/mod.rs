@@ -6,6 +6,7 @@
 #![allow(dead_code, unused_imports)] // each test binary uses its own part
 
 pub mod hostile;
+pub mod netns;
 pub mod pair;
 
 use std::path::{Path, PathBuf};
@@ -95,4 +96,57 @@ pub fn rstream_result(output: &Output, size: &str) -> Option<String> {
         .lines()
         .find(|line| line.starts_with("custom") && line.split_whitespace().nth(1) == Some(size))
         .map(str::to_owned)
+}
+
+/// The line `fi_pingpong` printed in `output` for its `iterations`
+/// transfers (`bytes #sent #ack total time MB/sec usec/xfer
+/// Mxfers/sec`), asserted to say every one was acknowledged (`=N`); `what`
+/// names the run in a failure.
+pub fn pingpong_report(what: &str, output: &Output, iterations: &str) -> String {
+    assert_success(what, output);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let report = stdout
+        .lines()
+        .find(|line| line.split_whitespace().nth(1) == Some(iterations))
+        .unwrap_or_else(|| panic!("{what}: no report of {iterations} transfers:\n{stdout}"));
+    let acked = format!("={iterations}");
+    assert!(
+        report.contains(&acked),
+        "{what}: not every transfer acknowledged: {report}"
+    );
+    report.to_owned()
+}
+
+/// `mpirun`'s options that put every message of its ranks on uwarp0
+/// through libfabric: `pml cm`, `mtl ofi` over `verbs;ofi_rxm`, no byte
+/// transfer layer but `self` (no TCP or shared-memory path to fall back
+/// to), and each rank saying which provider it chose (see
+/// [`assert_ranks_on_uwarp0`]).
+pub const MPI_ON_UWARP0: &[&str] = &[
+    "--mca",
+    "pml",
+    "cm",
+    "--mca",
+    "mtl",
+    "ofi",
+    "--mca",
+    "mtl_ofi_provider_include",
+    "verbs;ofi_rxm",
+    "--mca",
+    "btl",
+    "self",
+    "--mca",
+    "mtl_base_verbose",
+    "100",
+];
+
+/// Asserts that `ranks` ranks of an `mpirun` with [`MPI_ON_UWARP0`] said
+/// they chose libfabric's provider on uwarp0.
+pub fn assert_ranks_on_uwarp0(output: &Output, ranks: usize) {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let chosen = stderr
+        .lines()
+        .filter(|line| line.ends_with("mtl:ofi:provider: uwarp0"))
+        .count();
+    assert_eq!(chosen, ranks, "every rank on uwarp0:\n{stderr}");
 }
