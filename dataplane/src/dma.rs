@@ -18,7 +18,9 @@
 //! container cannot hold overlapping mappings); the memory uwarp sends
 //! from by reference, its own registered buffers and its send queues,
 //! starts on a page of its own ([`uwarp_stack::mem::PAGE_ALIGN`]), so
-//! theirs never overlap.
+//! theirs never overlap; the one exception is a send queue shorter than
+//! a page (a `send_buffer` under 4 KiB), which comes from the heap: its
+//! frames are then copied instead (`payloads_unmapped`).
 
 use std::collections::BTreeMap;
 use std::ops::Range;

@@ -22,7 +22,7 @@
 
 use core::ptr::{self, NonNull};
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use crate::mem::PAGE_ALIGN;
 
@@ -45,9 +45,11 @@ pub(crate) struct RingBlock {
 // SAFETY: a RingBlock uniquely owns its octets (the cache held them
 // before, and no one else), and has no thread-affine state.
 unsafe impl Send for RingBlock {}
-// SAFETY: `&RingBlock` gives shared slices (reads) and the address; an
-// owner that writes through the address makes no slices (SendMemory's
-// contract), so sharing creates no aliasing references.
+// SAFETY: `&RingBlock` gives shared slices (reads) and the address.
+// Its one owner that writes through the address from `&self`,
+// SendMemory, does so under its single-writer contract (only the send
+// queue writes, never while a slice it made of those octets lives; see
+// `send::memory`), so sharing creates no conflicting references.
 unsafe impl Sync for RingBlock {}
 
 impl RingBlock {
@@ -120,7 +122,21 @@ impl Drop for RingBlock {
 
 /// Whether a block of `len` octets is a mapping of its own (and cached).
 fn is_mapped(len: usize) -> bool {
-    len >= PAGE_ALIGN
+    len >= page_size()
+}
+
+/// The system's page size (4 KiB on x86-64; 16 or 64 KiB on some arm64
+/// kernels): what a mapping takes at least.
+fn page_size() -> usize {
+    static PAGE: OnceLock<usize> = OnceLock::new();
+    *PAGE.get_or_init(|| {
+        // SAFETY: sysconf reads a system constant.
+        let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        usize::try_from(size)
+            .ok()
+            .filter(|&size| size >= PAGE_ALIGN)
+            .unwrap_or(PAGE_ALIGN)
+    })
 }
 
 /// The allocator's layout of a block shorter than a page.
@@ -130,7 +146,7 @@ fn small_layout(len: usize) -> std::alloc::Layout {
 
 /// The length of the mapping of a `len`-octet block: whole pages.
 fn mapped_len(len: usize) -> usize {
-    len.checked_next_multiple_of(PAGE_ALIGN)
+    len.checked_next_multiple_of(page_size())
         .expect("ring length too large")
 }
 
@@ -153,7 +169,7 @@ fn map(len: usize) -> NonNull<u8> {
     match NonNull::new(addr.cast::<u8>()) {
         Some(ptr) if addr != libc::MAP_FAILED => ptr,
         _ => std::alloc::handle_alloc_error(
-            std::alloc::Layout::from_size_align(size, PAGE_ALIGN).expect("page layout"),
+            std::alloc::Layout::from_size_align(size, page_size()).expect("page layout"),
         ),
     }
 }
@@ -225,7 +241,7 @@ mod tests {
     #[test]
     fn a_dropped_block_serves_the_next_one_of_its_length_as_it_was() {
         // A length no other test of the process uses.
-        let len = 3 * 4096 + 17;
+        let len = 3 * page_size() + 17;
         let mut block = RingBlock::new(len);
         assert_eq!(block.len(), len);
         assert!(
@@ -245,15 +261,16 @@ mod tests {
 
     #[test]
     fn the_cache_keeps_blocks_up_to_its_limit_in_whole_pages() {
-        let mut cache = Cache::new(3 * PAGE_ALIGN);
+        let page = page_size();
+        let mut cache = Cache::new(3 * page);
         let a = NonNull::<u8>::dangling();
         // Two pages each, mapped.
-        assert_eq!(cache.put(a, PAGE_ALIGN + 1), None);
-        assert_eq!(cache.put(a, PAGE_ALIGN + 1), Some(a), "over the limit");
-        assert_eq!(cache.take(PAGE_ALIGN), None, "no block of that length");
-        assert_eq!(cache.take(PAGE_ALIGN + 1), Some(a));
-        assert_eq!(cache.take(PAGE_ALIGN + 1), None);
-        assert_eq!(cache.put(a, 3 * PAGE_ALIGN), None, "room again");
+        assert_eq!(cache.put(a, page + 1), None);
+        assert_eq!(cache.put(a, page + 1), Some(a), "over the limit");
+        assert_eq!(cache.take(page), None, "no block of that length");
+        assert_eq!(cache.take(page + 1), Some(a));
+        assert_eq!(cache.take(page + 1), None);
+        assert_eq!(cache.put(a, 3 * page), None, "room again");
     }
 
     #[test]
@@ -263,6 +280,6 @@ mod tests {
         small.as_mut_slice()[0] = 9;
         assert_eq!(small.as_slice(), [9]);
         assert!(!is_mapped(small.len()), "not mapped, so never cached");
-        assert!(is_mapped(PAGE_ALIGN));
+        assert!(is_mapped(page_size()));
     }
 }
