@@ -218,7 +218,7 @@ impl ServicePorts {
     }
 
     /// Sends `request`, whose answer the caller does not need: a
-    /// connection's use of a port it holds, the end of a use. The service
+    /// connection's use of a port it holds, the end of that use. The service
     /// takes a connection's requests in order, so the answer need not be
     /// waited for (it used to cost the control core a round trip to the
     /// service, up to its 200 us between looks, at every accept and every
@@ -283,8 +283,12 @@ impl PortBroker for ServicePorts {
         self.tell(Request::Connection(port));
     }
 
+    /// Waits for the answer: a listener stopped lets go of its port at
+    /// once (another process may listen on it next, and uwarpd serves
+    /// its applications in turn), and a listener stops once, not per
+    /// connection.
     fn release_listener(&mut self, port: u16) {
-        self.tell(Request::Unlisten(port));
+        let _ = self.ask(Request::Unlisten(port));
     }
 
     fn release_connection(&mut self, port: u16) {
