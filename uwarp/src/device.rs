@@ -209,6 +209,17 @@ impl Device {
         self.listen_with(addr, ListenOptions::default())
     }
 
+    /// Whether this host's connections to a loopback address reach the
+    /// device: on the socket transport (the kernel's TCP carries them),
+    /// not on the DPDK transport (they never leave the kernel's
+    /// loopback). A listener on a loopback address hears nothing there.
+    pub fn carries_loopback(&self) -> bool {
+        matches!(
+            *self.transport.lock().unwrap_or_else(|e| e.into_inner()),
+            Some(Transport::Socket { .. })
+        )
+    }
+
     /// Listens for connections as [`listen`](Self::listen) does, opened
     /// with `options`.
     pub fn listen_with(

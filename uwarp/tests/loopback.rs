@@ -5,7 +5,8 @@
 //! solicited events, and the Terminate a Write to the invalidated STag
 //! brings; 64 queue pairs at once; a graceful disconnect; registrations
 //! and deregistrations on the receiving side while Writes are placed
-//! (the STag table read lock-free by the dataplane).
+//! (the STag table read lock-free by the dataplane); on DPDK, a listener
+//! on a loopback address, which hears nothing.
 
 use uwarp_testing::pair;
 
@@ -247,6 +248,33 @@ fn a_dropped_listener_refuses_the_next_connect<T: Transport>() {
     };
     let refused = client.connect(addr, &qp, params).unwrap_err();
     assert!(!matches!(refused, Error::Timeout), "{refused:?}");
+}
+
+/// On the DPDK transport, a listener on a loopback address opens (a
+/// bind to one is a wildcard with no device on Linux's RDMA CM, and
+/// libfabric binds "localhost" to learn its device), and hears nothing:
+/// this host's own connections never reach the port, and a connect to
+/// the device's address at its port is refused, not taken.
+#[test]
+fn a_loopback_listener_on_dpdk_opens_and_hears_nothing() {
+    let Devices { server, client, .. } = Dpdk::devices();
+    let listener = server.listen("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr();
+    assert!(addr.ip().is_loopback() && addr.port() != 0, "{addr}");
+    let pd = client.alloc_pd().unwrap();
+    let cq = client.create_cq(16);
+    let qp = client.create_qp(&pd, QpInit::new(&cq));
+    let params = ConnectParams {
+        timeout: WAIT,
+        ..ConnectParams::default()
+    };
+    let device_port = std::net::SocketAddr::from(([10, 69, 0, 1], addr.port()));
+    let refused = client.connect(device_port, &qp, params).unwrap_err();
+    assert!(!matches!(refused, Error::Timeout), "{refused:?}");
+    assert!(matches!(
+        listener.get_request(std::time::Duration::from_millis(50)),
+        Err(Error::Timeout)
+    ));
 }
 
 fn graceful_disconnect_reaches_both_sides<T: Transport>() {

@@ -12,9 +12,12 @@
 //!
 //! libfabric's verbs provider finds the source address of an endpoint
 //! that names none (every `fi_pingpong` server's and every MPI rank's) by
-//! binding "localhost"; uwarp beside the kernel refuses a loopback
-//! address, so each namespace names its veth address "localhost"
-//! (docs/deploy.md, "A server must name its address").
+//! binding "localhost". Beside the kernel that bind gets no device, as on
+//! Linux's RDMA CM, and libfabric goes on to the device's own address
+//! (before uwarp did so, it refused the bind and this test failed); on
+//! the socket transport it gives the device and the loopback address, so
+//! the peer namespace names its veth address "localhost"
+//! (docs/deploy.md).
 
 mod support;
 
@@ -187,7 +190,7 @@ fn fi_pingpong_and_netpipe_across_namespaces_with_uwarp_on_af_xdp() {
     }
     let _serial = serial();
     let topology = Topology::new(VETH);
-    topology.name_localhost_after_the_veth_addresses();
+    topology.name_peer_localhost_after_its_veth_address();
 
     for (args, iterations) in [
         (&["-p", "verbs", "-e", "msg"][..], ["200", "20"]),

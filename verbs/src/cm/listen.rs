@@ -21,9 +21,7 @@ use super::events::{take_from, Event, EventChannel, HandOut};
 use super::id::{is_live, status_of, with_id, Id, ListenThread, Role, Shared};
 use super::queue::{take_or_wait, TAKE_NOTHING};
 use crate::abi::cm::*;
-use crate::abi::verbs::IbvContext;
 use crate::export::{errno_of, fail, symbol_versions};
-use crate::limits;
 use crate::provider;
 
 /// How often a listening id's thread looks whether its id was destroyed.
@@ -47,7 +45,19 @@ pub unsafe extern "C" fn rdma_bind_addr(id: *mut RdmaCmId, addr: *mut libc::sock
     }
 }
 
-/// Opens the id's listener on `addr`.
+/// Opens the id's listener on `addr`, and gives the id the device unless
+/// `addr` is a loopback address the device cannot hear: Linux's RDMA CM
+/// takes a loopback bind as a wildcard and acquires no device for it
+/// (`cma_any_addr` counts loopback addresses), so `verbs` stays NULL.
+/// libfabric's verbs provider binds "localhost" for an endpoint that
+/// names no address only to learn the device, and with no device there
+/// goes on to every device's own addresses, which is what a process
+/// beside the kernel needs. On the DPDK transport the listener hears
+/// nothing (the host cannot reach the device through its loopback). The
+/// socket transport does carry loopback connections, and there a
+/// loopback bind gives the device, as uwarp always has, so that programs
+/// on one host keep running over loopback (on Linux they would use the
+/// device's own addresses; across hosts, name the address to use).
 fn bind(id: &mut Id, addr: SocketAddr) -> Result<(), c_int> {
     let device = provider::device()?;
     let mut role = id.shared.role();
@@ -60,7 +70,9 @@ fn bind(id: &mut Id, addr: SocketAddr) -> Result<(), c_int> {
     let bound = listener.local_addr();
     *role = Role::Bound(Arc::new(listener));
     drop(role);
-    id.attach()?;
+    if !addr.ip().is_loopback() || device.carries_loopback() {
+        id.attach()?;
+    }
     id.set_source(bound);
     Ok(())
 }
@@ -88,11 +100,10 @@ pub unsafe extern "C" fn rdma_listen(id: *mut RdmaCmId, _backlog: c_int) -> c_in
             let serving = listener.clone();
             let shared = id.shared.clone();
             // What the requests' new ids inherit: the application's
-            // context, and the device context, open for good.
-            let inherited = (id.ibv.verbs as usize, id.ibv.context as usize);
+            // context.
+            let context = id.ibv.context as usize;
             let thread = provider::spawn("uwarp-cm-listen", move || {
-                let (verbs, context) = inherited;
-                serve(&shared, &serving, verbs as *mut _, context as *mut _);
+                serve(&shared, &serving, context as *mut _);
             })
             .map_err(|e| e.raw_os_error().unwrap_or(libc::EAGAIN))?;
             let generation = uwarp::fork_generation();
@@ -103,9 +114,10 @@ pub unsafe extern "C" fn rdma_listen(id: *mut RdmaCmId, _backlog: c_int) -> c_in
 }
 
 /// A listening id's thread: each request becomes an event carrying a new
-/// id (with the listener's `context`), counted against the listener,
+/// id (with the listener's `context`, and the device, which a listener
+/// bound to a loopback address has not), counted against the listener,
 /// until the id is destroyed.
-fn serve(listener_id: &Shared, listener: &Listener, verbs: *mut IbvContext, context: *mut c_void) {
+fn serve(listener_id: &Shared, listener: &Listener, context: *mut c_void) {
     while !listener_id.liveness.is_destroyed() {
         let request = match listener.get_request(LISTEN_POLL) {
             Ok(request) => request,
@@ -113,8 +125,11 @@ fn serve(listener_id: &Shared, listener: &Listener, verbs: *mut IbvContext, cont
             Err(_) => return,
         };
         let mut child = Id::unpublished(context);
-        child.ibv.verbs = verbs;
-        child.ibv.port_num = limits::PORT_NUM;
+        if child.attach().is_err() {
+            // The device is gone (closed, or this is a child of fork):
+            // the request is dropped, which rejects it.
+            return;
+        }
         if let Some(local) = listener_source(listener, &request) {
             child.set_source(local);
         }

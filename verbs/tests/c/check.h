@@ -25,6 +25,28 @@ static int failures;
 		}                                                          \
 	} while (0)
 
+/* The RDMA device's context, as librdmacm's ids have it (the first of
+ * rdma_get_devices, kept): a listener bound to the loopback address has
+ * none of its own (Linux's RDMA CM acquires no device for a loopback
+ * bind), so the tests allocate their domains and queues on this one.
+ * Called before a fork, it gives the child the parent's. */
+static inline struct ibv_context *cm_context(void)
+{
+	static struct ibv_context *context;
+	if (!context) {
+		struct ibv_context **list = rdma_get_devices(NULL);
+		if (list) {
+			context = list[0];
+			rdma_free_devices(list);
+		}
+		if (!context) {
+			fprintf(stderr, "no RDMA device: errno %d\n", errno);
+			exit(2);
+		}
+	}
+	return context;
+}
+
 static int finish(void)
 {
 	if (failures)

@@ -53,9 +53,9 @@ int main(int argc, char **argv)
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 	uint16_t port;
 	struct rdma_cm_id *listener = loopback_listener(ch, NULL, &port);
-	pd = ibv_alloc_pd(listener->verbs);
-	struct ibv_cq *cq = ibv_create_cq(listener->verbs, 64, NULL, NULL, 0);
-	struct ibv_cq *server_cq = ibv_create_cq(listener->verbs, 64, NULL, NULL, 0);
+	pd = ibv_alloc_pd(cm_context());
+	struct ibv_cq *cq = ibv_create_cq(cm_context(), 64, NULL, NULL, 0);
+	struct ibv_cq *server_cq = ibv_create_cq(cm_context(), 64, NULL, NULL, 0);
 	CHECK(pd != NULL && cq != NULL && server_cq != NULL);
 	static uint64_t client_buf[16], server_buf[16];
 	for (int i = 0; i < 16; i++)

@@ -25,12 +25,12 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static void open_device(struct rdma_cm_id *any)
+static void open_device(void)
 {
 	if (pd)
 		return;
-	pd = ibv_alloc_pd(any->verbs);
-	cq = ibv_create_cq(any->verbs, 256, NULL, NULL, 0);
+	pd = ibv_alloc_pd(cm_context());
+	cq = ibv_create_cq(cm_context(), 256, NULL, NULL, 0);
 	CHECK(pd != NULL && cq != NULL);
 }
 
@@ -39,7 +39,7 @@ static void open_device(struct rdma_cm_id *any)
 static struct rdma_cm_id *connecting_client(struct rdma_event_channel *ch, uint16_t port)
 {
 	struct rdma_cm_id *client = resolved_client(ch, port);
-	open_device(client);
+	open_device();
 	make_qp(client, pd, cq);
 	CHECK(rdma_connect(client, NULL) == 0);
 	return client;
@@ -526,7 +526,7 @@ static void sync_event_kept(void)
 	CHECK(client->event != NULL && client->event->event == RDMA_CM_EVENT_ADDR_RESOLVED);
 	CHECK(rdma_resolve_route(client, 2000) == 0);
 	CHECK(client->event != NULL && client->event->event == RDMA_CM_EVENT_ROUTE_RESOLVED);
-	open_device(client);
+	open_device();
 	make_qp(client, pd, cq);
 	pthread_t thread;
 	CHECK(pthread_create(&thread, NULL, accept_with_reply, &s) == 0);
@@ -652,7 +652,7 @@ static void run_cancel(const char *name, void *(*body)(void *), void *arg, int b
 static void cancellation(void)
 {
 	cancel_listener = loopback_listener(NULL, NULL, &cancel_port);
-	open_device(cancel_listener);
+	open_device();
 	run_cancel("blocked in rdma_get_request", blocked_in_get_request, NULL, 200);
 	CHECK(rdma_destroy_id(cancel_listener) == 0);
 
@@ -664,8 +664,8 @@ static void cancellation(void)
 
 	/* A completion queue holding a completion, on a channel: a Send
 	 * between two connected ids. */
-	struct ibv_comp_channel *comp = ibv_create_comp_channel(silent->verbs);
-	struct ibv_cq *queue = ibv_create_cq(silent->verbs, 16, NULL, comp, 0);
+	struct ibv_comp_channel *comp = ibv_create_comp_channel(cm_context());
+	struct ibv_cq *queue = ibv_create_cq(cm_context(), 16, NULL, comp, 0);
 	CHECK(comp != NULL && queue != NULL);
 	CHECK(ibv_req_notify_cq(queue, 0) == 0);
 	struct rdma_event_channel *ch = rdma_create_event_channel();
@@ -718,7 +718,7 @@ int main(int argc, char **argv)
 	CHECK(rdma_create_id(NULL, &probe, NULL, RDMA_PS_TCP) == 0);
 	struct sockaddr_in sin = loopback(9);
 	CHECK(rdma_resolve_addr(probe, NULL, (struct sockaddr *)&sin, 2000) == 0);
-	open_device(probe);
+	open_device();
 	CHECK(rdma_destroy_id(probe) == 0);
 
 	if (!strcmp(scenario, "event-vs-destroy"))

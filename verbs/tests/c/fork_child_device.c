@@ -105,8 +105,8 @@ int main(void)
 	CHECK(ch != NULL);
 	struct sockaddr_in listening;
 	struct rdma_cm_id *listener = loopback_listener(ch, &listening);
-	struct ibv_pd *pd = ibv_alloc_pd(listener->verbs);
-	struct ibv_cq *cq = ibv_create_cq(listener->verbs, 8, NULL, NULL, 0);
+	struct ibv_pd *pd = ibv_alloc_pd(cm_context());
+	struct ibv_cq *cq = ibv_create_cq(cm_context(), 8, NULL, NULL, 0);
 	static char buf[2 * MESSAGE_SIZE];
 	struct ibv_mr *mr = pd ? ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE) : NULL;
 	CHECK(pd != NULL && cq != NULL && mr != NULL);

@@ -97,8 +97,8 @@ int main(void)
 {
 	alarm(30);
 	struct rdma_cm_id *listener = loopback_listener(NULL, &listening);
-	pd = ibv_alloc_pd(listener->verbs);
-	cq = ibv_create_cq(listener->verbs, 16, NULL, NULL, 0);
+	pd = ibv_alloc_pd(cm_context());
+	cq = ibv_create_cq(cm_context(), 16, NULL, NULL, 0);
 	CHECK(pd != NULL && cq != NULL);
 	if (failures)
 		return finish();

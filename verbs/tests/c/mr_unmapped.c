@@ -99,7 +99,7 @@ static void connect_pair(struct pair *p)
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	CHECK(rdma_bind_addr(p->listener, (struct sockaddr *)&sin) == 0);
 	CHECK(rdma_listen(p->listener, 4) == 0);
-	p->ctx = p->listener->verbs;
+	p->ctx = cm_context();
 	p->pd = ibv_alloc_pd(p->ctx);
 	p->client_cq = ibv_create_cq(p->ctx, 4 * DEPTH, NULL, NULL, 0);
 	p->server_cq = ibv_create_cq(p->ctx, 4 * DEPTH, NULL, NULL, 0);

@@ -51,8 +51,8 @@ static void expect_nothing_of(struct ibv_cq *cq, uint32_t qp_num)
 
 static void destroy_established(struct ql_pair *p)
 {
-	struct ibv_cq *shared = ibv_create_cq(p->listener->verbs, 64, NULL, NULL, 0);
-	struct ibv_cq *server_cq = ibv_create_cq(p->listener->verbs, 64, NULL, NULL, 0);
+	struct ibv_cq *shared = ibv_create_cq(cm_context(), 64, NULL, NULL, 0);
+	struct ibv_cq *server_cq = ibv_create_cq(cm_context(), 64, NULL, NULL, 0);
 	CHECK(shared != NULL && server_cq != NULL);
 	/* Another queue pair completes on the shared queue. */
 	struct ibv_qp_init_attr other_attr = ql_attr(shared, shared, 1, 1);
@@ -76,8 +76,8 @@ static void destroy_established(struct ql_pair *p)
 
 static void destroy_while_connecting(struct ql_pair *p)
 {
-	struct ibv_cq *client_cq = ibv_create_cq(p->listener->verbs, 16, NULL, NULL, 0);
-	struct ibv_cq *server_cq = ibv_create_cq(p->listener->verbs, 16, NULL, NULL, 0);
+	struct ibv_cq *client_cq = ibv_create_cq(cm_context(), 16, NULL, NULL, 0);
+	struct ibv_cq *server_cq = ibv_create_cq(cm_context(), 16, NULL, NULL, 0);
 	CHECK(client_cq != NULL && server_cq != NULL);
 	struct rdma_cm_id *client = ql_client(p);
 	struct ibv_qp_init_attr client_attr = ql_attr(client_cq, client_cq, 2, 2);
@@ -103,10 +103,10 @@ static void destroy_while_connecting(struct ql_pair *p)
 
 static void destroy_queues_in_use(struct ql_pair *p)
 {
-	struct ibv_comp_channel *channel = ibv_create_comp_channel(p->listener->verbs);
+	struct ibv_comp_channel *channel = ibv_create_comp_channel(cm_context());
 	CHECK(channel != NULL);
-	struct ibv_cq *send_cq = ibv_create_cq(p->listener->verbs, 16, NULL, channel, 0);
-	struct ibv_cq *recv_cq = ibv_create_cq(p->listener->verbs, 16, NULL, NULL, 0);
+	struct ibv_cq *send_cq = ibv_create_cq(cm_context(), 16, NULL, channel, 0);
+	struct ibv_cq *recv_cq = ibv_create_cq(cm_context(), 16, NULL, NULL, 0);
 	struct ibv_srq_init_attr srq_attr = { .attr = { .max_wr = 4, .max_sge = 1 } };
 	struct ibv_srq *srq = ibv_create_srq(p->pd, &srq_attr);
 	CHECK(send_cq != NULL && recv_cq != NULL && srq != NULL);

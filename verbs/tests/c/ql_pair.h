@@ -41,7 +41,7 @@ static inline void ql_listen(struct ql_pair *p)
 		exit(2);
 	}
 	p->addr.sin_port = rdma_get_src_port(p->listener);
-	p->pd = ibv_alloc_pd(p->listener->verbs);
+	p->pd = ibv_alloc_pd(cm_context());
 	CHECK(p->pd != NULL);
 }
 
@@ -123,8 +123,8 @@ struct ql_queues {
 static inline struct ql_queues ql_queues(struct ql_pair *p)
 {
 	struct ql_queues q = {
-		ibv_create_cq(p->listener->verbs, 64, NULL, NULL, 0),
-		ibv_create_cq(p->listener->verbs, 64, NULL, NULL, 0),
+		ibv_create_cq(cm_context(), 64, NULL, NULL, 0),
+		ibv_create_cq(cm_context(), 64, NULL, NULL, 0),
 	};
 	CHECK(q.send != NULL && q.recv != NULL);
 	return q;

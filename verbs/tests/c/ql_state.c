@@ -45,7 +45,7 @@ static void *query(void *arg)
 
 static void threads(struct ql_pair *p)
 {
-	struct ibv_cq *cq = ibv_create_cq(p->listener->verbs, 16, NULL, NULL, 0);
+	struct ibv_cq *cq = ibv_create_cq(cm_context(), 16, NULL, NULL, 0);
 	CHECK(cq != NULL);
 	struct ibv_qp_init_attr attr = ql_attr(cq, cq, 1, 1);
 	qp = ibv_create_qp(p->pd, &attr);

@@ -113,21 +113,20 @@ impl Topology {
         ]);
     }
 
-    /// Makes `localhost` name each namespace's veth address for the
+    /// Makes `localhost` name the peer namespace's veth address for the
     /// programs `ip netns exec` runs there: it bind-mounts
     /// `/etc/netns/NS/hosts` over `/etc/hosts`. libfabric's verbs
     /// provider binds "localhost" to find the source address of an
-    /// endpoint that names none (a `fi_pingpong` server, an MPI rank);
-    /// see docs/deploy.md.
-    pub fn name_localhost_after_the_veth_addresses(&self) {
-        for (ns, ip) in [
-            (self.veth.host_ns, self.veth.host_ip),
-            (self.veth.peer_ns, self.veth.peer_ip),
-        ] {
-            let hosts = hosts_file(ns);
-            std::fs::create_dir_all(hosts.parent().unwrap()).expect("/etc/netns/NS");
-            std::fs::write(&hosts, format!("{ip} localhost\n")).expect("the namespace's hosts");
-        }
+    /// endpoint that names none (an MPI rank); on the socket transport,
+    /// which the peer runs, that bind gives uwarp's device and the
+    /// loopback address, unreachable from the other namespace (the host
+    /// side, on AF_XDP, gets no device there and uses its own address,
+    /// as on Linux's RDMA CM); see docs/deploy.md.
+    pub fn name_peer_localhost_after_its_veth_address(&self) {
+        let hosts = hosts_file(self.veth.peer_ns);
+        std::fs::create_dir_all(hosts.parent().unwrap()).expect("/etc/netns/NS");
+        std::fs::write(&hosts, format!("{} localhost\n", self.veth.peer_ip))
+            .expect("the namespace's hosts");
     }
 
     fn remove(veth: &Veth) {

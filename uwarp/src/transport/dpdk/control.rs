@@ -10,14 +10,14 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, SocketAddrV4};
 use std::time::{Duration, Instant as WallInstant};
 
-use crossbeam_channel::{Receiver, Select};
+use crossbeam_channel::{Receiver, Select, Sender};
 use uwarp_dataplane::net::TcpMeta;
 use uwarp_dataplane::runtime::{ControlContext, ControlHandler};
 use uwarp_dataplane::Mbuf;
 use uwarp_stack::tcp::Endpoint;
 
 use super::stream::{request_tuple, RdmaStream, StreamContext};
-use crate::cm::{ControlCmd, Listening};
+use crate::cm::{ControlCmd, IncomingRequest, Listening};
 use crate::error::Error;
 use uwarp_control::TcpSetup;
 use uwarp_dataplane::tcp::{Clock, TcpApp, TcpFlow};
@@ -25,6 +25,10 @@ use uwarp_dataplane::tcp::{Clock, TcpApp, TcpFlow};
 /// How often streams in their startup phase are driven to see their
 /// deadlines pass.
 const STARTUP_SWEEP: Duration = Duration::from_millis(50);
+
+/// The ports a loopback listener given port 0 is said to have (none is
+/// taken: such a listener hears nothing).
+const LOOPBACK_PORTS: std::ops::Range<u16> = 49152..65535;
 
 /// The control core's handler on the DPDK transport.
 pub struct RdmaControl {
@@ -34,6 +38,9 @@ pub struct RdmaControl {
     context: StreamContext,
     /// Listener identifiers and their ports.
     listeners: HashMap<u64, u16>,
+    /// Loopback listeners, which hear nothing: their requests' channels,
+    /// kept open until they stop.
+    loopback_listeners: HashMap<u64, Sender<IncomingRequest>>,
     next_id: u64,
     next_sweep: WallInstant,
 }
@@ -53,6 +60,7 @@ impl RdmaControl {
             commands,
             context,
             listeners: HashMap::new(),
+            loopback_listeners: HashMap::new(),
             next_id: 0,
             next_sweep: WallInstant::now(),
         }
@@ -80,6 +88,7 @@ impl RdmaControl {
                 if let Some(port) = self.listeners.remove(&id) {
                     self.setup.remove_listener(port);
                 }
+                self.loopback_listeners.remove(&id);
                 let _ = done.send(());
             }
             ControlCmd::Connect(connect) => {
@@ -152,11 +161,25 @@ impl RdmaControl {
         local_ip: smoltcp::wire::Ipv4Address,
         addr: SocketAddr,
     ) -> Result<Listening, Error> {
+        let (requests, arrivals) = crossbeam_channel::unbounded();
         match addr.ip() {
             IpAddr::V4(ip) if ip.is_unspecified() || ip == local_ip => {}
+            IpAddr::V4(ip) if ip.is_loopback() => {
+                // A loopback listener, as Linux's RDMA CM opens one on an
+                // iWARP device: it hears only this host, and nothing of
+                // this host reaches the port (its connections to itself
+                // go over the kernel's loopback), so it hears nothing.
+                // Its requests' channel stays open until it stops.
+                self.next_id += 1;
+                let port = match addr.port() {
+                    0 => LOOPBACK_PORTS.start + (self.next_id % LOOPBACK_PORTS.len() as u64) as u16,
+                    port => port,
+                };
+                self.loopback_listeners.insert(self.next_id, requests);
+                return Ok((self.next_id, SocketAddr::new(addr.ip(), port), arrivals));
+            }
             _ => return Err(Error::InvalidArgument("not this device's IPv4 address")),
         }
-        let (requests, arrivals) = crossbeam_channel::unbounded();
         let context = self.context.clone();
         let clock = self.clock;
         let factory = Box::new(move |_peer: Endpoint| {
