@@ -6,82 +6,10 @@
 
 mod common;
 
-use common::{finish_and_check, sh, side_args, small_run, Perf};
+use common::netns::Namespaces;
+use common::{finish_and_check, side_args, small_run, Perf};
 use common::{ITERS, MODES};
 use uwarp_testing::{root_or_skip, serial};
-
-/// Two namespaces, `NAME-s` and `NAME-c`, joined by a veth pair whose
-/// ends are named like them; deleted (and the pair with them) on drop.
-struct Namespaces {
-    name: String,
-}
-
-impl Namespaces {
-    /// Makes the namespaces and the pair, links up, checksum and
-    /// segmentation offloads off (so the frames af_packet reads carry
-    /// real checksums, as `scripts/topo-veth.sh` does) and no IPv6 (so
-    /// the kernels stay quiet on the link). The kernels get no address:
-    /// the link is uwarp's alone.
-    fn new(name: &str) -> Self {
-        let namespaces = Namespaces {
-            name: name.to_owned(),
-        };
-        namespaces.remove();
-        let (server, client) = (namespaces.server(), namespaces.client());
-        for ns in [&server, &client] {
-            sh("ip", &["netns", "add", ns]);
-        }
-        sh(
-            "ip",
-            &[
-                "link", "add", &server, "netns", &server, "type", "veth", "peer", "name", &client,
-                "netns", &client,
-            ],
-        );
-        for ns in [&server, &client] {
-            let exec = |command: &[&str]| {
-                let mut full = vec!["netns", "exec", ns];
-                full.extend_from_slice(command);
-                sh("ip", &full);
-            };
-            exec(&[
-                "sysctl",
-                "-qw",
-                &format!("net.ipv6.conf.{ns}.disable_ipv6=1"),
-            ]);
-            exec(&["ip", "link", "set", "lo", "up"]);
-            exec(&["ip", "link", "set", ns, "up"]);
-            exec(&[
-                "ethtool", "-K", ns, "tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro",
-                "off",
-            ]);
-        }
-        namespaces
-    }
-
-    fn server(&self) -> String {
-        format!("{}-s", self.name)
-    }
-
-    fn client(&self) -> String {
-        format!("{}-c", self.name)
-    }
-
-    fn remove(&self) {
-        for ns in [self.server(), self.client()] {
-            let _ = std::process::Command::new("ip")
-                .args(["netns", "del", &ns])
-                .stderr(std::process::Stdio::null())
-                .status();
-        }
-    }
-}
-
-impl Drop for Namespaces {
-    fn drop(&mut self) {
-        self.remove();
-    }
-}
 
 /// `uwarp-perf MODE SIDE...` on af_packet over interface `ns` (in
 /// namespace `ns`), at `ip`.
