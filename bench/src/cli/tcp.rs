@@ -72,10 +72,10 @@ pub(super) struct TcpArgs {
     /// The default gateway.
     #[arg(long)]
     gateway: Option<std::net::Ipv4Addr>,
-    /// The IEEE 802.1Q VLAN of the port, ID[:PCP] (e.g. 42 or 42:5): only
+    /// The IEEE 802.1Q VLAN of the port, ID or ID:PCP (e.g. 42 or 42:5): only
     /// frames tagged with ID are taken, and every frame sent is tagged
     /// with ID at priority PCP (0 by default).
-    #[arg(long, value_parser = Vlan::parse)]
+    #[arg(long, value_name = "ID[:PCP]", value_parser = Vlan::parse)]
     vlan: Option<Vlan>,
     /// Turn Nagle's algorithm off.
     #[arg(long)]

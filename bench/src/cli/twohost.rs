@@ -59,10 +59,11 @@ pub(super) struct TwoHostArgs {
     /// The default gateway (dpdk).
     #[arg(long)]
     gateway: Option<std::net::Ipv4Addr>,
-    /// The IEEE 802.1Q VLAN of the port, ID[:PCP] (dpdk; e.g. 42 or 42:5):
+    /// The IEEE 802.1Q VLAN of the port, ID or ID:PCP (dpdk; e.g. 42 or
+    /// 42:5):
     /// only frames tagged with ID are taken, and every frame sent is
     /// tagged with ID at priority PCP (0 by default).
-    #[arg(long, value_parser = Vlan::parse)]
+    #[arg(long, value_name = "ID[:PCP]", value_parser = Vlan::parse)]
     vlan: Option<Vlan>,
     /// Dataplane cores (dpdk), each polling a receive queue of the port
     /// (the device must have that many queue pairs, e.g. net_af_packet's

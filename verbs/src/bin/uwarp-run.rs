@@ -50,10 +50,10 @@ struct Cli {
     /// DPDK: the default gateway.
     #[arg(long)]
     gateway: Option<String>,
-    /// DPDK: the IEEE 802.1Q VLAN the port is on, ID[:PCP] (e.g. 42 or
+    /// DPDK: the IEEE 802.1Q VLAN the port is on, ID or ID:PCP (e.g. 42 or
     /// 42:5): only frames tagged with ID are taken, every frame sent is
     /// tagged with ID and priority PCP (0 by default).
-    #[arg(long)]
+    #[arg(long, value_name = "ID[:PCP]")]
     vlan: Option<String>,
     /// DPDK: dataplane cores, each on a queue of the port, wherever the
     /// kernel runs them (1 by default).
