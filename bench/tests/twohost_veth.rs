@@ -1,8 +1,9 @@
 //! The two-host modes between two `uwarp-perf` processes on DPDK's
 //! net_af_packet, each in a network namespace of its own, joined by a veth
 //! pair the test makes (as two hosts on one Ethernet would be): every mode
-//! at a small count with its data verified. The namespaces go away on
-//! every exit path. Needs root (namespaces, af_packet).
+//! at a small count with its data verified, and one on an IEEE 802.1Q
+//! VLAN (both ends tagging). The namespaces go away on every exit path.
+//! Needs root (namespaces, af_packet).
 
 mod common;
 
@@ -49,4 +50,38 @@ fn every_mode_runs_between_two_namespaces_over_af_packet() {
         let (_, client) = finish_and_check(server, client, mode, ITERS);
         assert_eq!(client["peer"], peer.as_str());
     }
+}
+
+#[test]
+fn a_two_host_run_crosses_the_link_on_a_vlan() {
+    if !root_or_skip("a network namespace") {
+        return;
+    }
+    let _serial = serial();
+    let namespaces = Namespaces::new("uwpv2");
+    let (server_ns, client_ns) = (namespaces.server(), namespaces.client());
+    // Both ends on VLAN 42 (IEEE 802.1Q): every frame tagged, the data
+    // verified at the far end.
+    let vlan = vec!["--vlan".to_string(), "42:3".to_string()];
+    let mode = "write-bw";
+    let server_args = in_namespace(
+        &server_ns,
+        "10.81.22.1/24",
+        mode,
+        &["--server", "--port", "18700"],
+        &vlan,
+    );
+    let mut server = Perf::start("server", &["ip", "netns", "exec", &server_ns], &server_args);
+    server.wait_for("listening on 10.81.22.1");
+    let mut extra = small_run(mode);
+    extra.extend(vlan);
+    let client_args = in_namespace(
+        &client_ns,
+        "10.81.22.2/24",
+        mode,
+        &["--connect", "10.81.22.1:18700"],
+        &extra,
+    );
+    let client = Perf::start("client", &["ip", "netns", "exec", &client_ns], &client_args);
+    finish_and_check(server, client, mode, ITERS);
 }
