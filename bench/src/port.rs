@@ -8,12 +8,13 @@
 //! EAL's own reason (`uwarp::DpdkConfig::eal`).
 
 use smoltcp::wire::{EthernetAddress, Ipv4Address};
-use uwarp::{parse_mac, CoreThreads, DpdkConfig, DpdkPort, HostConfig};
+use uwarp::{parse_mac, CoreThreads, DpdkConfig, DpdkPort, HostConfig, Vlan};
 use uwarp_dataplane::runtime::{ImpairConfig, Placement};
 use uwarp_dataplane::{Device, Eal};
 
 /// A DPDK port and this host's addresses on it, as the command line
-/// gives them (`--eal`, `--device`, `--ip`, `--mac`, `--gateway`), its
+/// gives them (`--eal`, `--device`, `--ip`, `--mac`, `--gateway`,
+/// `--vlan`), its
 /// cores (`--cores`, `--cpus`), and how its frames go (`--impair-rx`,
 /// `--payloads-by-reference`).
 #[derive(Clone, Debug, PartialEq)]
@@ -34,6 +35,8 @@ pub struct PortHost {
     pub mac: Option<EthernetAddress>,
     /// The default gateway.
     pub gateway: Option<Ipv4Address>,
+    /// The IEEE 802.1Q VLAN the port is on (`--vlan`; `None`: untagged).
+    pub vlan: Option<Vlan>,
     /// Dataplane cores (`--cores`), each with a queue pair of the port.
     pub cores: u16,
     /// Where the cores' threads run (`--cpus`).
@@ -68,6 +71,7 @@ impl PortHost {
                 .transpose()
                 .map_err(|e| format!("--mac {e}"))?,
             gateway,
+            vlan: None,
             cores: 1,
             placement: Placement::Unpinned,
             impair_rx: ImpairConfig::default(),
@@ -89,6 +93,7 @@ impl PortHost {
             prefix_len: config.host.prefix_len,
             mac: None,
             gateway: config.host.gateway,
+            vlan: None,
             cores: 1,
             placement: Placement::Unpinned,
             impair_rx: ImpairConfig::default(),
@@ -118,6 +123,7 @@ impl PortHost {
         let mut host = HostConfig::new(self.ip, self.prefix_len);
         host.mac = self.mac;
         host.gateway = self.gateway;
+        host.vlan = self.vlan;
         host.dataplane_cores = self.cores;
         host.placement = self.placement.clone();
         host.impairment.rx = self.impair_rx;

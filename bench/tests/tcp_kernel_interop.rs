@@ -26,13 +26,11 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 
+use common::kernel::{drain, kernel_echo, kernel_source, the_report};
 use common::Perf;
 use std::sync::mpsc;
 use std::sync::{Mutex, MutexGuard};
-use std::thread::JoinHandle;
 use std::time::Duration;
-
-use sha2::{Digest, Sha256};
 
 /// One test at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -174,91 +172,8 @@ fn source_to(tap: &Tap, port: u16, bytes: u64, extra: &[&str]) -> Uwarp {
     Uwarp::start(tap, &args)
 }
 
-/// What one side of a kernel connection saw.
-#[derive(Debug, PartialEq, Eq)]
-struct Seen {
-    sent: u64,
-    sent_sha256: String,
-    received: u64,
-    received_sha256: String,
-}
-
-fn hex(digest: impl AsRef<[u8]>) -> String {
-    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Reads `stream` to its end, hashing; with `echo`, writes everything back.
-fn drain(stream: &mut TcpStream, echo: bool) -> (u64, String) {
-    let mut hash = Sha256::new();
-    let mut total = 0u64;
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = stream.read(&mut buf).expect("the kernel reads");
-        if n == 0 {
-            break;
-        }
-        hash.update(&buf[..n]);
-        total += n as u64;
-        if echo {
-            stream.write_all(&buf[..n]).expect("the kernel echoes");
-        }
-    }
-    (total, hex(hash.finalize()))
-}
-
-/// A kernel echo server for one connection on `listener`.
-fn kernel_echo(listener: TcpListener) -> JoinHandle<Seen> {
-    std::thread::spawn(move || {
-        let (mut stream, _) = listener.accept().expect("uwarp connects");
-        let (n, digest) = drain(&mut stream, true);
-        Seen {
-            sent: n,
-            sent_sha256: digest.clone(),
-            received: n,
-            received_sha256: digest,
-        }
-    })
-}
-
-/// A kernel client sending `bytes` of pseudo-random data to `peer` (then
-/// closing its direction) while reading everything that comes back.
-fn kernel_source(peer: SocketAddr, bytes: u64) -> Seen {
-    let stream = TcpStream::connect_timeout(&peer, Duration::from_secs(10)).expect("connects");
-    let mut writer = stream.try_clone().expect("clone");
-    let sender = std::thread::spawn(move || {
-        let mut block = uwarp_bench::tcp::pattern_block();
-        let mut hash = Sha256::new();
-        let mut left = bytes;
-        while left > 0 {
-            let n = left.min(block.len() as u64) as usize;
-            writer.write_all(&block[..n]).expect("the kernel sends");
-            hash.update(&block[..n]);
-            left -= n as u64;
-            // Shift the block so equal blocks at different offsets differ.
-            block.rotate_left(7);
-        }
-        writer.shutdown(std::net::Shutdown::Write).expect("FIN");
-        hex(hash.finalize())
-    });
-    let mut reader = stream;
-    let (received, received_sha256) = drain(&mut reader, false);
-    Seen {
-        sent: bytes,
-        sent_sha256: sender.join().expect("sender"),
-        received,
-        received_sha256,
-    }
-}
-
 fn listen_any(port: u16) -> TcpListener {
     TcpListener::bind(("0.0.0.0", port)).expect("the kernel listens")
-}
-
-/// The one report of a run (printed, for `--nocapture`).
-fn the_report(reports: &[serde_json::Value], stderr: &str) -> serde_json::Value {
-    assert_eq!(reports.len(), 1, "one report, stderr:\n{stderr}");
-    eprintln!("uwarp-perf: {}", reports[0]);
-    reports[0].clone()
 }
 
 #[test]

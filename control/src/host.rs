@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use smoltcp::wire::{EthernetAddress, Ipv4Address};
 use uwarp_dataplane::af_xdp::{KernelPorts, PortMap};
-use uwarp_dataplane::net::{InterfaceAddress, InterfaceConfig, NetCounters};
+use uwarp_dataplane::net::{InterfaceAddress, InterfaceConfig, NetCounters, Vlan};
 use uwarp_dataplane::runtime::{
     assemble, check_cores, port_config, ControlHandler, DataplaneCounters, ImpairCounters,
     ImpairSwitch, Impairment, Placement, Runtime, Stopped, TxCounters,
@@ -35,6 +35,11 @@ pub struct HostConfig {
     pub gateway: Option<Ipv4Address>,
     /// Our MAC address; `None` takes the port's.
     pub mac: Option<EthernetAddress>,
+    /// The IEEE 802.1Q VLAN the host is on: it takes only frames tagged
+    /// with its id and tags every frame it sends with its id and priority
+    /// (in software; the IP MTU is unchanged). `None` (the default):
+    /// untagged. Not beside the kernel.
+    pub vlan: Option<Vlan>,
     /// Settings of every connection.
     pub tcp: Config,
     /// Where the cores' threads run (a pinned placement lists one CPU per
@@ -100,6 +105,7 @@ impl HostConfig {
             prefix_len,
             gateway: None,
             mac: None,
+            vlan: None,
             tcp: Config::default(),
             placement: Placement::Unpinned,
             dataplane_cores: 1,
@@ -328,6 +334,20 @@ impl PortUp {
         // freed, and a port opened on another thread in between may take
         // the id (two devices' tests side by side did).
         static POOLS: AtomicUsize = AtomicUsize::new(0);
+        if let Some(vlan) = config.vlan {
+            if vlan.validate().is_err() {
+                return Err(Error::InvalidArgument(
+                    "a VLAN id is 1 to 4094 and its priority 0 to 7",
+                ));
+            }
+            if config.beside_kernel.is_some() {
+                // The steering program and the kernel's neighbour table
+                // know only the untagged interface.
+                return Err(Error::InvalidArgument(
+                    "a VLAN is not supported beside the kernel",
+                ));
+            }
+        }
         let name = format!("tcp{}", POOLS.fetch_add(1, Ordering::Relaxed));
         let pool = Arc::new(Mempool::new(eal, &name, &config.mempool, None)?);
         let capabilities = device.capabilities()?;
@@ -359,6 +379,7 @@ impl PortUp {
             ip: config.ip,
             prefix_len: config.prefix_len,
             gateway: config.gateway,
+            vlan: config.vlan,
         };
         // The driver attached the steering program as its queue started.
         let beside_kernel = config

@@ -453,7 +453,7 @@ impl<A: TcpApp> TcpSetup<A> {
         let engine_now = self.clock.at(now);
         let isn = self.isn.isn(engine_now, local, entry.remote);
         let conn = Connection::connect(self.config.clone(), local, entry.remote, isn, engine_now);
-        let route = Route::new(address.mac, mac, address.ip, entry.remote.addr);
+        let route = Route::new(&address, mac, entry.remote.addr);
         let flow = TcpFlow::new(Box::new(conn), entry.app, route);
         self.counters.steered += u64::from(predicted);
         let handshake = Handshake {
@@ -584,8 +584,8 @@ impl<A: TcpApp> TcpSetup<A> {
         let Some(sender) = source_mac(frame) else {
             return;
         };
-        let ours = ctx.iface.address().mac;
-        let route = Route::new(ours, sender, meta.tuple.local_ip, meta.tuple.remote_ip);
+        // From our address (the segment's destination), on our VLAN.
+        let route = Route::new(ctx.iface.address(), sender, meta.tuple.remote_ip);
         if route.transmit(reset, ctx.tx) {
             self.counters.resets_sent += 1;
         }
@@ -621,7 +621,7 @@ impl<A: TcpApp> TcpSetup<A> {
                 let Some(mac) = next_hop else {
                     return;
                 };
-                let route = Route::new(address.mac, mac, address.ip, tuple.remote_ip);
+                let route = Route::new(&address, mac, tuple.remote_ip);
                 let core = ctx.arrived_on().unwrap_or(0);
                 let flow = TcpFlow::new(conn, app, route);
                 let owner = Owner::Settled;

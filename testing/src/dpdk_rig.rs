@@ -381,6 +381,7 @@ impl Rig {
             ip: UWARP_IP,
             prefix_len: PREFIX_LEN,
             gateway: None,
+            vlan: None,
         };
         let (control, dataplanes) = uwarp_dataplane::runtime::assemble(
             InterfaceConfig::new(address),

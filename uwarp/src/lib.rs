@@ -96,6 +96,7 @@ pub use transport::dpdk::{
 };
 pub use transport::TransportConfig;
 pub use uwarp_control::{parse_mac, HostConfig, HostReport};
+pub use uwarp_dataplane::net::Vlan;
 pub use uwarp_dataplane::runtime::{ImpairConfig, ImpairSwitch, Impairment, Placement};
 pub use uwarp_dataplane::MempoolConfig;
 

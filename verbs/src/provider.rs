@@ -31,7 +31,8 @@
 //!   `--vdev net_tap0,iface=uw0`); `UWARP_IP`, this host's
 //!   `ADDRESS/PREFIX` on the port; optionally `UWARP_PORT` (the port's
 //!   name; by default the first `--vdev` or `-a`), `UWARP_MAC`,
-//!   `UWARP_GATEWAY`, and either `UWARP_CORES` (the number of dataplane
+//!   `UWARP_GATEWAY`, `UWARP_VLAN` (`ID[:PCP]`: the IEEE 802.1Q VLAN of
+//!   the port, its frames tagged with ID at priority PCP), and either `UWARP_CORES` (the number of dataplane
 //!   cores, 1 by default, wherever the kernel runs them) or `UWARP_CPUS`
 //!   (`CONTROL,DATAPLANE[,DATAPLANE...]`: the control core and one
 //!   dataplane core per further CPU, each pinned).
@@ -51,7 +52,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::time::Duration;
 
 use uwarp::{
-    parse_mac, CoreThreads, Device, DeviceConfig, DpdkConfig, DpdkPort, HostConfig, Placement,
+    parse_mac, CoreThreads, Device, DeviceConfig, DpdkConfig, DpdkPort, HostConfig, Placement, Vlan,
 };
 
 use crate::log::{self, Level};
@@ -333,6 +334,9 @@ fn dpdk_config() -> Result<DpdkConfig, String> {
             .map_err(|_| format!("UWARP_GATEWAY={gateway}: expected an IPv4 address"))?;
         host.gateway = Some(parsed);
     }
+    if let Some(vlan) = setting("UWARP_VLAN") {
+        host.vlan = Some(Vlan::parse(&vlan).map_err(|e| format!("UWARP_VLAN={e}"))?);
+    }
     cores_from_environment(&mut host)?;
     let port = match setting("UWARP_PORT") {
         Some(name) => DpdkPort::Named(name),
@@ -355,6 +359,7 @@ fn beside_kernel_config(iface: &str) -> Result<DpdkConfig, String> {
         "UWARP_IP",
         "UWARP_MAC",
         "UWARP_GATEWAY",
+        "UWARP_VLAN",
     ] {
         if setting(other).is_some() {
             return Err(format!(

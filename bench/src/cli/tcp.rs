@@ -6,6 +6,7 @@ use clap::ValueEnum;
 use uwarp_bench::port::PortHost;
 use uwarp_bench::tcp::compare::{self, CompareConfig, Pinning};
 use uwarp_bench::tcp::{self, Open, Role, TcpRun};
+use uwarp_dataplane::net::Vlan;
 use uwarp_dataplane::runtime::{Impairment, Placement};
 use uwarp_dataplane::tcp::End;
 use uwarp_stack::tcp::CongestionControl;
@@ -71,6 +72,11 @@ pub(super) struct TcpArgs {
     /// The default gateway.
     #[arg(long)]
     gateway: Option<std::net::Ipv4Addr>,
+    /// The IEEE 802.1Q VLAN of the port, ID or ID:PCP (e.g. 42 or 42:5): only
+    /// frames tagged with ID are taken, and every frame sent is tagged
+    /// with ID at priority PCP (0 by default).
+    #[arg(long, value_name = "ID[:PCP]", value_parser = Vlan::parse)]
+    vlan: Option<Vlan>,
     /// Turn Nagle's algorithm off.
     #[arg(long)]
     no_nagle: bool,
@@ -150,6 +156,7 @@ pub(super) fn tcp(args: &TcpArgs) -> Result<(), String> {
         host: PortHost {
             cores: args.cores,
             placement: args.cpus.clone().unwrap_or(Placement::Unpinned),
+            vlan: args.vlan,
             ..PortHost::parse(
                 &args.eal,
                 args.device.as_deref(),

@@ -5,7 +5,7 @@
 //! perftest's own protocol.
 
 use clap::ValueEnum;
-use uwarp::{Revision, RtrSet};
+use uwarp::{Revision, RtrSet, Vlan};
 use uwarp_bench::perf::perftest::{self, PerftestRun};
 use uwarp_bench::perf::protocol::{self, Stop};
 use uwarp_bench::perf::session::{ClientRun, Mpa};
@@ -44,7 +44,7 @@ pub(super) struct TwoHostArgs {
     /// the kernel (dpdk; instead of --eal): on the interface's own IPv4
     /// address and gateway, the kernel keeping all traffic that is not
     /// uwarp's. Needs root
-    #[arg(long, conflicts_with_all = ["eal", "device", "ip", "mac", "gateway"])]
+    #[arg(long, conflicts_with_all = ["eal", "device", "ip", "mac", "gateway", "vlan"])]
     iface: Option<String>,
     /// The DPDK port's name (default: the first --vdev's or -a's).
     #[arg(long)]
@@ -59,6 +59,12 @@ pub(super) struct TwoHostArgs {
     /// The default gateway (dpdk).
     #[arg(long)]
     gateway: Option<std::net::Ipv4Addr>,
+    /// The IEEE 802.1Q VLAN of the port, ID or ID:PCP (dpdk; e.g. 42 or
+    /// 42:5):
+    /// only frames tagged with ID are taken, and every frame sent is
+    /// tagged with ID at priority PCP (0 by default).
+    #[arg(long, value_name = "ID[:PCP]", value_parser = Vlan::parse)]
+    vlan: Option<Vlan>,
     /// Dataplane cores (dpdk), each polling a receive queue of the port
     /// (the device must have that many queue pairs, e.g. net_af_packet's
     /// qpairs=N; flows go to the core whose queue their first answer came
@@ -246,13 +252,16 @@ fn two_host_config(mode: Mode, args: &TwoHostArgs) -> Result<TwoHost, String> {
                     let ip = args.ip.as_deref().ok_or(
                         "--transport dpdk needs --ip ADDRESS/PREFIX, e.g. --ip 10.0.0.2/24",
                     )?;
-                    PortHost::parse(
-                        eal,
-                        args.device.as_deref(),
-                        ip,
-                        args.mac.as_deref(),
-                        args.gateway,
-                    )?
+                    PortHost {
+                        vlan: args.vlan,
+                        ..PortHost::parse(
+                            eal,
+                            args.device.as_deref(),
+                            ip,
+                            args.mac.as_deref(),
+                            args.gateway,
+                        )?
+                    }
                 }
             };
             host.cores = args.cores.unwrap_or(1);
@@ -277,6 +286,7 @@ fn two_host_config(mode: Mode, args: &TwoHostArgs) -> Result<TwoHost, String> {
                 || args.device.is_some()
                 || args.mac.is_some()
                 || args.gateway.is_some()
+                || args.vlan.is_some()
                 || args.cores.is_some()
                 || args.cpus.is_some()
                 || args.zero_copy_from.is_some()
@@ -284,7 +294,7 @@ fn two_host_config(mode: Mode, args: &TwoHostArgs) -> Result<TwoHost, String> {
                 || args.impair_rx.is_some()
             {
                 return Err(
-                    "--eal, --iface, --device, --mac, --gateway, --cores, --cpus, \
+                    "--eal, --iface, --device, --mac, --gateway, --vlan, --cores, --cpus, \
                             --zero-copy-from, --payloads-by-reference and --impair-rx \
                             are for --transport dpdk"
                         .into(),

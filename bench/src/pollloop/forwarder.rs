@@ -47,6 +47,7 @@ pub fn segment_frame(address: &InterfaceAddress, tuple: &FourTuple) -> Vec<u8> {
         protocol: IpProtocol::Tcp,
         ttl: 64,
         ident: 0,
+        vlan: None,
     };
     let mut frame = vec![0u8; 60.max(34 + tcp.buffer_len())];
     let offset = write_headers(&mut frame, &header, tcp.buffer_len(), false);

@@ -292,6 +292,7 @@ impl ForwardLoop {
             ip: Ipv4Address::new(10, 81, 0, 1),
             prefix_len: 24,
             gateway: None,
+            vlan: None,
         };
         let tuple = FourTuple {
             local_ip: address.ip,

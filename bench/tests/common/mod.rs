@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub mod kernel;
+pub mod netns;
+
 /// The six two-host modes.
 pub const MODES: [&str; 6] = [
     "write-bw",

@@ -8,6 +8,8 @@
 
 use smoltcp::wire::{EthernetAddress, Ipv4Address};
 
+use super::vlan::Vlan;
+
 /// The Ethernet and IPv4 configuration of one interface.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InterfaceAddress {
@@ -19,6 +21,10 @@ pub struct InterfaceAddress {
     pub prefix_len: u8,
     /// The default gateway for off-link destinations, if any.
     pub gateway: Option<Ipv4Address>,
+    /// The IEEE 802.1Q VLAN the interface is on: only frames tagged with
+    /// its id are ours, and every frame we send carries its tag. `None`
+    /// (untagged): tagged frames are dropped.
+    pub vlan: Option<Vlan>,
 }
 
 impl InterfaceAddress {
@@ -105,6 +111,7 @@ mod tests {
             ip: Ipv4Address::new(10, 0, 0, 2),
             prefix_len,
             gateway,
+            vlan: None,
         }
     }
 

@@ -14,16 +14,19 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use smoltcp::wire::{
-    ArpOperation, ArpPacket, ArpRepr, EthernetAddress, EthernetFrame, EthernetProtocol,
-    EthernetRepr, Ipv4Address,
+    ArpOperation, ArpPacket, ArpRepr, EthernetAddress, EthernetProtocol, Ipv4Address,
 };
 
 use super::addr::InterfaceAddress;
 use super::classify::DropReason;
 use super::ipv4::ETHERNET_HEADER_LEN;
+use super::vlan::{self, Vlan};
 
-/// Length of an ARP frame for IPv4 over Ethernet, before padding.
-pub const ARP_FRAME_LEN: usize = ETHERNET_HEADER_LEN + 28;
+/// Length of an ARP packet for IPv4 over Ethernet.
+const ARP_PACKET_LEN: usize = 28;
+/// Length of an untagged ARP frame for IPv4 over Ethernet, before padding
+/// ([`ArpMessage::frame_len`] on a VLAN).
+pub const ARP_FRAME_LEN: usize = ETHERNET_HEADER_LEN + ARP_PACKET_LEN;
 
 /// The longest any ARP timer may be; longer configured durations are cut
 /// to this so that deadlines never overflow [`Instant`].
@@ -73,11 +76,14 @@ pub struct ArpMessage {
 }
 
 impl ArpMessage {
-    /// Parses the ARP packet in an Ethernet frame.
+    /// Parses the ARP packet in an Ethernet frame (after its IEEE 802.1Q
+    /// tag, if it has one).
     pub fn parse(frame: &[u8]) -> Result<ArpMessage, DropReason> {
         let malformed = |_| DropReason::ArpMalformed;
-        let eth = EthernetFrame::new_checked(frame).map_err(malformed)?;
-        let packet = ArpPacket::new_checked(eth.payload()).map_err(malformed)?;
+        let payload = vlan::parse(frame)
+            .and_then(|l2| frame.get(l2.len..))
+            .ok_or(DropReason::ArpMalformed)?;
+        let packet = ArpPacket::new_checked(payload).map_err(malformed)?;
         let Ok(ArpRepr::EthernetIpv4 {
             operation,
             source_hardware_addr,
@@ -125,26 +131,29 @@ impl ArpMessage {
         }
     }
 
-    /// Writes the message as an Ethernet frame into `buf[..ARP_FRAME_LEN]`
-    /// (requests broadcast, replies to the target) and returns
-    /// [`ARP_FRAME_LEN`].
+    /// The length of the frame [`write_frame`](Self::write_frame) writes
+    /// for a port on `vlan`, before padding: [`ARP_FRAME_LEN`], 4 more
+    /// tagged.
+    pub const fn frame_len(vlan: Option<Vlan>) -> usize {
+        vlan::header_len(vlan) + ARP_PACKET_LEN
+    }
+
+    /// Writes the message as an Ethernet frame, tagged for `vlan` if set,
+    /// into the front of `buf` (requests broadcast, replies to the target)
+    /// and returns its length, [`frame_len`](Self::frame_len).
     ///
     /// # Panics
     ///
-    /// If `buf` is shorter than [`ARP_FRAME_LEN`].
-    pub fn write_frame(&self, buf: &mut [u8]) -> usize {
-        let mut frame = EthernetFrame::new_unchecked(&mut buf[..ARP_FRAME_LEN]);
+    /// If `buf` is shorter than that.
+    pub fn write_frame(&self, buf: &mut [u8], vlan: Option<Vlan>) -> usize {
+        let len = Self::frame_len(vlan);
         let dst_addr = if self.operation == ArpOperation::Request {
             EthernetAddress::BROADCAST
         } else {
             self.target_mac
         };
-        EthernetRepr {
-            src_addr: self.sender_mac,
-            dst_addr,
-            ethertype: EthernetProtocol::Arp,
-        }
-        .emit(&mut frame);
+        let header_len =
+            vlan::write_header(buf, self.sender_mac, dst_addr, vlan, EthernetProtocol::Arp);
         ArpRepr::EthernetIpv4 {
             operation: self.operation,
             source_hardware_addr: self.sender_mac,
@@ -152,8 +161,8 @@ impl ArpMessage {
             target_hardware_addr: self.target_mac,
             target_protocol_addr: self.target_ip,
         }
-        .emit(&mut ArpPacket::new_unchecked(frame.payload_mut()));
-        ARP_FRAME_LEN
+        .emit(&mut ArpPacket::new_unchecked(&mut buf[header_len..len]));
+        len
     }
 }
 
@@ -372,6 +381,8 @@ impl ArpCache {
 
 #[cfg(test)]
 mod tests {
+    use smoltcp::wire::EthernetFrame;
+
     use super::*;
     use crate::net::test_frames::*;
 
@@ -499,7 +510,7 @@ mod tests {
         let our = our_address();
         let request = ArpMessage::request(&our, PEER_IP);
         let mut buf = [0; ARP_FRAME_LEN];
-        assert_eq!(request.write_frame(&mut buf), ARP_FRAME_LEN);
+        assert_eq!(request.write_frame(&mut buf, None), ARP_FRAME_LEN);
         assert_eq!(ArpMessage::parse(&buf), Ok(request));
         let frame = EthernetFrame::new_checked(&buf[..]).unwrap();
         assert_eq!(frame.dst_addr(), EthernetAddress::BROADCAST);
@@ -519,9 +530,24 @@ mod tests {
         let reply = ArpMessage::parse(&arp_request(PEER_MAC, PEER_IP, OUR_IP))
             .unwrap()
             .reply(&our);
-        reply.write_frame(&mut buf);
+        reply.write_frame(&mut buf, None);
         let frame = EthernetFrame::new_checked(&buf[..]).unwrap();
         assert_eq!((frame.src_addr(), frame.dst_addr()), (OUR_MAC, PEER_MAC));
+    }
+
+    #[test]
+    fn messages_on_a_vlan_carry_its_tag() {
+        let vlan = Some(Vlan::new(42, 5).unwrap());
+        let request = ArpMessage::request(&our_address(), PEER_IP);
+        let mut buf = [0; ARP_FRAME_LEN + 4];
+        assert_eq!(ArpMessage::frame_len(vlan), 46);
+        assert_eq!(request.write_frame(&mut buf, vlan), 46);
+        assert_eq!(buf[12..18], [0x81, 0x00, 0xa0, 0x2a, 0x08, 0x06]);
+        assert_eq!(ArpMessage::parse(&buf), Ok(request));
+        // The same message by smoltcp, then tagged by the test's helper.
+        let theirs = tagged(&arp_request(PEER_MAC, PEER_IP, OUR_IP), 42, 0);
+        assert_eq!(ArpMessage::parse(&theirs).map(|m| m.sender_ip), Ok(PEER_IP));
+        assert_eq!(ArpMessage::parse(&buf[..17]), Err(DropReason::ArpMalformed));
     }
 
     #[test]

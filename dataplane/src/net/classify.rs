@@ -1,7 +1,8 @@
 //! Stateless classification of received frames, run by the dataplane cores
 //! on every frame.
 //!
-//! Implements the receive checks of Ethernet II framing (RFC 894), IPv4
+//! Implements the receive checks of Ethernet II framing (RFC 894; on a
+//! VLAN, the IEEE 802.1Q tag with the port's VLAN identifier), IPv4
 //! (RFC 791 §3.1 header validation, RFC 1122 §3.2.1: version, header
 //! checksum, destination and source address rules) and TCP (RFC 9293 §3.1
 //! header, §3.1 checksum over the pseudo-header). IPv4 fragments are
@@ -15,15 +16,21 @@ use smoltcp::wire::{EthernetFrame, EthernetProtocol, IpProtocol, Ipv4Packet, Tcp
 
 use super::addr::{FourTuple, InterfaceAddress};
 use super::ipv4::{ETHERNET_HEADER_LEN, IPV4_HEADER_LEN};
+use super::vlan;
 
 /// Why a frame was dropped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DropReason {
-    /// Shorter than an Ethernet header.
+    /// Shorter than an Ethernet header (18 octets when it has an IEEE
+    /// 802.1Q tag: a truncated tag).
     Runt,
     /// Unicast to another MAC address.
     NotOurMac,
-    /// Neither IPv4 nor ARP (IPv6, VLAN tags and everything else).
+    /// On a port on a VLAN, a frame without an IEEE 802.1Q tag or tagged
+    /// with another VLAN identifier.
+    NotOurVlan,
+    /// Neither IPv4 nor ARP (IPv6, everything else, and on a port on no
+    /// VLAN, every IEEE 802.1Q tagged frame).
     UnknownEtherType,
     /// The IPv4 version field is not 4.
     Ipv4BadVersion,
@@ -64,9 +71,10 @@ pub enum DropReason {
 
 impl DropReason {
     /// Every reason, in declaration order.
-    pub const ALL: [DropReason; 20] = [
+    pub const ALL: [DropReason; 21] = [
         DropReason::Runt,
         DropReason::NotOurMac,
+        DropReason::NotOurVlan,
         DropReason::UnknownEtherType,
         DropReason::Ipv4BadVersion,
         DropReason::Ipv4BadHeaderLength,
@@ -172,12 +180,22 @@ pub fn classify_chained(
     } else {
         return Classified::Drop(DropReason::NotOurMac);
     };
-    match eth.ethertype() {
+    let (ethertype, l2_len) = match addr.vlan {
+        // A tag is then an unknown EtherType.
+        None => (eth.ethertype(), ETHERNET_HEADER_LEN),
+        Some(ours) => match vlan::parse(head) {
+            None => return Classified::Drop(DropReason::Runt),
+            Some(l2) if l2.vid == Some(ours.id) => (l2.ethertype, l2.len),
+            Some(_) => return Classified::Drop(DropReason::NotOurVlan),
+        },
+    };
+    match ethertype {
         EthernetProtocol::Arp => Classified::Arp,
         _ if broadcast => Classified::Drop(DropReason::BroadcastNotArp),
         EthernetProtocol::Ipv4 => {
             let csums = (ip_csum, tcp_csum);
-            match classify_ipv4(eth.payload(), tail_len, addr, csums) {
+            let ip = head.get(l2_len..).unwrap_or_default();
+            match classify_ipv4(ip, l2_len, tail_len, addr, csums) {
                 Ok(classified) => classified,
                 Err(reason) => Classified::Drop(reason),
             }
@@ -186,11 +204,13 @@ pub fn classify_chained(
     }
 }
 
-/// Validates the IPv4 datagram `ip` (starting at [`ETHERNET_HEADER_LEN`],
-/// `tail_len` more octets elsewhere) and classifies its payload, given
-/// the device's verdicts on the IPv4 and TCP checksums.
+/// Validates the IPv4 datagram `ip` (starting at `ip_offset` in the
+/// frame, after the Ethernet header and its tag if any; `tail_len` more
+/// octets elsewhere) and classifies its payload, given the device's
+/// verdicts on the IPv4 and TCP checksums.
 fn classify_ipv4(
     ip: &[u8],
+    ip_offset: usize,
     tail_len: usize,
     addr: &InterfaceAddress,
     (ip_csum, tcp_csum): (RxChecksum, RxChecksum),
@@ -212,7 +232,9 @@ fn classify_ipv4(
         return Err(DropReason::Ipv4SourceInvalid);
     }
     match packet.next_header() {
-        IpProtocol::Tcp => classify_tcp(&packet, tail_len, tcp_csum).map(Classified::Tcp),
+        IpProtocol::Tcp => {
+            classify_tcp(&packet, ip_offset, tail_len, tcp_csum).map(Classified::Tcp)
+        }
         IpProtocol::Icmp => Ok(Classified::Icmp),
         _ => Err(DropReason::UnknownProtocol),
     }
@@ -252,10 +274,12 @@ fn ipv4_length_error(ip: &[u8]) -> DropReason {
     }
 }
 
-/// Validates the TCP segment in `packet` (already a valid IPv4 datagram,
-/// whose last `tail_len` octets are elsewhere).
+/// Validates the TCP segment in `packet` (already a valid IPv4 datagram
+/// at `ip_offset` in the frame, whose last `tail_len` octets are
+/// elsewhere).
 fn classify_tcp(
     packet: &Ipv4Packet<&[u8]>,
+    ip_offset: usize,
     tail_len: usize,
     tcp_csum: RxChecksum,
 ) -> Result<TcpMeta, DropReason> {
@@ -284,8 +308,8 @@ fn classify_tcp(
             remote_ip: src,
             remote_port: tcp.src_port(),
         },
-        ip_offset: ETHERNET_HEADER_LEN,
-        tcp_offset: ETHERNET_HEADER_LEN + usize::from(packet.header_len()),
+        ip_offset,
+        tcp_offset: ip_offset + usize::from(packet.header_len()),
         tcp_len: segment.len() + tail_len,
         syn: tcp.syn(),
         ack: tcp.ack(),
@@ -479,6 +503,118 @@ mod tests {
             frame[12..14].copy_from_slice(&ethertype.to_be_bytes());
             assert_eq!(drop_reason(&frame), Some(DropReason::UnknownEtherType));
         }
+    }
+
+    /// [`our_address`] on VLAN 42.
+    fn on_vlan_42() -> InterfaceAddress {
+        InterfaceAddress {
+            vlan: Some(crate::net::Vlan::new(42, 5).unwrap()),
+            ..our_address()
+        }
+    }
+
+    fn classify_on_vlan(frame: &[u8]) -> Classified {
+        let unknown = RxChecksum::Unknown;
+        classify(frame, &on_vlan_42(), unknown, unknown)
+    }
+
+    #[test]
+    fn on_a_vlan_its_tagged_frames_are_taken_past_the_tag() {
+        let payload = [9u8; 300];
+        let frame = tagged(&tcp(TcpControl::Psh, &payload), 42, 7);
+        let Classified::Tcp(meta) = classify_on_vlan(&frame) else {
+            panic!("{:?}", classify_on_vlan(&frame));
+        };
+        assert_eq!(
+            (meta.ip_offset, meta.tcp_offset, meta.tcp_len),
+            (18, 38, 320)
+        );
+        assert_eq!(meta.tuple.remote_ip, PEER_IP);
+        // The same frame with its payload in a second piece.
+        let head = &frame[..frame.len() - payload.len()];
+        let addr = on_vlan_42();
+        let good = RxChecksum::Good;
+        assert_eq!(
+            classify_chained(head, payload.len(), &addr, good, good),
+            Classified::Tcp(meta)
+        );
+        // IPv4 options after the tag move the TCP header on.
+        let mut options = tcp(TcpControl::None, b"data");
+        options.splice(34..34, [1, 1, 1, 1]);
+        let options = with_ipv4(options, |ip| {
+            ip.set_header_len(24);
+            ip.set_total_len(ip.total_len() + 4);
+        });
+        let Classified::Tcp(meta) = classify_on_vlan(&tagged(&options, 42, 0)) else {
+            panic!("IPv4 options on a VLAN");
+        };
+        assert_eq!(
+            (meta.ip_offset, meta.tcp_offset, meta.tcp_len),
+            (18, 42, 24)
+        );
+        let arp = tagged(&arp_request(PEER_MAC, PEER_IP, OUR_IP), 42, 0);
+        assert_eq!(classify_on_vlan(&arp), Classified::Arp);
+        let ping = tagged(&echo_request(1, 2, b"x"), 42, 1);
+        assert_eq!(classify_on_vlan(&ping), Classified::Icmp);
+    }
+
+    #[test]
+    fn on_a_vlan_untagged_other_and_malformed_tags_are_dropped() {
+        let syn = tcp(TcpControl::Syn, &[]);
+        let not_ours = Classified::Drop(DropReason::NotOurVlan);
+        assert_eq!(classify_on_vlan(&syn), not_ours, "untagged");
+        for (id, priority) in [(43, 5), (0, 5), (4095, 0), (42 | 0x100, 0)] {
+            let frame = tagged(&syn, id, priority);
+            assert_eq!(classify_on_vlan(&frame), not_ours, "VID {id}");
+        }
+        let arp = arp_request(PEER_MAC, PEER_IP, OUR_IP);
+        assert_eq!(classify_on_vlan(&arp), not_ours, "untagged ARP");
+        // An S-tag (802.1ad) is not our C-tag.
+        let mut s_tagged = tagged(&syn, 42, 0);
+        s_tagged[12..14].copy_from_slice(&0x88a8_u16.to_be_bytes());
+        assert_eq!(classify_on_vlan(&s_tagged), not_ours);
+        // Tagged twice: the inner tag is an unknown EtherType.
+        let twice = tagged(&tagged(&syn, 7, 0), 42, 0);
+        assert_eq!(
+            classify_on_vlan(&twice),
+            Classified::Drop(DropReason::UnknownEtherType)
+        );
+        // Cut inside the tag, or right after it.
+        let frame = tagged(&syn, 42, 0);
+        for len in [14, 15, 16, 17] {
+            assert_eq!(
+                classify_on_vlan(&frame[..len]),
+                Classified::Drop(DropReason::Runt),
+                "{len} octets"
+            );
+        }
+        assert_eq!(
+            classify_on_vlan(&frame[..18]),
+            Classified::Drop(DropReason::Ipv4BadHeaderLength)
+        );
+        assert_eq!(
+            classify_on_vlan(&frame[..37]),
+            Classified::Drop(DropReason::Ipv4BadHeaderLength)
+        );
+        // For another MAC address: that reason first.
+        let mut other_mac = frame.clone();
+        other_mac[5] = 0x77;
+        assert_eq!(
+            classify_on_vlan(&other_mac),
+            Classified::Drop(DropReason::NotOurMac)
+        );
+    }
+
+    #[test]
+    fn on_no_vlan_tagged_frames_stay_unknown() {
+        let frame = tagged(&tcp(TcpControl::Syn, &[]), 42, 0);
+        assert_eq!(drop_reason(&frame), Some(DropReason::UnknownEtherType));
+        let arp = tagged(&arp_request(PEER_MAC, PEER_IP, OUR_IP), 42, 0);
+        assert_eq!(drop_reason(&arp), Some(DropReason::BroadcastNotArp));
+        assert_eq!(
+            drop_reason(&frame[..16]),
+            Some(DropReason::UnknownEtherType)
+        );
     }
 
     #[test]

@@ -65,6 +65,8 @@ net_counters! {
         Runt => runt,
         /// Drops for [`DropReason::NotOurMac`].
         NotOurMac => not_our_mac,
+        /// Drops for [`DropReason::NotOurVlan`].
+        NotOurVlan => not_our_vlan,
         /// Drops for [`DropReason::UnknownEtherType`].
         UnknownEtherType => unknown_ether_type,
         /// Drops for [`DropReason::Ipv4BadVersion`].

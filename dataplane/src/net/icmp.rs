@@ -9,7 +9,8 @@ use smoltcp::wire::{
 };
 
 use super::classify::DropReason;
-use super::ipv4::{write_headers, Ipv4Header, HEADERS_LEN, IPV4_HEADER_LEN};
+use super::ipv4::{write_headers, Ipv4Header, IPV4_HEADER_LEN};
+use super::vlan::{self, Vlan};
 
 /// Length of the ICMP echo header.
 pub const ECHO_HEADER_LEN: usize = 8;
@@ -43,12 +44,15 @@ pub struct Echo<'a> {
 }
 
 /// Parses the echo message in a frame that [`classify`](super::classify())
-/// returned as [`Classified::Icmp`](super::Classified::Icmp), verifying
-/// its checksum.
+/// returned as [`Classified::Icmp`](super::Classified::Icmp) (after its
+/// IEEE 802.1Q tag, if it has one), verifying its checksum.
 pub fn parse_echo(frame: &[u8]) -> Result<Echo<'_>, DropReason> {
     let malformed = |_| DropReason::IcmpMalformed;
     let eth = EthernetFrame::new_checked(frame).map_err(malformed)?;
-    let ip = Ipv4Packet::new_checked(eth.payload()).map_err(malformed)?;
+    let payload = vlan::parse(frame)
+        .and_then(|l2| frame.get(l2.len..))
+        .ok_or(DropReason::IcmpMalformed)?;
+    let ip = Ipv4Packet::new_checked(payload).map_err(malformed)?;
     let packet = Icmpv4Packet::new_checked(ip.payload()).map_err(malformed)?;
     if !packet.verify_checksum() {
         return Err(DropReason::IcmpBadChecksum);
@@ -77,14 +81,16 @@ pub fn parse_echo(frame: &[u8]) -> Result<Echo<'_>, DropReason> {
     })
 }
 
-/// The length of an echo frame carrying `data_len` octets, before padding.
-pub const fn echo_frame_len(data_len: usize) -> usize {
-    HEADERS_LEN + ECHO_HEADER_LEN + data_len
+/// The length of an echo frame carrying `data_len` octets from a port on
+/// `vlan` (tagged if set), before padding.
+pub const fn echo_frame_len(vlan: Option<Vlan>, data_len: usize) -> usize {
+    vlan::header_len(vlan) + IPV4_HEADER_LEN + ECHO_HEADER_LEN + data_len
 }
 
-/// Writes an echo message with its Ethernet and IPv4 headers (`header`'s
-/// protocol must be ICMP) into `buf[..echo_frame_len(data.len())]`, all
-/// checksums computed, and returns that length.
+/// Writes an echo message with its Ethernet (tagged if `header` has a
+/// VLAN) and IPv4 headers (`header`'s protocol must be ICMP) into
+/// `buf[..echo_frame_len(header.vlan, data.len())]`, all checksums
+/// computed, and returns that length.
 ///
 /// # Panics
 ///
@@ -99,8 +105,8 @@ pub fn write_echo(
     data: &[u8],
 ) -> usize {
     debug_assert_eq!(header.protocol, IpProtocol::Icmp);
-    let len = echo_frame_len(data.len());
-    write_headers(buf, header, len - HEADERS_LEN, false);
+    let len = echo_frame_len(header.vlan, data.len());
+    let headers_len = write_headers(buf, header, len - header.headers_len(), false);
     let repr = match kind {
         EchoKind::Request => Icmpv4Repr::EchoRequest {
             ident,
@@ -113,7 +119,7 @@ pub fn write_echo(
             data,
         },
     };
-    let mut packet = Icmpv4Packet::new_unchecked(&mut buf[HEADERS_LEN..len]);
+    let mut packet = Icmpv4Packet::new_unchecked(&mut buf[headers_len..len]);
     repr.emit(&mut packet, &ChecksumCapabilities::default());
     len
 }
@@ -189,9 +195,10 @@ mod tests {
             protocol: IpProtocol::Icmp,
             ttl: DEFAULT_TTL,
             ident: 3,
+            vlan: None,
         };
         let data = b"odd length";
-        let mut buf = vec![0; echo_frame_len(data.len())];
+        let mut buf = vec![0; echo_frame_len(None, data.len())];
         let len = write_echo(&mut buf, &header, EchoKind::Request, 5, 6, data);
         assert_eq!(len, buf.len());
         let ip = Ipv4Packet::new_checked(&buf[14..]).unwrap();
@@ -206,5 +213,32 @@ mod tests {
                 data,
             })
         );
+    }
+
+    #[test]
+    fn echoes_on_a_vlan_are_tagged_and_read_past_the_tag() {
+        let vlan = Vlan::new(42, 2).unwrap();
+        let header = Ipv4Header {
+            src_mac: OUR_MAC,
+            dst_mac: PEER_MAC,
+            src: OUR_IP,
+            dst: PEER_IP,
+            protocol: IpProtocol::Icmp,
+            ttl: DEFAULT_TTL,
+            ident: 3,
+            vlan: Some(vlan),
+        };
+        let mut buf = vec![0; echo_frame_len(Some(vlan), 3)];
+        assert_eq!(buf.len(), 18 + 20 + 8 + 3);
+        write_echo(&mut buf, &header, EchoKind::Reply, 5, 6, b"abc");
+        assert_eq!(buf[12..18], [0x81, 0x00, 0x40, 0x2a, 0x08, 0x00]);
+        let echo = parse_echo(&buf).unwrap();
+        assert_eq!(
+            (echo.kind, echo.src, echo.data),
+            (EchoKind::Reply, OUR_IP, &b"abc"[..])
+        );
+        let theirs = tagged(&echo_request(7, 9, b"xyz"), 42, 0);
+        assert_eq!(parse_echo(&theirs).unwrap().data, b"xyz");
+        assert_eq!(parse_echo(&theirs[..16]), Err(DropReason::IcmpMalformed));
     }
 }

@@ -14,12 +14,13 @@ use std::time::Instant;
 use smoltcp::wire::{ArpOperation, EthernetAddress, IpProtocol, Ipv4Address};
 
 use super::addr::InterfaceAddress;
-use super::arp::{ArpCache, ArpConfig, ArpMessage, Lookup, ARP_FRAME_LEN};
+use super::arp::{ArpCache, ArpConfig, ArpMessage, Lookup};
 use super::classify::{classify, Classified, DropReason, RxChecksum, TcpMeta};
 use super::counters::NetCounters;
 use super::icmp::{echo_frame_len, parse_echo, write_echo, EchoKind, MAX_ECHO_DATA_LEN};
 use super::ipv4::{Ipv4Header, DEFAULT_TTL, MIN_FRAME_LEN};
 use super::kernel_neighbours::KernelNeighbours;
+use super::vlan::Vlan;
 use crate::extbuf::ExternalRegion;
 
 /// Where the interface's frames go.
@@ -193,8 +194,9 @@ impl Interface {
     /// Sends the gratuitous ARP announcing our address, if configured.
     pub fn start(&mut self, _now: Instant, tx: &mut dyn FrameSink) {
         if self.config.arp.gratuitous_on_start && self.kernel.is_none() {
-            let announcement = ArpMessage::request(&self.config.address, self.config.address.ip);
-            if send_arp(tx, &mut self.counters, &announcement) {
+            let addr = &self.config.address;
+            let announcement = ArpMessage::request(addr, addr.ip);
+            if send_arp(tx, &mut self.counters, &announcement, addr.vlan) {
                 self.counters.gratuitous_arps_sent += 1;
             }
         }
@@ -313,7 +315,7 @@ impl Interface {
         if let Resolution::Known(mac) = resolution {
             let data = payload.get(..MAX_ECHO_DATA_LEN).unwrap_or(payload);
             let header = self.icmp_header(mac, dst);
-            let len = echo_frame_len(data.len());
+            let len = echo_frame_len(header.vlan, data.len());
             if transmit(tx, &mut self.counters, len, |buf| {
                 write_echo(buf, &header, EchoKind::Request, ident, seq, data);
             }) {
@@ -360,7 +362,7 @@ impl Interface {
             return Received::Dropped(DropReason::ArpNotForUs);
         }
         if message.operation == ArpOperation::Request {
-            if for_us && send_arp(tx, &mut self.counters, &message.reply(&addr)) {
+            if for_us && send_arp(tx, &mut self.counters, &message.reply(&addr), addr.vlan) {
                 self.counters.arp_requests_answered += 1;
             }
         } else {
@@ -378,7 +380,7 @@ impl Interface {
         match echo.kind {
             EchoKind::Request => {
                 let header = self.icmp_header(echo.src_mac, echo.src);
-                let len = echo_frame_len(echo.data.len());
+                let len = echo_frame_len(header.vlan, echo.data.len());
                 if transmit(tx, &mut self.counters, len, |buf| {
                     write_echo(
                         buf,
@@ -416,6 +418,7 @@ impl Interface {
             protocol: IpProtocol::Icmp,
             ttl: self.config.ttl,
             ident: self.ident,
+            vlan: self.config.address.vlan,
         }
     }
 }
@@ -440,10 +443,16 @@ fn transmit(
     sent
 }
 
-/// Sends an ARP message; returns whether it was sent.
-fn send_arp(tx: &mut dyn FrameSink, counters: &mut NetCounters, message: &ArpMessage) -> bool {
-    transmit(tx, counters, ARP_FRAME_LEN, |buf| {
-        message.write_frame(buf);
+/// Sends an ARP message, tagged for `vlan` if set; returns whether it was
+/// sent.
+fn send_arp(
+    tx: &mut dyn FrameSink,
+    counters: &mut NetCounters,
+    message: &ArpMessage,
+    vlan: Option<Vlan>,
+) -> bool {
+    transmit(tx, counters, ArpMessage::frame_len(vlan), |buf| {
+        message.write_frame(buf, vlan);
     })
 }
 
@@ -454,7 +463,7 @@ fn send_arp_request(
     addr: &InterfaceAddress,
     target: Ipv4Address,
 ) {
-    if send_arp(tx, counters, &ArpMessage::request(addr, target)) {
+    if send_arp(tx, counters, &ArpMessage::request(addr, target), addr.vlan) {
         counters.arp_requests_sent += 1;
     }
 }
@@ -470,6 +479,7 @@ mod tests {
     };
 
     use super::*;
+    use crate::net::arp::ARP_FRAME_LEN;
     use crate::net::test_frames::*;
 
     const SECOND: Duration = Duration::from_secs(1);
@@ -537,6 +547,66 @@ mod tests {
         let packet = Icmpv4Packet::new_checked(ip.payload()).unwrap();
         let repr = Icmpv4Repr::parse(&packet, &ChecksumCapabilities::default()).unwrap();
         (eth.dst_addr(), ip.dst_addr(), repr)
+    }
+
+    #[test]
+    fn on_a_vlan_only_its_frames_are_taken_and_every_frame_sent_is_tagged() {
+        let mut address = our_address();
+        address.vlan = Some(Vlan::new(42, 5).unwrap());
+        let mut iface = Interface::new(InterfaceConfig::new(address));
+        let (mut tx, now) = (Vec::new(), Instant::now());
+        // PCP 5, DEI 0, VID 42, then the EtherType.
+        let arp_tag = [0x81, 0x00, 0xa0, 0x2a, 0x08, 0x06];
+        let ipv4_tag = [0x81, 0x00, 0xa0, 0x2a, 0x08, 0x00];
+        iface.start(now, &mut tx);
+        assert_eq!(tx.len(), 1);
+        assert_eq!(tx[0].len(), MIN_FRAME_LEN);
+        assert_eq!(tx[0][12..18], arp_tag, "the gratuitous ARP");
+        tx.clear();
+        // Untagged, or tagged with another VLAN id: not ours.
+        let request = arp_request(PEER_MAC, PEER_IP, OUR_IP);
+        for frame in [request.clone(), tagged(&request, 43, 5)] {
+            assert_eq!(
+                receive(&mut iface, now, &frame, &mut tx),
+                Received::Dropped(DropReason::NotOurVlan)
+            );
+        }
+        assert_eq!(iface.counters().not_our_vlan, 2);
+        assert!(tx.is_empty());
+        // Ours at any priority: answered with our tag and priority.
+        let request = tagged(&request, 42, 0);
+        assert_eq!(
+            receive(&mut iface, now, &request, &mut tx),
+            Received::Consumed
+        );
+        let reply = tx.remove(0);
+        assert_eq!(reply[12..18], arp_tag);
+        let arp = ArpMessage::parse(&reply).unwrap();
+        assert_eq!(
+            (arp.operation, arp.target_mac, arp.target_ip),
+            (ArpOperation::Reply, PEER_MAC, PEER_IP)
+        );
+        assert_eq!(iface.neighbor(PEER_IP), Some(PEER_MAC));
+        let ping = tagged(&echo_request(7, 9, b"abc"), 42, 3);
+        assert_eq!(receive(&mut iface, now, &ping, &mut tx), Received::Consumed);
+        let answer = tx.remove(0);
+        assert_eq!(answer[12..18], ipv4_tag);
+        let echo = parse_echo(&answer).unwrap();
+        assert_eq!(
+            (echo.kind, echo.src, echo.ident, echo.seq, echo.data),
+            (EchoKind::Reply, OUR_IP, 7, 9, &b"abc"[..])
+        );
+        let syn = tagged(&tcp(TcpControl::Syn, &[]), 42, 0);
+        let Received::Tcp(meta) = receive(&mut iface, now, &syn, &mut tx) else {
+            panic!("the SYN was not handed over");
+        };
+        assert_eq!(
+            (meta.ip_offset, meta.tcp_offset, meta.tcp_len),
+            (18, 38, 20)
+        );
+        let other = Ipv4Address::new(10, 0, 0, 3);
+        assert_eq!(iface.resolve(now, other, &mut tx), Resolution::Pending);
+        assert_eq!(tx.remove(0)[12..18], arp_tag, "the ARP request");
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Emission of Ethernet II (RFC 894) and IPv4 (RFC 791 §3.1) headers for
-//! the frames we send.
+//! Emission of Ethernet II (RFC 894, with an IEEE 802.1Q tag on a VLAN)
+//! and IPv4 (RFC 791 §3.1) headers for the frames we send.
 //!
 //! Every datagram has Don't Fragment set and no options (RFC 5044 §A.5.1:
 //! an MPA/TCP sender sets DF), and its header checksum is computed here or
@@ -7,9 +7,10 @@
 
 use smoltcp::phy::ChecksumCapabilities;
 use smoltcp::wire::{
-    EthernetAddress, EthernetFrame, EthernetProtocol, EthernetRepr, IpProtocol, Ipv4Address,
-    Ipv4Packet, Ipv4Repr,
+    EthernetAddress, EthernetProtocol, IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr,
 };
+
+use super::vlan::{self, Vlan};
 
 /// Length of an Ethernet II header.
 pub const ETHERNET_HEADER_LEN: usize = smoltcp::wire::ETHERNET_HEADER_LEN;
@@ -20,7 +21,8 @@ pub const DEFAULT_TTL: u8 = 64;
 /// The minimum Ethernet frame without its FCS: shorter frames are padded
 /// with zeros to this length on transmit.
 pub const MIN_FRAME_LEN: usize = 60;
-/// Length of the Ethernet and IPv4 headers written by [`write_headers`].
+/// Length of the Ethernet and IPv4 headers written by [`write_headers`]
+/// without a VLAN tag ([`Ipv4Header::headers_len`] with one).
 pub const HEADERS_LEN: usize = ETHERNET_HEADER_LEN + IPV4_HEADER_LEN;
 /// The largest L4 payload an IPv4 datagram can carry.
 pub const MAX_PAYLOAD_LEN: usize = u16::MAX as usize - IPV4_HEADER_LEN;
@@ -42,16 +44,27 @@ pub struct Ipv4Header {
     pub ttl: u8,
     /// The IPv4 identification field.
     pub ident: u16,
+    /// The VLAN the frame is tagged for (IEEE 802.1Q), if any.
+    pub vlan: Option<Vlan>,
 }
 
-/// Writes Ethernet + IPv4 headers (DF set, no options) for an L4 payload of
-/// `payload_len` octets into `buf[..34]`; computes the IPv4 header checksum
-/// unless `checksum_offload` (then writes 0 so the NIC fills it). Returns 34
-/// ([`HEADERS_LEN`]).
+impl Ipv4Header {
+    /// The length of the Ethernet (tag included) and IPv4 headers
+    /// [`write_headers`] writes: [`HEADERS_LEN`], 4 more with a VLAN.
+    pub const fn headers_len(&self) -> usize {
+        vlan::header_len(self.vlan) + IPV4_HEADER_LEN
+    }
+}
+
+/// Writes Ethernet (with the VLAN tag, if any) + IPv4 headers (DF set, no
+/// options) for an L4 payload of `payload_len` octets into the front of
+/// `buf`; computes the IPv4 header checksum unless `checksum_offload`
+/// (then writes 0 so the NIC fills it). Returns their length,
+/// [`Ipv4Header::headers_len`] (34, or 38 tagged).
 ///
 /// # Panics
 ///
-/// If `buf` is shorter than [`HEADERS_LEN`] or `payload_len` exceeds
+/// If `buf` is shorter than [`Ipv4Header::headers_len`] or `payload_len` exceeds
 /// [`MAX_PAYLOAD_LEN`]: both are the caller's mistakes, never the peer's.
 pub fn write_headers(
     buf: &mut [u8],
@@ -63,13 +76,15 @@ pub fn write_headers(
         payload_len <= MAX_PAYLOAD_LEN,
         "an IPv4 payload of {payload_len} octets does not fit the total length field"
     );
-    let (eth, ip) = buf[..HEADERS_LEN].split_at_mut(ETHERNET_HEADER_LEN);
-    EthernetRepr {
-        src_addr: header.src_mac,
-        dst_addr: header.dst_mac,
-        ethertype: EthernetProtocol::Ipv4,
-    }
-    .emit(&mut EthernetFrame::new_unchecked(eth));
+    let len = header.headers_len();
+    let (eth, ip) = buf[..len].split_at_mut(len - IPV4_HEADER_LEN);
+    vlan::write_header(
+        eth,
+        header.src_mac,
+        header.dst_mac,
+        header.vlan,
+        EthernetProtocol::Ipv4,
+    );
     let mut packet = Ipv4Packet::new_unchecked(ip);
     Ipv4Repr {
         src_addr: header.src,
@@ -85,7 +100,7 @@ pub fn write_headers(
     } else {
         packet.fill_checksum();
     }
-    HEADERS_LEN
+    len
 }
 
 /// A TCP datagram's addressing from 10.0.0.1 to 10.0.0.2, for tests.
@@ -99,11 +114,14 @@ pub(crate) fn test_header() -> Ipv4Header {
         protocol: IpProtocol::Tcp,
         ttl: DEFAULT_TTL,
         ident: 0x1234,
+        vlan: None,
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use smoltcp::wire::EthernetFrame;
+
     use super::*;
 
     #[test]
@@ -128,6 +146,22 @@ mod tests {
         );
         // The payload is left alone.
         assert!(buf[HEADERS_LEN..].iter().all(|&b| b == 0xaa));
+    }
+
+    #[test]
+    fn a_vlan_tag_goes_before_the_ipv4_header() {
+        let header = Ipv4Header {
+            vlan: Some(Vlan::new(42, 6).unwrap()),
+            ..test_header()
+        };
+        let mut buf = [0xaa; HEADERS_LEN + 4 + 10];
+        assert_eq!(write_headers(&mut buf, &header, 10, false), 38);
+        assert_eq!(buf[12..18], [0x81, 0x00, 0xc0, 0x2a, 0x08, 0x00]);
+        let ip = Ipv4Packet::new_checked(&buf[18..]).unwrap();
+        assert!(ip.verify_checksum());
+        assert_eq!(ip.total_len(), 30);
+        assert_eq!(ip.dst_addr(), header.dst);
+        assert!(buf[38..].iter().all(|&b| b == 0xaa));
     }
 
     #[test]

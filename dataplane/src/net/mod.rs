@@ -12,6 +12,8 @@
 //!   echo responder and requester ([`icmp`]).
 //! - [`kernel_neighbours`]: next hops from the kernel's neighbour table,
 //!   instead of ARP, on an interface the kernel keeps.
+//! - [`vlan`]: IEEE 802.1Q tags, read on receive and written on
+//!   transmit by a port on a VLAN.
 //! - [`ipv4`]: writing the Ethernet and IPv4 headers of outgoing frames.
 //! - [`addr`]: our addresses, next-hop choice, the 4-tuple.
 //! - [`counters`]: [`NetCounters`], per core, summed by the control core.
@@ -33,6 +35,7 @@ pub mod interface;
 pub mod ipv4;
 pub mod kernel_neighbours;
 pub mod rss;
+pub mod vlan;
 
 #[cfg(any(test, feature = "testing"))]
 pub mod test_frames;
@@ -46,3 +49,4 @@ pub use interface::{
 };
 pub use ipv4::{write_headers, Ipv4Header, DEFAULT_TTL, ETHERNET_HEADER_LEN, IPV4_HEADER_LEN};
 pub use rss::RssSteering;
+pub use vlan::Vlan;

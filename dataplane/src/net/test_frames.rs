@@ -40,7 +40,19 @@ pub fn our_address() -> InterfaceAddress {
         ip: OUR_IP,
         prefix_len: 24,
         gateway: Some(GATEWAY_IP),
+        vlan: None,
     }
+}
+
+/// `frame` with an IEEE 802.1Q tag (TPID 0x8100, DEI 0) for VLAN `id`
+/// at priority `priority` inserted after its MAC addresses, as a switch
+/// port or the kernel's VLAN device tags it.
+pub fn tagged(frame: &[u8], id: u16, priority: u8) -> Vec<u8> {
+    let tci = (u16::from(priority) << 13) | id;
+    let mut out = frame.to_vec();
+    let [hi, lo] = tci.to_be_bytes();
+    out.splice(12..12, [0x81, 0x00, hi, lo]);
+    out
 }
 
 /// An Ethernet frame whose payload of `payload_len` octets `write` fills,

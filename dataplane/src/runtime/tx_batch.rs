@@ -18,7 +18,8 @@ use smoltcp::wire::Ipv4Packet;
 use crate::extbuf::ExternalRegion;
 use crate::mbuf::Mbuf;
 use crate::mempool::Mempool;
-use crate::net::ipv4::{ETHERNET_HEADER_LEN, IPV4_HEADER_LEN};
+use crate::net::ipv4::IPV4_HEADER_LEN;
+use crate::net::vlan;
 use crate::net::{FrameSink, Piece};
 use crate::queue::TxQueue;
 use crate::runtime::impair::{copy_mbuf, Direction, ImpairCounters, ImpairSwitch, Stage};
@@ -357,9 +358,13 @@ pub(crate) fn build_frame(
 }
 
 /// Asks the device for the checksums of the TCP frame `mbuf` holds: the
-/// TCP checksum, and the IPv4 header's too when `ipv4_offloaded`.
+/// TCP checksum, and the IPv4 header's too when `ipv4_offloaded`. The
+/// Ethernet header's length (`l2_len`) counts the frame's IEEE 802.1Q tag
+/// if it has one.
 fn request_checksums(mbuf: &mut Mbuf, ipv4_offloaded: bool) {
-    let (l2, l3) = (ETHERNET_HEADER_LEN as u8, IPV4_HEADER_LEN as u16);
+    // 14 or 18: fits the u8.
+    let l2 = vlan::written_header_len(mbuf.data()) as u8;
+    let l3 = IPV4_HEADER_LEN as u16;
     if ipv4_offloaded {
         mbuf.offload_tcp_checksums(l2, l3);
     } else {
@@ -367,15 +372,15 @@ fn request_checksums(mbuf: &mut Mbuf, ipv4_offloaded: bool) {
     }
 }
 
-/// Fills the IPv4 header checksum of `frame` (Ethernet, then IPv4),
-/// which its writer left 0 for the device, unless the device fills it
-/// (`ipv4_offloaded`) (RFC 791 section 3.1).
+/// Fills the IPv4 header checksum of `frame` (Ethernet, with an IEEE
+/// 802.1Q tag or not, then IPv4), which its writer left 0 for the device,
+/// unless the device fills it (`ipv4_offloaded`) (RFC 791 section 3.1).
 fn sum_ipv4_header_unless(ipv4_offloaded: bool, frame: &mut [u8]) {
     if ipv4_offloaded {
         return;
     }
-    if let Some(header) = frame.get_mut(ETHERNET_HEADER_LEN..ETHERNET_HEADER_LEN + IPV4_HEADER_LEN)
-    {
+    let l2 = vlan::written_header_len(frame);
+    if let Some(header) = frame.get_mut(l2..l2 + IPV4_HEADER_LEN) {
         Ipv4Packet::new_unchecked(header).fill_checksum();
     }
 }
@@ -395,8 +400,8 @@ fn fill_frame(mbuf: &mut Mbuf, len: u16, fill: &mut dyn FnMut(&mut [u8])) -> boo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::net::ipv4::test_header;
-    use crate::net::write_headers;
+    use crate::net::ipv4::{test_header, ETHERNET_HEADER_LEN};
+    use crate::net::{write_headers, Ipv4Header, Vlan};
 
     /// A TCP frame's headers written for a device that fills the checksums.
     fn frame_for_offload() -> Vec<u8> {
@@ -426,5 +431,19 @@ mod tests {
         let mut short = vec![0xff; ETHERNET_HEADER_LEN + 10];
         sum_ipv4_header_unless(false, &mut short);
         assert!(short.iter().all(|&octet| octet == 0xff));
+    }
+
+    #[test]
+    fn the_ipv4_checksum_of_a_tagged_frame_is_summed_past_the_tag() {
+        let header = Ipv4Header {
+            vlan: Some(Vlan::new(42, 0).unwrap()),
+            ..test_header()
+        };
+        let mut frame = vec![0; header.headers_len() + 20];
+        write_headers(&mut frame, &header, 20, true);
+        sum_ipv4_header_unless(false, &mut frame);
+        let ip = Ipv4Packet::new_checked(&frame[18..]).unwrap();
+        assert!(ip.verify_checksum());
+        assert_ne!(ip.checksum(), 0);
     }
 }

@@ -260,7 +260,7 @@ mod tests {
     use super::*;
     use crate::extbuf::ExternalRegion;
     use crate::net::ipv4::HEADERS_LEN;
-    use crate::net::Piece;
+    use crate::net::{InterfaceAddress, Piece};
     use smoltcp::wire::{
         EthernetAddress, EthernetFrame, Ipv4Address, Ipv4Packet, TcpControl, TcpPacket,
     };
@@ -385,6 +385,13 @@ mod tests {
     impl<A: TcpApp> Wire<A> {
         fn accept(app: A) -> Self {
             let mac = EthernetAddress([2, 0, 0, 0, 0, 1]);
+            let from = InterfaceAddress {
+                mac,
+                ip: NEAR,
+                prefix_len: 24,
+                gateway: None,
+                vlan: None,
+            };
             let (near, far) = (Endpoint::new(NEAR, 40000), Endpoint::new(FAR, 5000));
             let now = Instant::from_micros(0);
             let mut peer = Connection::connect(Config::default(), far, near, Seq(7), now);
@@ -398,7 +405,7 @@ mod tests {
                 &parse(FAR, NEAR, &syn).unwrap(),
             );
             let mut wire = Wire {
-                flow: TcpFlow::new(Box::new(conn), app, Route::new(mac, mac, NEAR, FAR)),
+                flow: TcpFlow::new(Box::new(conn), app, Route::new(&from, mac, FAR)),
                 peer,
                 frames: Frames::default(),
                 counters: FlowCounters::default(),

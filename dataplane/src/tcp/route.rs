@@ -1,12 +1,13 @@
 //! Where a connection's segments go: the Ethernet and IPv4 headers (RFC
-//! 894, RFC 791) in front of every TCP segment it sends, fixed when the
-//! connection is set up so the dataplane core needs no neighbour lookup.
+//! 894 with the IEEE 802.1Q tag of the interface's VLAN, if any; RFC 791)
+//! in front of every TCP segment it sends, fixed when the connection is
+//! set up so the dataplane core needs no neighbour lookup.
 
 use std::ops::Range;
 
 use crate::extbuf::ExternalRegion;
-use crate::net::ipv4::{HEADERS_LEN, MIN_FRAME_LEN};
-use crate::net::{write_headers, FrameSink, Ipv4Header, Piece, DEFAULT_TTL};
+use crate::net::ipv4::MIN_FRAME_LEN;
+use crate::net::{write_headers, FrameSink, InterfaceAddress, Ipv4Header, Piece, DEFAULT_TTL};
 use smoltcp::wire::{EthernetAddress, IpProtocol, Ipv4Address};
 use uwarp_stack::tcp::Segment;
 
@@ -24,24 +25,22 @@ pub struct Route {
 }
 
 impl Route {
-    /// Frames from `src_mac`/`src` to `dst` through the next hop `dst_mac`.
-    pub fn new(
-        src_mac: EthernetAddress,
-        dst_mac: EthernetAddress,
-        src: Ipv4Address,
-        dst: Ipv4Address,
-    ) -> Self {
+    /// Frames from the interface `from` (its MAC and IPv4 addresses,
+    /// tagged for its VLAN if it is on one) to `dst` through the next hop
+    /// `dst_mac`.
+    pub fn new(from: &InterfaceAddress, dst_mac: EthernetAddress, dst: Ipv4Address) -> Self {
         Route {
             header: Ipv4Header {
-                src_mac,
+                src_mac: from.mac,
                 dst_mac,
-                src,
+                src: from.ip,
                 dst,
                 protocol: IpProtocol::Tcp,
                 ttl: DEFAULT_TTL,
                 // DF is set on every datagram, so the identification field
                 // has no use (RFC 6864 section 4.1).
                 ident: 0,
+                vlan: from.vlan,
             },
         }
     }
@@ -105,13 +104,14 @@ impl Route {
         let payload = &segment.payload;
         let tcp_len = segment.len();
         let tcp_header_len = segment.header_len();
-        let headers_len = HEADERS_LEN + tcp_header_len + span.start;
+        let ip_headers_len = self.header.headers_len();
+        let headers_len = ip_headers_len + tcp_header_len + span.start;
         let trailer = span.end..payload.len();
         let range = start..start + span.len();
         let mut fill = |piece, out: &mut [u8]| match piece {
             Piece::Head => {
                 write_headers(out, &self.header, tcp_len, true);
-                let tcp = &mut out[HEADERS_LEN..];
+                let tcp = &mut out[ip_headers_len..];
                 // The frame is exactly as long as the headers and the
                 // payload's octets before the referenced ones.
                 let _ = segment.emit_header_for_checksum_offload(tcp);
@@ -127,11 +127,12 @@ impl Route {
     /// retransmits).
     pub fn transmit(&self, segment: &Segment<'_>, sink: &mut dyn FrameSink) -> bool {
         let tcp_len = segment.len();
-        let frame_len = (HEADERS_LEN + tcp_len).max(MIN_FRAME_LEN);
+        let headers_len = self.header.headers_len();
+        let frame_len = (headers_len + tcp_len).max(MIN_FRAME_LEN);
         sink.send_tcp_frame(frame_len, &mut |frame, offloaded| {
             write_headers(frame, &self.header, tcp_len, offloaded);
-            let end = HEADERS_LEN + tcp_len;
-            let tcp = &mut frame[HEADERS_LEN..end];
+            let end = headers_len + tcp_len;
+            let tcp = &mut frame[headers_len..end];
             // The frame is exactly large enough for the segment.
             let _ = if offloaded {
                 segment.emit_for_checksum_offload(tcp)
@@ -144,5 +145,37 @@ impl Route {
                 frame[end..].fill(0);
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use smoltcp::wire::{Ipv4Packet, TcpPacket};
+    use uwarp_stack::tcp::{Config, Connection, Endpoint, Instant, Seq};
+
+    use super::*;
+    use crate::net::test_frames::{our_address, OUR_IP, PEER_IP, PEER_MAC};
+    use crate::net::Vlan;
+
+    #[test]
+    fn a_route_on_a_vlan_tags_its_segments_and_keeps_the_ip_mtu() {
+        let mut from = our_address();
+        from.vlan = Some(Vlan::new(42, 3).unwrap());
+        let route = Route::new(&from, PEER_MAC, PEER_IP);
+        let (near, far) = (Endpoint::new(OUR_IP, 40000), Endpoint::new(PEER_IP, 5000));
+        let now = Instant::from_micros(0);
+        let mut conn = Connection::connect(Config::default(), near, far, Seq(7), now);
+        let syn = conn.poll_transmit(now).unwrap();
+        let mut frames: Vec<Vec<u8>> = Vec::new();
+        assert!(route.transmit(&syn, &mut frames));
+        let frame = &frames[0];
+        assert_eq!(frame[..6], PEER_MAC.0);
+        assert_eq!(frame[12..18], [0x81, 0x00, 0x60, 0x2a, 0x08, 0x00]);
+        let ip = Ipv4Packet::new_checked(&frame[18..]).unwrap();
+        assert!(ip.verify_checksum());
+        assert_eq!(usize::from(ip.total_len()), 20 + syn.len());
+        let tcp = TcpPacket::new_checked(ip.payload()).unwrap();
+        assert!(tcp.syn() && tcp.verify_checksum(&OUR_IP.into(), &PEER_IP.into()));
+        assert_eq!(frame.len(), (38 + syn.len()).max(MIN_FRAME_LEN));
     }
 }

@@ -154,6 +154,7 @@ pub fn address(mac: [u8; 6], ip: [u8; 4]) -> InterfaceAddress {
         ip: Ipv4Address::from(ip),
         prefix_len: 24,
         gateway: None,
+        vlan: None,
     }
 }
 

@@ -35,8 +35,8 @@ struct Cli {
     eal: Option<String>,
     /// DPDK: run on queue 0 of this kernel interface through AF_XDP,
     /// beside the kernel, on the interface's own address (instead of
-    /// --eal, --port, --ip, --mac, --gateway). Needs root.
-    #[arg(long, conflicts_with_all = ["eal", "port", "ip", "mac", "gateway"])]
+    /// --eal, --port, --ip, --mac, --gateway, --vlan). Needs root.
+    #[arg(long, conflicts_with_all = ["eal", "port", "ip", "mac", "gateway", "vlan"])]
     iface: Option<String>,
     /// DPDK: the port's name (by default the first --vdev or -a of --eal).
     #[arg(long)]
@@ -50,6 +50,11 @@ struct Cli {
     /// DPDK: the default gateway.
     #[arg(long)]
     gateway: Option<String>,
+    /// DPDK: the IEEE 802.1Q VLAN the port is on, ID or ID:PCP (e.g. 42 or
+    /// 42:5): only frames tagged with ID are taken, every frame sent is
+    /// tagged with ID and priority PCP (0 by default).
+    #[arg(long, value_name = "ID[:PCP]")]
+    vlan: Option<String>,
     /// DPDK: dataplane cores, each on a queue of the port, wherever the
     /// kernel runs them (1 by default).
     #[arg(long, conflicts_with = "cpus")]
@@ -118,6 +123,7 @@ fn run(cli: Cli) -> Result<(), String> {
         ("UWARP_IP", &cli.ip),
         ("UWARP_MAC", &cli.mac),
         ("UWARP_GATEWAY", &cli.gateway),
+        ("UWARP_VLAN", &cli.vlan),
         ("UWARP_CORES", &cores),
         ("UWARP_CPUS", &cli.cpus),
         ("UWARP_FIRST_FPDU_DELAY_MS", &first_fpdu_delay),
