@@ -182,17 +182,22 @@ impl ServicePorts {
         // A service that stopped answering must not hold the control
         // core for good.
         stream.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
-        let mut ports = ServicePorts {
-            reader: BufReader::new(stream.try_clone()?),
-            writer: stream,
-            broken: false,
-            unanswered: 0,
-        };
+        let mut ports = ServicePorts::over(stream)?;
         let pid = std::process::id();
         ports
             .ask(Request::Hello { pid })
             .map_err(|e| io::Error::other(format!("the interface's service refused: {e}")))?;
         Ok(Some(ports))
+    }
+
+    /// Requests and answers over `stream`, nothing sent yet.
+    fn over(stream: UnixStream) -> io::Result<ServicePorts> {
+        Ok(ServicePorts {
+            reader: BufReader::new(stream.try_clone()?),
+            writer: stream,
+            broken: false,
+            unanswered: 0,
+        })
     }
 
     /// Sends `request` and reads its answer (after those of the requests
@@ -330,12 +335,7 @@ mod tests {
     #[test]
     fn answers_of_requests_told_are_read_before_the_next_asked() {
         let (near, mut far) = UnixStream::pair().unwrap();
-        let mut ports = ServicePorts {
-            reader: BufReader::new(near.try_clone().unwrap()),
-            writer: near,
-            broken: false,
-            unanswered: 0,
-        };
+        let mut ports = ServicePorts::over(near).unwrap();
         ports.add_connection(7174);
         ports.release_connection(7174);
         assert_eq!(ports.unanswered, 2, "sent without waiting");
@@ -356,12 +356,7 @@ mod tests {
     #[test]
     fn told_answers_are_read_once_enough_wait() {
         let (near, mut far) = UnixStream::pair().unwrap();
-        let mut ports = ServicePorts {
-            reader: BufReader::new(near.try_clone().unwrap()),
-            writer: near,
-            broken: false,
-            unanswered: 0,
-        };
+        let mut ports = ServicePorts::over(near).unwrap();
         far.write_all("ok 1\n".repeat(UNANSWERED_AT_MOST).as_bytes())
             .unwrap();
         for _ in 0..UNANSWERED_AT_MOST {
