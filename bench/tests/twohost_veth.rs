@@ -10,6 +10,7 @@ mod common;
 use common::netns::Namespaces;
 use common::{finish_and_check, side_args, small_run, Perf};
 use common::{ITERS, MODES};
+use serde_json::Value;
 use uwarp_testing::{root_or_skip, serial};
 
 /// `uwarp-perf MODE SIDE...` on af_packet over interface `ns` (in
@@ -19,6 +20,40 @@ fn in_namespace(ns: &str, ip: &str, mode: &str, side: &[&str], extra: &[String])
     side_args(mode, side, &["--eal", &eal, "--ip", ip], extra)
 }
 
+/// One `mode` run across `namespaces`: the server at `NET.1` on `port`,
+/// the client at `NET.2` with a small count, both given `extra`; the data
+/// checked and both reports returned (server, client).
+fn run_across(
+    namespaces: &Namespaces,
+    net: &str,
+    mode: &str,
+    port: &str,
+    extra: &[String],
+) -> (Value, Value) {
+    let (server_ns, client_ns) = (namespaces.server(), namespaces.client());
+    let server_args = in_namespace(
+        &server_ns,
+        &format!("{net}.1/24"),
+        mode,
+        &["--server", "--port", port],
+        extra,
+    );
+    let mut server = Perf::start("server", &["ip", "netns", "exec", &server_ns], &server_args);
+    server.wait_for(&format!("listening on {net}.1"));
+    let peer = format!("{net}.1:{port}");
+    let mut client_extra = small_run(mode);
+    client_extra.extend_from_slice(extra);
+    let client_args = in_namespace(
+        &client_ns,
+        &format!("{net}.2/24"),
+        mode,
+        &["--connect", &peer],
+        &client_extra,
+    );
+    let client = Perf::start("client", &["ip", "netns", "exec", &client_ns], &client_args);
+    finish_and_check(server, client, mode, ITERS)
+}
+
 #[test]
 fn every_mode_runs_between_two_namespaces_over_af_packet() {
     if !root_or_skip("a network namespace") {
@@ -26,29 +61,10 @@ fn every_mode_runs_between_two_namespaces_over_af_packet() {
     }
     let _serial = serial();
     let namespaces = Namespaces::new("uwpv1");
-    let (server_ns, client_ns) = (namespaces.server(), namespaces.client());
     for (i, mode) in MODES.into_iter().enumerate() {
         let port = (18600 + i).to_string();
-        let server_args = in_namespace(
-            &server_ns,
-            "10.81.21.1/24",
-            mode,
-            &["--server", "--port", &port],
-            &[],
-        );
-        let mut server = Perf::start("server", &["ip", "netns", "exec", &server_ns], &server_args);
-        server.wait_for("listening on 10.81.21.1");
-        let peer = format!("10.81.21.1:{port}");
-        let client_args = in_namespace(
-            &client_ns,
-            "10.81.21.2/24",
-            mode,
-            &["--connect", &peer],
-            &small_run(mode),
-        );
-        let client = Perf::start("client", &["ip", "netns", "exec", &client_ns], &client_args);
-        let (_, client) = finish_and_check(server, client, mode, ITERS);
-        assert_eq!(client["peer"], peer.as_str());
+        let (_, client) = run_across(&namespaces, "10.81.21", mode, &port, &[]);
+        assert_eq!(client["peer"], format!("10.81.21.1:{port}").as_str());
     }
 }
 
@@ -59,29 +75,8 @@ fn a_two_host_run_crosses_the_link_on_a_vlan() {
     }
     let _serial = serial();
     let namespaces = Namespaces::new("uwpv2");
-    let (server_ns, client_ns) = (namespaces.server(), namespaces.client());
     // Both ends on VLAN 42 (IEEE 802.1Q): every frame tagged, the data
     // verified at the far end.
-    let vlan = vec!["--vlan".to_string(), "42:3".to_string()];
-    let mode = "write-bw";
-    let server_args = in_namespace(
-        &server_ns,
-        "10.81.22.1/24",
-        mode,
-        &["--server", "--port", "18700"],
-        &vlan,
-    );
-    let mut server = Perf::start("server", &["ip", "netns", "exec", &server_ns], &server_args);
-    server.wait_for("listening on 10.81.22.1");
-    let mut extra = small_run(mode);
-    extra.extend(vlan);
-    let client_args = in_namespace(
-        &client_ns,
-        "10.81.22.2/24",
-        mode,
-        &["--connect", "10.81.22.1:18700"],
-        &extra,
-    );
-    let client = Perf::start("client", &["ip", "netns", "exec", &client_ns], &client_args);
-    finish_and_check(server, client, mode, ITERS);
+    let vlan = ["--vlan".to_string(), "42:3".to_string()];
+    run_across(&namespaces, "10.81.22", "write-bw", "18700", &vlan);
 }
