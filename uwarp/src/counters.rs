@@ -109,6 +109,13 @@ qp_counters! {
         pub dsacks_sent,
         /// TCP tail loss probes sent (RFC 8985 section 7).
         pub tail_loss_probes,
+        /// Rounds of the stream that an application thread ran, and that
+        /// did something: on the socket transport a post writes to the
+        /// socket on the posting thread, and a poll of an empty completion
+        /// queue reads the sockets feeding it, without waiting for the
+        /// dataplane thread (0 on the DPDK transport, whose cores run
+        /// every stream).
+        pub application_rounds,
     }
 }
 
@@ -127,6 +134,7 @@ pub(crate) struct TransportCounters {
     pub(crate) dsacks_received: u64,
     pub(crate) dsacks_sent: u64,
     pub(crate) tail_loss_probes: u64,
+    pub(crate) application_rounds: u64,
 }
 
 impl TransportCounters {
@@ -168,6 +176,7 @@ impl QpCounters {
             dsacks_received: transport.dsacks_received,
             dsacks_sent: transport.dsacks_sent,
             tail_loss_probes: transport.tail_loss_probes,
+            application_rounds: transport.application_rounds,
         }
     }
 }

@@ -4,7 +4,7 @@
 //! Solicited Event) when the application wants to sleep instead of poll.
 
 use std::sync::atomic::{fence, AtomicBool, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use crossbeam_queue::ArrayQueue;
@@ -24,7 +24,9 @@ const ARMED_SOLICITED: u8 = 2;
 /// On a DPDK device whose cores run inline ([`crate::CoreThreads::Inline`]),
 /// polling an empty queue runs the device's cores once, and the waiting
 /// calls run them while they wait: the application's polling loop is the
-/// stack's.
+/// stack's. On the socket transport, an application that spins on the
+/// queue reads and writes the sockets of the connections feeding it on
+/// its own thread (ARCHITECTURE.md, `transport/socket/`).
 #[derive(Debug, Clone)]
 pub struct CompletionQueue {
     pub(crate) shared: Arc<CqShared>,
@@ -54,6 +56,34 @@ pub(crate) struct CqShared {
     /// Whether `stalled` may hold any, read by every poll of an empty
     /// queue.
     any_stalled: AtomicBool,
+    /// The connections feeding the queue that a polling thread runs
+    /// itself ([`Drive`]), once a transport that has them set it.
+    feed: OnceLock<Arc<dyn Drive>>,
+}
+
+/// Connections feeding a completion queue that an application thread may
+/// run itself, instead of waiting for the thread that runs them: the
+/// socket transport's (`transport::socket::cq_feed`). A poll that finds
+/// the queue empty runs those with something to read once, so a
+/// busy-polling application reads its sockets and places what arrived
+/// on its own thread, as a kernel TCP application does, with no hand-off
+/// between threads.
+pub(crate) trait Drive: Send + Sync + std::fmt::Debug {
+    /// Runs the connections that have something to read, unless another
+    /// thread polling the queue does so now; returns whether anything
+    /// happened.
+    fn drive(&self) -> bool;
+
+    /// A poll found completions in the queue.
+    fn hit(&self);
+
+    /// The application stops polling to sleep until the queue has
+    /// something (it armed it, or waits in `poll_blocking`): whoever else
+    /// runs the connections must read them from now on.
+    fn sleeps(&self);
+
+    /// Itself, for the transport that made it to see its own type.
+    fn as_any_arc(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync>;
 }
 
 /// A producer of completions with no thread of its own to retry a push
@@ -89,6 +119,41 @@ impl CqShared {
         // waiting (each side's store could otherwise wait in its store
         // buffer while it loads, as in `push`).
         fence(Ordering::SeqCst);
+    }
+
+    /// The queue's [`Drive`], made by `make` if it has none yet (`None`
+    /// if `make` could not make one).
+    pub(crate) fn feed(
+        &self,
+        make: impl FnOnce() -> Option<Arc<dyn Drive>>,
+    ) -> Option<Arc<dyn Drive>> {
+        if let Some(feed) = self.feed.get() {
+            return Some(feed.clone());
+        }
+        let _ = self.feed.set(make()?);
+        self.feed.get().cloned()
+    }
+
+    /// Runs the connections feeding the queue that have something to
+    /// read ([`Drive::drive`]); returns whether anything happened.
+    fn drive_connections(&self) -> bool {
+        self.feed.get().is_some_and(|feed| feed.drive())
+    }
+
+    /// Tells the connections feeding the queue that a poll found
+    /// completions ([`Drive::hit`]).
+    fn connections_hit(&self) {
+        if let Some(feed) = self.feed.get() {
+            feed.hit();
+        }
+    }
+
+    /// Tells the connections feeding the queue that the application
+    /// sleeps until the queue has something ([`Drive::sleeps`]).
+    fn connections_sleep(&self) {
+        if let Some(feed) = self.feed.get() {
+            feed.sleeps();
+        }
     }
 
     /// Takes the oldest completion; with none, resumes the producers that
@@ -199,6 +264,7 @@ impl CompletionQueue {
                 channel,
                 stalled: Mutex::new(Vec::new()),
                 any_stalled: AtomicBool::new(false),
+                feed: OnceLock::new(),
             }),
         }
     }
@@ -207,7 +273,7 @@ impl CompletionQueue {
     /// returns how many it took.
     pub fn poll(&self, out: &mut Vec<WorkCompletion>, max: usize) -> usize {
         if self.shared.entries.is_empty() {
-            self.driver.empty_poll();
+            self.run_empty();
         }
         let mut taken = 0;
         while taken < max {
@@ -217,15 +283,34 @@ impl CompletionQueue {
             out.push(wc);
             taken += 1;
         }
+        if taken > 0 {
+            self.shared.connections_hit();
+        }
         taken
     }
 
     /// Takes the oldest completion.
     pub fn poll_one(&self) -> Option<WorkCompletion> {
-        self.shared.pop().or_else(|| {
-            self.driver.empty_poll();
+        let found = self.shared.pop().or_else(|| {
+            self.run_empty();
             self.shared.entries.take()
-        })
+        });
+        if found.is_some() {
+            self.shared.connections_hit();
+        }
+        found
+    }
+
+    /// What a poll that finds the queue empty does: runs the connections
+    /// feeding it on this thread ([`Drive`]), and, when they had nothing,
+    /// what the device's driver does for an empty poll (steps inline
+    /// cores, or now and then yields the CPU to the cores' threads). In a
+    /// child of `fork` the parent's connections are left alone.
+    fn run_empty(&self) {
+        let drove = self.driver.ensure_in_its_process().is_ok() && self.shared.drive_connections();
+        if !drove {
+            self.driver.empty_poll();
+        }
     }
 
     /// Arms the queue: the next completion (or, with `solicited_only`, the
@@ -250,6 +335,7 @@ impl CompletionQueue {
         } else {
             ARMED_ANY
         };
+        self.shared.connections_sleep();
         self.shared.arm.store(arm, Ordering::Release);
         // See `CqShared::push`: orders the arm before the application's
         // next poll, and before the look at the queue below.
@@ -334,12 +420,15 @@ impl CompletionQueue {
         }
         let shared = &self.shared;
         let deadline = std::time::Instant::now() + timeout;
+        shared.connections_sleep();
         shared.waiters.fetch_add(1, Ordering::SeqCst);
         let mut guard = shared.events.lock().unwrap_or_else(|e| e.into_inner());
         let found = loop {
             // Checked under the lock: a push after this check notifies
-            // only once this thread is waiting.
-            if let Some(wc) = self.poll_one() {
+            // only once this thread is waiting. The queue's connections
+            // are not run here (the first poll above ran them): a push
+            // they made would take this lock to raise its event.
+            if let Some(wc) = shared.pop() {
                 break Some(wc);
             }
             let now = std::time::Instant::now();

@@ -88,7 +88,7 @@ pub use device::{Device, DeviceConfig};
 pub use error::Error;
 pub use fork::fork_generation;
 pub use pd::{MemoryRegion, ProtectionDomain};
-pub use qp::{QpCaps, QpInit, QueuePair};
+pub use qp::{post_together, QpCaps, QpInit, QueuePair};
 pub use sockaddr::c_sockaddr;
 pub use srq::SharedReceiveQueue;
 pub use transport::dpdk::{

@@ -12,6 +12,7 @@
 //! queue pair stops all of it: nothing of it reaches a completion queue
 //! once [`QueuePair::destroy`] returns.
 
+use std::cell::RefCell;
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -127,12 +128,49 @@ pub(crate) struct QpShared {
     pub(crate) posted: AtomicBool,
     events_tx: Sender<QpEvent>,
     events_rx: Receiver<QpEvent>,
-    /// How to wake the core that runs the stream, once it runs on one (the
-    /// DPDK transport's dataplane core); the socket transport polls every
-    /// queue pair instead.
+    /// How to have the stream run once it runs somewhere: the DPDK
+    /// transport's dataplane core's doorbell, or the socket transport's
+    /// connection, which a post runs on the posting thread while the
+    /// application spins on its queues.
     pub(crate) wakeup: OnceLock<Wakeup>,
     /// What the stream has carried, as its dataplane publishes it.
     pub(crate) counters: CounterCells,
+}
+
+thread_local! {
+    /// The queue pairs posted to inside this thread's [`post_together`],
+    /// woken when it ends; `None` outside one.
+    static HELD: RefCell<Option<Vec<Arc<QpShared>>>> = const { RefCell::new(None) };
+}
+
+/// Runs `body`, holding back the wake-up of every queue pair it posts to
+/// (or closes) on this thread until it returns: each is woken once then,
+/// so that its stream takes the work together. Work posted together
+/// should be sent together: a chain of work requests (`ibv_post_send`),
+/// a Write and the Send that announces it. On the socket transport each
+/// wake-up writes to the socket at once, a system call and a TCP segment
+/// of its own. A call inside another is part of the outer one.
+pub fn post_together<R>(body: impl FnOnce() -> R) -> R {
+    let outermost = HELD.with(|held| {
+        let mut held = held.borrow_mut();
+        held.is_none() && {
+            *held = Some(Vec::new());
+            true
+        }
+    });
+    if !outermost {
+        return body();
+    }
+    /// Wakes what was held, even when `body` unwinds.
+    struct Release;
+    impl Drop for Release {
+        fn drop(&mut self) {
+            let held = HELD.with(|held| held.borrow_mut().take());
+            held.into_iter().flatten().for_each(|qp| qp.wake());
+        }
+    }
+    let _release = Release;
+    body()
 }
 
 impl QpShared {
@@ -155,8 +193,26 @@ impl QpShared {
     /// (a sequentially consistent swap) and then reads the flag, the
     /// application could otherwise find no wake-up and the core no work:
     /// posted and never sent until some segment or timer drove the flow.
-    fn notify(&self) {
+    ///
+    /// Inside [`post_together`] the wake-up waits for its end.
+    fn notify(self: &Arc<Self>) {
         self.posted.swap(true, Ordering::SeqCst);
+        let held = HELD.with(|held| match held.borrow_mut().as_mut() {
+            Some(queue_pairs) => {
+                if !queue_pairs.iter().any(|qp| Arc::ptr_eq(qp, self)) {
+                    queue_pairs.push(self.clone());
+                }
+                true
+            }
+            None => false,
+        });
+        if !held {
+            self.wake();
+        }
+    }
+
+    /// Has the stream run: the wake-up, once the queue pair has one.
+    fn wake(&self) {
         if let Some(wakeup) = self.wakeup.get() {
             wakeup.wake();
         }

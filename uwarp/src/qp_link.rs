@@ -84,8 +84,12 @@ impl QpLink {
         // Work this read misses is not lost: on the DPDK transport its
         // post either rang the doorbell or found it armed, and either way
         // a drive that answers the doorbell (`Doorbell::answered`) before
-        // reading this flag follows; the socket transport reads it at
-        // every poll.
+        // reading this flag follows. On the socket transport the
+        // dataplane thread reads it at every round of a connection it
+        // runs; once it leaves the connection to the application, a post
+        // runs a round itself, or asks the thread that holds the
+        // connection for one, or waits in the feed for the next poll
+        // (`transport/socket/conn_cell.rs`).
         if !(shared.posted.load(Ordering::Acquire) && shared.posted.swap(false, Ordering::AcqRel)) {
             return false;
         }

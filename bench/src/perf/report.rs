@@ -629,6 +629,7 @@ pub(super) fn counters_json(c: &QpCounters) -> Value {
         "dsacks_received": c.dsacks_received,
         "dsacks_sent": c.dsacks_sent,
         "tail_loss_probes": c.tail_loss_probes,
+        "application_rounds": c.application_rounds,
     })
 }
 
@@ -644,7 +645,7 @@ fn engine_text(c: &QpCounters) -> String {
     format!(
         "FPDUs sent {} ({} by reference) received {}, placed {} B ({} B out of order in {} \
          segments), reassembled {} B, FPDUs split {}, CRC errors {}, Terminates sent {} \
-         received {}\n",
+         received {}, rounds on the application's threads {}\n",
         c.fpdus_sent,
         c.fpdus_sent_by_reference,
         c.fpdus_received,
@@ -656,6 +657,7 @@ fn engine_text(c: &QpCounters) -> String {
         c.crc_errors,
         c.terminates_sent,
         c.terminates_received,
+        c.application_rounds,
     )
 }
 

@@ -1,31 +1,41 @@
-//! [`Wakeup`]: how a queue pair wakes the core that runs its stream.
+//! [`Wakeup`]: how a queue pair gets its stream run once the application
+//! posted work or asked for a close.
+
+use std::sync::Weak;
 
 use uwarp_dataplane::tcp::Doorbell;
 
-/// How a queue pair wakes the core that runs its stream once the
-/// application posted work or asked for a close. Only the DPDK transport
-/// sets one: the socket transport's dataplane thread polls every queue
-/// pair.
+use super::socket::ConnCell;
+
+/// How a queue pair gets its stream run once the application posted work
+/// or asked for a close.
 ///
 /// An enum of the transports' handles, not a trait object, because every
-/// post calls it: with one variant it has the layout of a [`Doorbell`]
-/// and [`wake`](Self::wake) compiles to [`Doorbell::ring`] itself (no
-/// allocation, no indirect call, no atomic but the doorbell's own).
+/// post calls it: [`wake`](Self::wake) is a branch and then
+/// [`Doorbell::ring`] or [`ConnCell::run_posted`] itself (no allocation,
+/// no indirect call).
 #[derive(Debug)]
 pub(crate) enum Wakeup {
-    /// The doorbell of the DPDK dataplane core that owns the connection.
+    /// The doorbell of the DPDK dataplane core that owns the connection:
+    /// the core runs the stream at its next poll.
     Doorbell(Doorbell),
+    /// The socket transport's connection: the posting thread runs it at
+    /// once, unless another thread runs it now. Weak, since the
+    /// connection holds the queue pair.
+    Socket(Weak<ConnCell>),
 }
 
-// One variant needs no tag: a wake-up is a doorbell, no bigger.
-const _: () = assert!(std::mem::size_of::<Wakeup>() == std::mem::size_of::<Doorbell>());
-
 impl Wakeup {
-    /// Asks the core to drive the stream at its next poll.
+    /// Has the stream run: at the core's next poll, or now.
     #[inline]
     pub(crate) fn wake(&self) {
         match self {
             Wakeup::Doorbell(doorbell) => doorbell.ring(),
+            Wakeup::Socket(conn) => {
+                if let Some(conn) = conn.upgrade() {
+                    conn.run_posted();
+                }
+            }
         }
     }
 }

@@ -18,7 +18,7 @@ use uwarp_stack::mpa::{LocalParams, Micros, Negotiated, Responder};
 use uwarp_stack::rdmap::{EngineConfig, Role};
 use uwarp_stack::wire::fpdu::mulpdu;
 
-use super::dataplane::Adopt;
+use super::conn::Adopt;
 use super::descriptors::Registered;
 use super::setup::Setup;
 use super::tcp;

@@ -95,6 +95,11 @@ impl Readiness {
             .extend(self.events[..ready].iter().map(|event| event.u64 as RawFd));
     }
 
+    /// The sockets the last look found readable.
+    pub(crate) fn readable(&self) -> impl Iterator<Item = RawFd> + '_ {
+        self.readable.iter().copied()
+    }
+
     /// Whether the last look found `socket` readable.
     pub(crate) fn is_readable(&self, socket: BorrowedFd<'_>) -> bool {
         self.readable.contains(&socket.as_raw_fd())
