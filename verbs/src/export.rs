@@ -148,21 +148,25 @@ pub unsafe fn post_chain<W: Chained>(
     bad: *mut *mut W,
     mut post: impl FnMut(&W) -> Result<(), i32>,
 ) -> i32 {
+    // The chain's requests go out together (one write on the socket
+    // transport).
     guard(libc::EIO, || {
-        let mut request = first;
-        while !request.is_null() {
-            // SAFETY: the caller promises a valid chain.
-            let this = unsafe { &*request };
-            if let Err(errno) = post(this) {
-                if !bad.is_null() {
-                    // SAFETY: the caller promises it is writable.
-                    unsafe { bad.write(request) };
+        uwarp::post_together(|| {
+            let mut request = first;
+            while !request.is_null() {
+                // SAFETY: the caller promises a valid chain.
+                let this = unsafe { &*request };
+                if let Err(errno) = post(this) {
+                    if !bad.is_null() {
+                        // SAFETY: the caller promises it is writable.
+                        unsafe { bad.write(request) };
+                    }
+                    return errno;
                 }
-                return errno;
+                request = this.next();
             }
-            request = this.next();
-        }
-        0
+            0
+        })
     })
 }
 

@@ -10,7 +10,7 @@ use std::sync::MutexGuard;
 
 use uwarp::{Access, MemoryRegion, Payload, SendOp, SendWr};
 
-use super::data::{await_send, count_or_failure, next_write, payload_of, OLAP_START_SIZE};
+use super::data::{await_send, count_or_failure, next_write, payload_of};
 use super::stream::{Conn, Inner, Rsocket};
 use super::wire::{self, Iomap, RemoteSge, IOMAP_SIZE};
 use crate::export::errno_of;
@@ -151,7 +151,6 @@ pub fn write(socket: &Rsocket, data: &[u8], offset: i64, flags: i32) -> Result<u
     let mut failure;
     (inner, failure) = send_pending(socket, inner, nonblock);
     let mut written = 0usize;
-    let mut olen = OLAP_START_SIZE;
     while failure.is_none() && written < data.len() {
         let at = offset as u64 + written as u64;
         let Some(target) = inner.conn.as_ref().and_then(|c| find_mapping(c, at)) else {
@@ -159,7 +158,7 @@ pub fn write(socket: &Rsocket, data: &[u8], offset: i64, flags: i32) -> Result<u
         };
         let left = (data.len() - written) as u32;
         let room = (target.offset + u64::from(target.sge.length) - at) as u32;
-        let (back, size) = next_write(socket, inner, nonblock, (&mut olen, left), |_| room);
+        let (back, size) = next_write(socket, inner, nonblock, left, |_| room);
         inner = back;
         let (conn, xfer) = match size {
             Ok(xfer) => (inner.conn.as_mut().expect("next_write found it"), xfer),
