@@ -312,6 +312,23 @@ impl Conn {
         )
     }
 
+    /// When the connection next needs a round of the dataplane thread if
+    /// nothing arrives, is posted or asked for (its next look at the
+    /// kernel's counters); `None` while it needs every round: octets
+    /// wait for room, completions for room in their queue, a close is
+    /// under way, or the socket is read every round (not in the
+    /// readiness set).
+    pub(super) fn quiet_until(&self) -> Option<Instant> {
+        let quiet = self.out_at == self.out.len()
+            && !self.link.has_backlog()
+            && self.closed_at.is_none()
+            && !self.read_closed
+            && !self.write_closed
+            && (self.watched || self.left_to_application)
+            && self.link.engine.state() == QpState::Rts;
+        quiet.then_some(self.tcp_info_due)
+    }
+
     /// Whether octets framed for the socket wait for room in it.
     pub(super) fn has_unwritten(&self) -> bool {
         !self.write_closed && self.out_at < self.out.len()

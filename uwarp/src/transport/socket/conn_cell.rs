@@ -50,8 +50,10 @@ use std::time::{Duration, Instant};
 use super::conn::{Conn, RX_CHUNK};
 use super::cq_feed::{CqFeed, PollCounts};
 use super::idle::Interest;
+use super::readiness::Readiness;
 use crate::bell::Bell;
 use crate::fork;
+use crate::qp::QpShared;
 use crate::transport::wakeup::Wakeup;
 
 /// How often the dataplane thread weighs what the application did with
@@ -98,6 +100,8 @@ pub(crate) struct ConnCell {
     conn: Mutex<Conn>,
     /// The connection's socket, open as long as the connection is.
     fd: RawFd,
+    /// Its queue pair's state the application shares.
+    qp: Arc<QpShared>,
     /// A thread asked for a round while another held the connection.
     requested: AtomicBool,
     /// Itself, as its feeds hold it.
@@ -112,7 +116,7 @@ pub(crate) struct ConnCell {
     /// that.
     unsent: AtomicBool,
     /// The feeds of its completion queues (one if both are the same
-    /// queue) that it is in.
+    /// queue).
     feeds: Vec<Arc<CqFeed>>,
     /// The fork generation of the process the connection runs in: in a
     /// child of `fork`, the parent's socket is closed (its number may be
@@ -139,6 +143,13 @@ impl Default for PollWatch {
     }
 }
 
+impl PollWatch {
+    /// When the current window ends, and the polls are weighed again.
+    pub(super) fn window_ends(&self) -> Instant {
+        self.began + WINDOW
+    }
+}
+
 impl ConnCell {
     /// Shares `conn`, and has the application's threads run it from now
     /// on: its queue pair's posts, and polls of its completion queues that
@@ -156,13 +167,11 @@ impl ConnCell {
             .filter_map(|cq| CqFeed::of(cq, bell))
             .collect::<Vec<_>>();
         let cell = Arc::new_cyclic(|weak: &Weak<ConnCell>| {
-            let feeds = feeds
-                .into_iter()
-                .filter(|feed| feed.add(fd, weak.clone()))
-                .collect();
+            feeds.iter().for_each(|feed| feed.add(fd, weak.clone()));
             ConnCell {
                 conn: Mutex::new(conn),
                 fd,
+                qp: qp.clone(),
                 requested: AtomicBool::new(false),
                 me: weak.clone(),
                 polls_at_post: AtomicU64::new(u64::MAX),
@@ -194,6 +203,20 @@ impl ConnCell {
         }
     }
 
+    /// Whether the connection may need a round now, though its last one
+    /// left it quiet: the application posted, a thread asked for a
+    /// round, the socket has octets (as `readiness` last looked), or the
+    /// application polled or slept since `watch`'s window began (to be
+    /// weighed when it ends).
+    pub(super) fn has_news(&self, readiness: &Readiness, watch: &PollWatch) -> bool {
+        self.qp.posted.load(Ordering::Acquire)
+            || self.requested.load(Ordering::Acquire)
+            // SAFETY: the socket is open as long as this cell (see
+            // `interest`).
+            || readiness.is_readable(unsafe { BorrowedFd::borrow_raw(self.fd) })
+            || self.feeds.iter().map(|feed| feed.counts()).fold(PollCounts::default(), |sum, c| sum + c) != watch.since
+    }
+
     /// What a parked dataplane thread waits for on the socket; nothing
     /// while an application thread runs the connection.
     pub(super) fn interest(&self) -> Option<Interest<'_>> {
@@ -215,14 +238,23 @@ impl ConnCell {
     /// when the application says it sleeps ([`application_runs`]). Tells
     /// the connection and its feeds.
     pub(super) fn application_reads(&self, watch: &mut PollWatch, now: Instant) -> bool {
+        let left = self.left.load(Ordering::Relaxed);
+        let in_window = now.saturating_duration_since(watch.began) < WINDOW;
+        if in_window && !left {
+            // An idle connection costs one comparison a round.
+            return false;
+        }
+        if !self.feeds.iter().all(|feed| feed.usable()) {
+            self.left.store(false, Ordering::SeqCst);
+            return false;
+        }
         let counts = self
             .feeds
             .iter()
             .map(|feed| feed.counts())
             .fold(PollCounts::default(), |sum, counts| sum + counts);
         let window = counts - watch.since;
-        let left = self.left.load(Ordering::Relaxed);
-        if window.sleeps == 0 && now.saturating_duration_since(watch.began) < WINDOW {
+        if in_window && window.sleeps == 0 {
             return left;
         }
         let reads = application_runs(left, window);
@@ -334,7 +366,9 @@ impl ConnCell {
     /// (the dataplane thread, about to run its round) answers now;
     /// whether there was one.
     pub(super) fn take_request(&self) -> bool {
-        self.requested.swap(false, Ordering::SeqCst)
+        // A look first: most rounds find none, and a load keeps the line
+        // shared.
+        self.requested.load(Ordering::Relaxed) && self.requested.swap(false, Ordering::SeqCst)
     }
 
     /// Lets go of the connection; whether another thread asked for a

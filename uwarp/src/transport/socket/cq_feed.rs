@@ -70,6 +70,9 @@ pub(crate) struct CqFeed {
     /// The dataplane thread left sockets of the feed to the application
     /// since it last said it sleeps.
     spinning: AtomicBool,
+    /// No epoll set could be made, or take a socket: the application
+    /// never runs the feed's connections.
+    broken: AtomicBool,
     /// Connections whose posts wait to be sent by the next poll that
     /// finds the queue empty, or by the application's sleep.
     unsent: Mutex<Vec<Weak<ConnCell>>>,
@@ -87,19 +90,22 @@ pub(crate) struct CqFeed {
 /// The feed's sockets and their connections, by descriptor.
 #[derive(Debug)]
 struct Members {
-    readiness: Readiness,
+    /// The epoll set of their sockets, made when the dataplane thread
+    /// first leaves one to the application: a queue whose application
+    /// never spins (most of those an event-driven server makes, one per
+    /// connection) costs no descriptor or system call for it.
+    readiness: Option<Readiness>,
     by_fd: HashMap<RawFd, Weak<ConnCell>>,
 }
 
 impl CqFeed {
     /// The feed of `cq`, made at its first connection on this
-    /// transport. `None` if the queue is another transport's (no queue
-    /// is) or no epoll set can be made: polls of it then run no
-    /// connection, and the dataplane thread runs them all.
+    /// transport; `None` if the queue is another transport's (no queue
+    /// is).
     pub(super) fn of(cq: &CqShared, bell: &Arc<Bell>) -> Option<Arc<CqFeed>> {
         let drive = cq.feed(|| {
             let members = Members {
-                readiness: Readiness::new().ok()?,
+                readiness: None,
                 by_fd: HashMap::new(),
             };
             Some(Arc::new(CqFeed {
@@ -108,6 +114,7 @@ impl CqFeed {
                 hits: AtomicU64::new(0),
                 sleeps: AtomicU64::new(0),
                 spinning: AtomicBool::new(false),
+                broken: AtomicBool::new(false),
                 unsent: Mutex::new(Vec::new()),
                 any_unsent: AtomicBool::new(false),
                 bell: bell.clone(),
@@ -117,30 +124,38 @@ impl CqFeed {
         drive.as_any_arc().downcast::<CqFeed>().ok()
     }
 
-    /// Adds `cell`, whose socket is `fd`; `false` if the epoll set
-    /// cannot take it (the dataplane thread then reads it alone).
-    pub(super) fn add(&self, fd: RawFd, cell: Weak<ConnCell>) -> bool {
+    /// Adds `cell`, whose socket is `fd`.
+    pub(super) fn add(&self, fd: RawFd, cell: Weak<ConnCell>) {
         let mut members = self.lock();
-        // SAFETY: the caller's connection holds `fd` open, and removes it
-        // here before it closes it.
-        let socket = unsafe { BorrowedFd::borrow_raw(fd) };
-        if members.readiness.watch(socket).is_err() {
-            return false;
-        }
         members.by_fd.insert(fd, cell);
-        true
+        if let Some(readiness) = &members.readiness {
+            // SAFETY: the caller's connection holds `fd` open, and
+            // removes it here before it closes it.
+            if readiness
+                .watch(unsafe { BorrowedFd::borrow_raw(fd) })
+                .is_err()
+            {
+                self.broken.store(true, Ordering::Release);
+            }
+        }
     }
 
     /// Removes the connection whose socket is `fd`, before it closes.
     pub(super) fn remove(&self, fd: RawFd) {
         let mut members = self.lock();
         if members.by_fd.remove(&fd).is_some() {
-            // SAFETY: the socket is still open (its connection removes it
-            // before closing it).
-            members
-                .readiness
-                .forget(unsafe { BorrowedFd::borrow_raw(fd) });
+            if let Some(readiness) = &members.readiness {
+                // SAFETY: the socket is still open (its connection
+                // removes it before closing it).
+                readiness.forget(unsafe { BorrowedFd::borrow_raw(fd) });
+            }
         }
+    }
+
+    /// Whether the application may run the feed's connections: its
+    /// epoll set, once made, holds every socket.
+    pub(super) fn usable(&self) -> bool {
+        !self.broken.load(Ordering::Acquire)
     }
 
     /// What the application did with the queue so far.
@@ -156,9 +171,27 @@ impl CqFeed {
     /// application's polls: polls look at them from now on, until the
     /// application says it sleeps.
     pub(super) fn spins(&self) {
-        if !self.spinning.load(Ordering::Relaxed) {
-            self.spinning.store(true, Ordering::Release);
+        if self.spinning.load(Ordering::Relaxed) {
+            return;
         }
+        let mut members = self.lock();
+        if members.readiness.is_none() {
+            let made = Readiness::new().ok().filter(|readiness| {
+                members.by_fd.keys().all(|&fd| {
+                    // SAFETY: every member's connection holds its socket
+                    // open until it removes it here.
+                    readiness
+                        .watch(unsafe { BorrowedFd::borrow_raw(fd) })
+                        .is_ok()
+                })
+            });
+            if made.is_none() {
+                self.broken.store(true, Ordering::Release);
+                return;
+            }
+            members.readiness = made;
+        }
+        self.spinning.store(true, Ordering::Release);
     }
 
     /// Has the next poll that finds the queue empty (or the
@@ -197,15 +230,16 @@ impl Drive for CqFeed {
             let Ok(mut members) = self.members.try_lock() else {
                 return run(&ready);
             };
-            members.readiness.look();
-            let members = &*members;
-            ready.extend(
-                members
-                    .readiness
-                    .readable()
-                    .filter_map(|fd| members.by_fd.get(&fd)?.upgrade())
-                    .filter(|cell| cell.is_left_to_application()),
-            );
+            let members = &mut *members;
+            if let Some(readiness) = &mut members.readiness {
+                readiness.look();
+                ready.extend(
+                    readiness
+                        .readable()
+                        .filter_map(|fd| members.by_fd.get(&fd)?.upgrade())
+                        .filter(|cell| cell.is_left_to_application()),
+                );
+            }
         }
         // Run with the set let go: a connection that ends in its round
         // removes itself from it.

@@ -43,7 +43,9 @@ pub(crate) fn spawn_dataplane(
 }
 
 fn run(adopt: Receiver<Adopt>, bell: Arc<Bell>, mut readiness: Readiness) {
-    let mut conns: Vec<(Arc<ConnCell>, PollWatch)> = Vec::new();
+    // Each connection, the dataplane thread's record of its
+    // application's polls, and until when its last round left it quiet.
+    let mut conns: Vec<(Arc<ConnCell>, PollWatch, Option<Instant>)> = Vec::new();
     let mut rx = vec![0u8; RX_CHUNK];
     let mut idle = Idle::default();
     // Once the device is closing: when to stop waiting for room in full
@@ -51,7 +53,7 @@ fn run(adopt: Receiver<Adopt>, bell: Arc<Bell>, mut readiness: Readiness) {
     let mut drain_deadline: Option<Instant> = None;
     let adopted = |new: Adopt, readiness: &Readiness| {
         let cell = ConnCell::share(Conn::new(new, readiness), &bell);
-        (cell, PollWatch::default())
+        (cell, PollWatch::default(), None)
     };
     loop {
         if conns.is_empty() {
@@ -73,7 +75,7 @@ fn run(adopt: Receiver<Adopt>, bell: Arc<Bell>, mut readiness: Readiness) {
                     }
                     if drain_deadline.is_none() {
                         drain_deadline = Some(Instant::now() + DRAIN_TIMEOUT);
-                        conns.iter().for_each(|(cell, _)| cell.lock().abort());
+                        conns.iter().for_each(|(cell, ..)| cell.lock().abort());
                     }
                     break;
                 }
@@ -86,7 +88,15 @@ fn run(adopt: Receiver<Adopt>, bell: Arc<Bell>, mut readiness: Readiness) {
         if readiness.is_readable(bell.as_fd()) {
             bell.silence();
         }
-        conns.retain_mut(|(cell, watch)| {
+        let closing = drain_deadline.is_some();
+        conns.retain_mut(|(cell, watch, quiet_until)| {
+            // A connection its last round left quiet waits for news (the
+            // application's polls among them) or its next timer: with
+            // thousands open, a round visits the few that need one.
+            let quiet = quiet_until.is_some_and(|until| now < until);
+            if quiet && !closing && !cell.has_news(&readiness, watch) {
+                return true;
+            }
             // One an application thread runs now is its for this round.
             let Some(mut conn) = cell.try_lock() else {
                 return true;
@@ -99,11 +109,24 @@ fn run(adopt: Receiver<Adopt>, bell: Arc<Bell>, mut readiness: Readiness) {
             let reads = cell.application_reads(watch, now);
             let share = (reads, requested || !was_left);
             let (active, finished) = conn.poll(now, &mut rx, &readiness, give_up, share);
+            // One left to the application is weighed again when its
+            // window ends, polls or not: they may have stopped.
+            *quiet_until = match (active, reads) {
+                (true, _) => None,
+                (false, true) => conn.quiet_until().map(|due| due.min(watch.window_ends())),
+                (false, false) => conn.quiet_until(),
+            };
             if finished {
                 conn.forget(&readiness);
             }
-            // A round asked for meanwhile runs next turn, unparked.
-            busy |= cell.let_go(conn) | active;
+            // A round asked for meanwhile runs next turn, unparked. A
+            // connection that stays the dataplane thread's needs no look
+            // (and no fence): its posts are taken every round, and the
+            // application's threads run it only once it is left to them.
+            if was_left || reads {
+                busy |= cell.let_go(conn);
+            }
+            busy |= active;
             !finished
         });
         let set = Interest {
@@ -113,7 +136,7 @@ fn run(adopt: Receiver<Adopt>, bell: Arc<Bell>, mut readiness: Readiness) {
         };
         // The park leaves out sockets waited on for nothing: reading,
         // the set waits for them all.
-        let sockets = conns.iter().filter_map(|(cell, _)| cell.interest());
+        let sockets = conns.iter().filter_map(|(cell, ..)| cell.interest());
         idle.after_round(busy, std::iter::once(set).chain(sockets));
     }
 }
