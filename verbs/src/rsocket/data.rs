@@ -437,7 +437,7 @@ pub fn await_send<'a>(
 }
 
 /// Waits for room to send ([`await_send`]) and sizes the next transfer
-/// of `left` octets: no more than [`MAX_TRANSFER`], the free send buffer
+/// of `left` octets: no more than `RS_MAX_TRANSFER` (64 KiB), the free send buffer
 /// and `peer_room` (what the peer's buffer or mapping takes). On success
 /// the socket has its connection.
 pub fn next_write<'a>(
