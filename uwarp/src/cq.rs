@@ -425,10 +425,16 @@ impl CompletionQueue {
         let mut guard = shared.events.lock().unwrap_or_else(|e| e.into_inner());
         let found = loop {
             // Checked under the lock: a push after this check notifies
-            // only once this thread is waiting. The queue's connections
-            // are not run here (the first poll above ran them): a push
-            // they made would take this lock to raise its event.
-            if let Some(wc) = shared.pop() {
+            // only once this thread is waiting. Nothing that pushes runs
+            // under it (the queue's connections, the stalled producers a
+            // poll resumes): a push takes this lock to wake the waiters.
+            if let Some(wc) = shared.entries.take() {
+                break Some(wc);
+            }
+            drop(guard);
+            shared.resume_stalled();
+            guard = shared.events.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(wc) = shared.entries.take() {
                 break Some(wc);
             }
             let now = std::time::Instant::now();

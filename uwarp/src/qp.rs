@@ -150,14 +150,18 @@ thread_local! {
 /// a Write and the Send that announces it. On the socket transport each
 /// wake-up writes to the socket at once, a system call and a TCP segment
 /// of its own. A call inside another is part of the outer one.
+///
+/// `body` must not wait for the work it posts to complete: that work may
+/// not start before `body` returns.
 pub fn post_together<R>(body: impl FnOnce() -> R) -> R {
-    let outermost = HELD.with(|held| {
+    // A thread whose locals are being torn down holds nothing back.
+    let outermost = HELD.try_with(|held| {
         let mut held = held.borrow_mut();
         held.is_none() && {
             *held = Some(Vec::new());
             true
         }
-    });
+    }) == Ok(true);
     if !outermost {
         return body();
     }
@@ -165,8 +169,12 @@ pub fn post_together<R>(body: impl FnOnce() -> R) -> R {
     struct Release;
     impl Drop for Release {
         fn drop(&mut self) {
-            let held = HELD.with(|held| held.borrow_mut().take());
-            held.into_iter().flatten().for_each(|qp| qp.wake());
+            let held = HELD.try_with(|held| held.borrow_mut().take());
+            held.ok()
+                .flatten()
+                .into_iter()
+                .flatten()
+                .for_each(|qp| qp.wake());
         }
     }
     let _release = Release;
@@ -197,7 +205,8 @@ impl QpShared {
     /// Inside [`post_together`] the wake-up waits for its end.
     fn notify(self: &Arc<Self>) {
         self.posted.swap(true, Ordering::SeqCst);
-        let held = HELD.with(|held| match held.borrow_mut().as_mut() {
+        // A thread whose locals are being torn down holds nothing.
+        let held = HELD.try_with(|held| match held.borrow_mut().as_mut() {
             Some(queue_pairs) => {
                 if !queue_pairs.iter().any(|qp| Arc::ptr_eq(qp, self)) {
                     queue_pairs.push(self.clone());
@@ -206,7 +215,7 @@ impl QpShared {
             }
             None => false,
         });
-        if !held {
+        if held != Ok(true) {
             self.wake();
         }
     }

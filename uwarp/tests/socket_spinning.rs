@@ -20,14 +20,7 @@ use uwarp::*;
 /// Polls `end`'s queue without ever sleeping until a completion comes,
 /// as perftest and MPI progress loops do; fails after [`WAIT`].
 fn spin_for(end: &End) -> WorkCompletion {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(wc) = end.cq.poll_one() {
-            assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
-            return wc;
-        }
-        assert!(Instant::now() < deadline, "no completion in time");
-    }
+    spin_for_queue(&end.cq)
 }
 
 /// How an end waits for its completions in a phase.
@@ -295,5 +288,110 @@ fn a_chain_posted_together_arrives_whole_and_in_order() {
             .read_at((8 * i) as usize, &mut octets)
             .unwrap();
         assert_eq!(u64::from_le_bytes(octets), i);
+    }
+}
+
+#[test]
+fn connections_ending_beside_a_spinning_one_on_a_shared_queue_lose_nothing() {
+    // The server spins on one queue that a busy connection and a stream
+    // of short-lived ones share: each short one ends (its client
+    // disconnects) while the server's polls run the queue's sockets.
+    const ROUNDS: u64 = 2000;
+    const CHURN: usize = 40;
+    let Devices {
+        server: sdev,
+        client: cdev,
+        listen,
+    } = Devices::sockets().unwrap();
+    let (spd, scq) = (sdev.alloc_pd().unwrap(), sdev.create_cq(CQ_DEPTH));
+    let (cpd, ccq) = (cdev.alloc_pd().unwrap(), cdev.create_cq(CQ_DEPTH));
+    let listener = sdev.listen(listen).unwrap();
+    let addr = listener.local_addr();
+    let busy_server = sdev.create_qp(&spd, QpInit::new(&scq));
+    let busy_client = cdev.create_qp(&cpd, QpInit::new(&ccq));
+    let (s_box, c_box) = (
+        spd.alloc_mr(8, Access::LOCAL_WRITE).unwrap(),
+        cpd.alloc_mr(8, Access::LOCAL_WRITE).unwrap(),
+    );
+    let recv = |qp: &QueuePair, mr: &MemoryRegion, id: u64| {
+        let sgl = vec![mr.whole()];
+        qp.post_recv(RecvWr { wr_id: id, sgl }).unwrap();
+    };
+    recv(&busy_server, &s_box, 0);
+    std::thread::scope(|scope| {
+        let accepting = scope.spawn(|| {
+            let request = listener.get_request(WAIT).unwrap();
+            request
+                .accept(&busy_server, LocalParams::default())
+                .unwrap();
+            // The short-lived ones, on the same queue.
+            (0..CHURN)
+                .map(|_| {
+                    let qp = sdev.create_qp(&spd, QpInit::new(&scq));
+                    let request = listener.get_request(WAIT).unwrap();
+                    request.accept(&qp, LocalParams::default()).unwrap();
+                    qp
+                })
+                .collect::<Vec<_>>()
+        });
+        cdev.connect(addr, &busy_client, ConnectParams::default())
+            .unwrap();
+        // The server: echoes every message of the busy connection,
+        // spinning; the short ones' completions (none) and flushes pass.
+        scope.spawn(|| {
+            let deadline = Instant::now() + WAIT;
+            let mut echoed = 0;
+            while echoed < ROUNDS {
+                assert!(Instant::now() < deadline, "the server stalled at {echoed}");
+                let Some(wc) = scq.poll_one() else {
+                    continue;
+                };
+                if wc.qp_num != busy_server.num() || wc.opcode != WcOpcode::Recv {
+                    continue;
+                }
+                assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
+                echoed += 1;
+                recv(&busy_server, &s_box, echoed);
+                let echo = SendWr::new(echoed, SendOp::Send, Payload::Sgl(vec![s_box.whole()]));
+                busy_server.post_send(echo).unwrap();
+            }
+        });
+        scope.spawn(|| {
+            for _ in 0..CHURN {
+                let cq = cdev.create_cq(16);
+                let qp = cdev.create_qp(&cpd, QpInit::new(&cq));
+                cdev.connect(addr, &qp, ConnectParams::default()).unwrap();
+                qp.disconnect();
+                assert_eq!(qp.next_event(WAIT), Some(QpEvent::Disconnected));
+            }
+        });
+        for round in 0..ROUNDS {
+            recv(&busy_client, &c_box, round);
+            c_box.buffer().write_at(0, &round.to_le_bytes()).unwrap();
+            let wr = SendWr::new(round, SendOp::Send, Payload::Sgl(vec![c_box.whole()]));
+            busy_client.post_send(wr).unwrap();
+            let mut answered = false;
+            while !answered {
+                let wc = spin_for_queue(&ccq);
+                answered = wc.opcode == WcOpcode::Recv;
+            }
+            let mut octets = [0; 8];
+            c_box.buffer().read_at(0, &mut octets).unwrap();
+            assert_eq!(u64::from_le_bytes(octets), round, "round {round}'s echo");
+        }
+        accepting.join().unwrap();
+    });
+}
+
+/// Polls `cq` without ever sleeping until a completion comes; fails
+/// after [`WAIT`].
+fn spin_for_queue(cq: &CompletionQueue) -> WorkCompletion {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(wc) = cq.poll_one() {
+            assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
+            return wc;
+        }
+        assert!(Instant::now() < deadline, "no completion in time");
     }
 }

@@ -19,9 +19,10 @@
 //! - a poll that finds a completion queue empty runs the rounds of the
 //!   connections feeding it whose sockets have octets (`cq_feed.rs`);
 //! - the dataplane thread neither reads those sockets nor wakes for
-//!   them, so it takes no CPU from the application and does not race it
-//!   for the socket. It still runs every round it finds free for the rest
-//!   (octets waiting for room, the kernel's counters, the timers).
+//!   their octets, so it takes no CPU from the application for them. It
+//!   still runs the rounds it finds free for the rest (octets waiting for
+//!   room, the kernel's counters, the timers, posts a request asks it
+//!   for), without reading or taking posts.
 //!
 //! The dataplane thread takes the sockets back once the polls stop for a
 //! [`WINDOW`], or find completions most of the time (the application is
@@ -104,6 +105,9 @@ pub(crate) struct ConnCell {
     qp: Arc<QpShared>,
     /// A thread asked for a round while another held the connection.
     requested: AtomicBool,
+    /// An application thread's round left the connection needing the
+    /// dataplane thread's (see [`ConnCell::has_news`]).
+    stirred: AtomicBool,
     /// Itself, as its feeds hold it.
     me: Weak<ConnCell>,
     /// The feeds' polls (summed) at the last post that ran a round.
@@ -173,6 +177,7 @@ impl ConnCell {
                 fd,
                 qp: qp.clone(),
                 requested: AtomicBool::new(false),
+                stirred: AtomicBool::new(false),
                 me: weak.clone(),
                 polls_at_post: AtomicU64::new(u64::MAX),
                 left: AtomicBool::new(false),
@@ -207,14 +212,30 @@ impl ConnCell {
     /// left it quiet: the application posted, a thread asked for a
     /// round, the socket has octets (as `readiness` last looked), or the
     /// application polled or slept since `watch`'s window began (to be
-    /// weighed when it ends).
+    /// weighed when it ends), or an application thread's round left it
+    /// needing this thread.
     pub(super) fn has_news(&self, readiness: &Readiness, watch: &PollWatch) -> bool {
         self.qp.posted.load(Ordering::Acquire)
             || self.requested.load(Ordering::Acquire)
+            || self.stirred.load(Ordering::Acquire)
             // SAFETY: the socket is open as long as this cell (see
             // `interest`).
             || readiness.is_readable(unsafe { BorrowedFd::borrow_raw(self.fd) })
-            || self.feeds.iter().map(|feed| feed.counts()).fold(PollCounts::default(), |sum, c| sum + c) != watch.since
+            || self.counts() != watch.since
+    }
+
+    /// Takes the news that an application thread's round left the
+    /// connection needing the dataplane thread (octets wait for room, a
+    /// close is under way), answered by the round about to run.
+    pub(super) fn take_stirred(&self) {
+        if self.stirred.load(Ordering::Relaxed) {
+            self.stirred.store(false, Ordering::Release);
+        }
+    }
+
+    /// Whether posts or octets wait for the feeds' next poll.
+    pub(super) fn has_unsent(&self) -> bool {
+        self.unsent.load(Ordering::Acquire)
     }
 
     /// What a parked dataplane thread waits for on the socket; nothing
@@ -244,32 +265,35 @@ impl ConnCell {
             // An idle connection costs one comparison a round.
             return false;
         }
-        if !self.feeds.iter().all(|feed| feed.usable()) {
-            self.left.store(false, Ordering::SeqCst);
-            return false;
-        }
-        let counts = self
-            .feeds
-            .iter()
-            .map(|feed| feed.counts())
-            .fold(PollCounts::default(), |sum, counts| sum + counts);
+        let counts = self.counts();
         let window = counts - watch.since;
         if in_window && window.sleeps == 0 {
             return left;
         }
-        let reads = application_runs(left, window);
         watch.since = counts;
         watch.began = now;
-        if reads != left {
-            // Pairs with the load in `run_posted`: a post that found the
-            // connection not left to the application is taken by this
-            // round, which reads the posts after this store.
-            self.left.store(reads, Ordering::SeqCst);
-        }
-        if reads {
+        // The feeds look at the socket before it is left to them (a feed
+        // whose epoll set cannot be made keeps it with this thread).
+        let reads = application_runs(left, window) && {
             self.feeds.iter().for_each(|feed| feed.spins());
+            self.feeds.iter().all(|feed| feed.usable())
+        };
+        if reads != left {
+            self.left.store(reads, Ordering::SeqCst);
+            // Pairs with the swap and load of `run_posted`'s post: a post
+            // that found the connection not left to the application is
+            // taken by this round, which reads the posts after this.
+            fence(Ordering::SeqCst);
         }
         reads
+    }
+
+    /// What the application did with the connection's queues so far.
+    fn counts(&self) -> PollCounts {
+        self.feeds
+            .iter()
+            .map(|feed| feed.counts())
+            .fold(PollCounts::default(), |sum, counts| sum + counts)
     }
 
     /// Whether the dataplane thread leaves the socket to the
@@ -294,6 +318,9 @@ impl ConnCell {
     /// Writing each one at once cost a system call per work request, and
     /// on loopback the peer's receive path too, for every TCP segment.
     pub(crate) fn run_posted(&self) {
+        if self.generation != fork::generation() {
+            return;
+        }
         // The post was flagged (a sequentially consistent swap) before
         // this load: see `application_reads`.
         if !self.left.load(Ordering::SeqCst) {
@@ -331,12 +358,14 @@ impl ConnCell {
         }
         // This round takes what was posted and held back; a post after
         // this holds its work back anew.
-        self.unsent.store(false, Ordering::Release);
+        self.unsent.swap(false, Ordering::AcqRel);
         self.requested.store(true, Ordering::SeqCst);
         // Pairs with the fence in `let_go`: either the holder sees the
         // request once it let go, or this thread finds the lock free.
         fence(Ordering::SeqCst);
-        RX.with(|rx| {
+        // A thread whose locals are being torn down runs nothing; the
+        // dataplane thread takes the request.
+        let ran = RX.try_with(|rx| {
             let Ok(mut rx) = rx.try_borrow_mut() else {
                 return false;
             };
@@ -354,12 +383,19 @@ impl ConnCell {
                 if conn.has_unwritten() {
                     self.hold_unsent();
                 }
+                // One left needing more than posts and reads (octets
+                // waiting for room, a close under way) is visited by the
+                // dataplane thread, though its last round found it quiet.
+                if conn.quiet_until().is_none() {
+                    self.stirred.store(true, Ordering::Release);
+                }
                 if !self.let_go(conn) {
                     break;
                 }
             }
             busy
-        })
+        });
+        ran.unwrap_or(false)
     }
 
     /// Takes the request for a round, which the holder of the connection

@@ -15,7 +15,7 @@ use std::any::Any;
 use std::collections::HashMap;
 use std::os::fd::{BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, TryLockError, Weak};
 
 use super::conn_cell::ConnCell;
 use super::readiness::Readiness;
@@ -227,8 +227,10 @@ impl Drive for CqFeed {
         let mut ready = self.take_unsent();
         if self.spinning.load(Ordering::Acquire) {
             // Another thread polling the queue looks now: it runs them.
-            let Ok(mut members) = self.members.try_lock() else {
-                return run(&ready);
+            let mut members = match self.members.try_lock() {
+                Ok(members) => members,
+                Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+                Err(TryLockError::WouldBlock) => return run(&ready),
             };
             let members = &mut *members;
             if let Some(readiness) = &mut members.readiness {
@@ -236,13 +238,14 @@ impl Drive for CqFeed {
                 ready.extend(
                     readiness
                         .readable()
-                        .filter_map(|fd| members.by_fd.get(&fd)?.upgrade())
-                        .filter(|cell| cell.is_left_to_application()),
+                        .filter_map(|fd| members.by_fd.get(&fd)?.upgrade()),
                 );
             }
         }
-        // Run with the set let go: a connection that ends in its round
-        // removes itself from it.
+        // With the set let go, since dropping a connection's last
+        // reference removes it from the set (a connection that ended, or
+        // one below that the dataplane thread runs, dropped here).
+        ready.retain(|cell| cell.is_left_to_application() || cell.has_unsent());
         run(&ready)
     }
 
@@ -251,6 +254,9 @@ impl Drive for CqFeed {
     }
 
     fn sleeps(&self) {
+        if self.generation != fork::generation() {
+            return;
+        }
         // What was posted and held back goes out before the application
         // sleeps.
         run(&self.take_unsent());

@@ -106,6 +106,7 @@ fn run(adopt: Receiver<Adopt>, bell: Arc<Bell>, mut readiness: Readiness) {
             // know it; later ones take only those a request asks for.
             let was_left = cell.is_left_to_application();
             let requested = cell.take_request();
+            cell.take_stirred();
             let reads = cell.application_reads(watch, now);
             let share = (reads, requested || !was_left);
             let (active, finished) = conn.poll(now, &mut rx, &readiness, give_up, share);
@@ -121,8 +122,10 @@ fn run(adopt: Receiver<Adopt>, bell: Arc<Bell>, mut readiness: Readiness) {
             }
             // A round asked for meanwhile runs next turn, unparked. A
             // connection that stays the dataplane thread's needs no look
-            // (and no fence): its posts are taken every round, and the
-            // application's threads run it only once it is left to them.
+            // (and no fence): its posts are taken every round, and an
+            // application thread that ran it meanwhile (posts it held
+            // back, or a hand-over just then) left its request, which
+            // `has_news` sees at the next round.
             if was_left || reads {
                 busy |= cell.let_go(conn);
             }
