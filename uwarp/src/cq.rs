@@ -121,17 +121,9 @@ impl CqShared {
         fence(Ordering::SeqCst);
     }
 
-    /// The queue's [`Drive`], made by `make` if it has none yet (`None`
-    /// if `make` could not make one).
-    pub(crate) fn feed(
-        &self,
-        make: impl FnOnce() -> Option<Arc<dyn Drive>>,
-    ) -> Option<Arc<dyn Drive>> {
-        if let Some(feed) = self.feed.get() {
-            return Some(feed.clone());
-        }
-        let _ = self.feed.set(make()?);
-        self.feed.get().cloned()
+    /// The queue's [`Drive`], made by `make` if it has none yet.
+    pub(crate) fn feed(&self, make: impl FnOnce() -> Arc<dyn Drive>) -> Arc<dyn Drive> {
+        self.feed.get_or_init(make).clone()
     }
 
     /// Runs the connections feeding the queue that have something to

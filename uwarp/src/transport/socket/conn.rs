@@ -308,7 +308,7 @@ impl Conn {
     pub(super) fn waits_for(&self) -> (bool, bool) {
         (
             !self.read_closed && !self.watched && !self.left_to_application,
-            !self.write_closed && self.out_at < self.out.len(),
+            self.has_unwritten(),
         )
     }
 

@@ -328,7 +328,7 @@ impl ConnCell {
             // next round.
             return;
         }
-        let polls = self.feeds.iter().map(|feed| feed.counts().empty).sum();
+        let polls = self.counts().empty;
         if self.polls_at_post.swap(polls, Ordering::Relaxed) != polls {
             self.run_on_application();
         } else {

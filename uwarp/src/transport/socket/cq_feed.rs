@@ -100,15 +100,15 @@ struct Members {
 
 impl CqFeed {
     /// The feed of `cq`, made at its first connection on this
-    /// transport; `None` if the queue is another transport's (no queue
-    /// is).
+    /// transport; `None` if the queue has another transport's [`Drive`]
+    /// (none has one).
     pub(super) fn of(cq: &CqShared, bell: &Arc<Bell>) -> Option<Arc<CqFeed>> {
         let drive = cq.feed(|| {
             let members = Members {
                 readiness: None,
                 by_fd: HashMap::new(),
             };
-            Some(Arc::new(CqFeed {
+            Arc::new(CqFeed {
                 members: Mutex::new(members),
                 polls: AtomicU64::new(0),
                 hits: AtomicU64::new(0),
@@ -119,8 +119,8 @@ impl CqFeed {
                 any_unsent: AtomicBool::new(false),
                 bell: bell.clone(),
                 generation: fork::generation(),
-            }) as Arc<dyn Drive>)
-        })?;
+            })
+        });
         drive.as_any_arc().downcast::<CqFeed>().ok()
     }
 
