@@ -12,9 +12,11 @@
 //!
 //! The trait lives here, below both the framer (`mpa`) and the TCP engine
 //! (`tcp`), so that neither depends on the other; it sits above `mem`,
-//! whose slices of registered memory a sink may take by reference.
+//! whose slices of registered memory a sink may take by reference, and
+//! whose lent ranges a byte-stream sink may write through
+//! ([`FpduSink::write_through`]).
 
-use crate::mem::BufferSlice;
+use crate::mem::{BufferSlice, Lent};
 
 /// Where a sender frames its FPDUs, one at a time: room for exactly one
 /// FPDU, kept only once committed. A transport that cuts TCP segments at
@@ -49,6 +51,35 @@ pub trait FpduSink {
         let _ = (head, payload, tail);
         None
     }
+
+    /// The smallest payload this sink writes through
+    /// ([`write_through`](Self::write_through)) instead of taking it
+    /// framed; `None`, the default, when it writes none through now.
+    /// Only FPDUs without CRC and Markers are offered: the sender does
+    /// not read a payload it writes through.
+    fn writes_through_from(&self) -> Option<usize> {
+        None
+    }
+
+    /// Takes one FPDU of `head`, then the lent `payload`, then `tail`,
+    /// to be written on where the payload lies (a byte-stream
+    /// transport's `writev`); `false` when there is no room now (nothing
+    /// was taken; the sender offers it again later). The sender holds an
+    /// epoch pin ([`Burst`](crate::mem::Burst)) from before the first
+    /// such call of a round until [`end_round`](Self::end_round)
+    /// returns: the sink may keep the payload's
+    /// [`LentRange`](crate::mem::LentRange) until then, and must have
+    /// written it, or copied what it could not write, by the time that
+    /// returns. A taken FPDU is the sink's, as a committed one is.
+    fn write_through(&mut self, head: &[u8], payload: &Lent<'_>, tail: &[u8]) -> bool {
+        let _ = (head, payload, tail);
+        false
+    }
+
+    /// The end of a round of FPDUs offered while
+    /// [`writes_through_from`](Self::writes_through_from) said some:
+    /// the last moment the payloads written through may be read.
+    fn end_round(&mut self) {}
 }
 
 /// An [`FpduSink`] that appends committed FPDUs to a vector.

@@ -8,10 +8,8 @@
 
 mod common;
 
-use std::sync::Arc;
-
-use common::{pair, write_to, Region, Setup, Side, GUARD, REMOTE_ALL};
-use uwarp_stack::mem::{Access, BufferSlice, MemoryBuffer};
+use common::{foreign, pair, read_back, write_to, Region, Setup, Side, REMOTE_ALL};
+use uwarp_stack::mem::{Access, BufferSlice};
 use uwarp_stack::rdmap::CqKind;
 use uwarp_stack::record::{FpduSink, VecSink};
 use uwarp_stack::verbs::{SendOp, WcStatus};
@@ -387,21 +385,6 @@ fn a_flush_reports_the_failed_request_before_the_flushed_receives() {
     assert_eq!(order, [(CqKind::Send, 2), (CqKind::Recv, 1)]);
 }
 
-/// `len` octets at offset 1 (unaligned) of `owner`, as foreign memory
-/// with a guard at each end, for [`Side::region_over`].
-///
-/// # Safety
-///
-/// `owner` must outlive every clone of the returned buffer, and not be
-/// touched meanwhile.
-unsafe fn foreign(owner: &mut Vec<u8>, len: usize) -> Arc<MemoryBuffer> {
-    owner.resize(1 + len + 2 * GUARD, 0);
-    // SAFETY: the `len + 2 * GUARD` octets after the first of `owner` are
-    // inside its allocation, which the caller keeps alive and untouched
-    // for as long as the buffer.
-    Arc::new(unsafe { MemoryBuffer::from_raw_parts(owner.as_mut_ptr().add(1), len + 2 * GUARD) })
-}
-
 /// A Write from foreign memory and a Read Response from foreign memory,
 /// framed by a sink that takes every payload of 512 octets and more by
 /// reference: nothing goes by reference, both arrive intact, and the
@@ -431,18 +414,7 @@ fn foreign_memory_is_copied_even_where_payloads_go_by_reference() {
     dst.assert_guards();
 
     // The other way: `a` reads `b`'s foreign region back.
-    let back = a.region(4_000, Access::LOCAL_WRITE);
-    a.post(
-        2,
-        SendOp::Read {
-            remote_addr: dst.to,
-            rkey: dst.stag.raw(),
-        },
-        vec![back.whole()],
-    );
-    let mut request = Vec::new();
-    while a.engine.poll_fpdu(&mut VecSink::new(&mut request)) {}
-    b.engine.on_bytes(&request);
+    let back = read_back(&mut a, &mut b, 2, &dst);
     let mut responses = Referencing::new(512);
     while b.engine.poll_fpdu(&mut responses) {}
     assert_eq!(responses.runs, 0, "foreign memory went by reference");

@@ -65,6 +65,9 @@ qp_counters! {
         /// memory, not from a copy in TCP's send queue (zero-copy
         /// transmit, `DpdkConfig::zero_copy_from`).
         pub fpdus_sent_by_reference,
+        /// Of those, the ones the socket transport wrote to its socket
+        /// straight from registered memory (`writev`), not from a copy.
+        pub fpdus_written_through,
         /// FPDUs received.
         pub fpdus_received,
         /// Payload octets placed into registered memory.
@@ -158,6 +161,7 @@ impl QpCounters {
         Self {
             fpdus_sent: engine.fpdus_sent,
             fpdus_sent_by_reference: engine.fpdus_sent_by_reference,
+            fpdus_written_through: engine.fpdus_written_through,
             fpdus_received: engine.fpdus_received,
             bytes_placed: engine.bytes_placed,
             segments_placed_out_of_order: transport.segments_placed_out_of_order,

@@ -25,6 +25,10 @@ use uwarp::*;
 trait Transport {
     /// Whether uwarp's own memory goes by reference (zero-copy transmit).
     const BY_REFERENCE: bool;
+    /// Whether large payloads are written through from registered
+    /// memory, the application's included (the socket transport's
+    /// `writev`).
+    const WRITES_THROUGH: bool;
 
     /// Two devices that reach each other.
     fn devices() -> Devices;
@@ -35,6 +39,7 @@ struct Socket;
 
 impl Transport for Socket {
     const BY_REFERENCE: bool = false;
+    const WRITES_THROUGH: bool = true;
 
     fn devices() -> Devices {
         Devices::sockets().unwrap()
@@ -49,6 +54,7 @@ struct Dpdk;
 
 impl Transport for Dpdk {
     const BY_REFERENCE: bool = true;
+    const WRITES_THROUGH: bool = false;
 
     fn devices() -> Devices {
         let (server, client) = dpdk_rig::device_pair(76, 1024, CoreThreads::Spawned, |dpdk| {
@@ -153,6 +159,14 @@ fn nothing_sent_by_reference(end: &End) {
     assert_eq!(counters.fpdus_sent_by_reference, 0, "{counters:?}");
 }
 
+/// Asserts that `end`'s queue pair wrote large payloads through from the
+/// application's memory where `T` does that, and none elsewhere.
+fn written_through_where_the_transport_does<T: Transport>(end: &End) {
+    let counters = end.qp.counters();
+    let through = counters.fpdus_written_through > 0;
+    assert_eq!(through, T::WRITES_THROUGH, "{counters:?}");
+}
+
 /// A Write from 16 octets at offset 3 of the client's `Vec` into the
 /// server's, a Read of them back into a third, and a Send from the
 /// server's into a receive posted on a fourth; then the same at 64 KiB,
@@ -200,6 +214,8 @@ fn writes_reads_and_sends_move_through_unaligned_app_memory<T: Transport>() {
     }
     nothing_sent_by_reference(&client);
     nothing_sent_by_reference(&server);
+    written_through_where_the_transport_does::<T>(&client);
+    written_through_where_the_transport_does::<T>(&server);
 }
 
 /// One range registered twice: two STags, each usable alone; once one is
@@ -356,6 +372,8 @@ fn memory_freed_right_after_deregistration_is_never_touched_again<T: Transport>(
     assert!(reused.guards_intact());
     nothing_sent_by_reference(&client);
     nothing_sent_by_reference(&server);
+    written_through_where_the_transport_does::<T>(&client);
+    written_through_where_the_transport_does::<T>(&server);
 }
 
 /// The same Write of 64 KiB, from uwarp's memory and then from the

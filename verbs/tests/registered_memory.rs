@@ -79,6 +79,11 @@ fn sending_from_memory_gone_completes_with_a_local_protection_error() {
 }
 
 #[test]
+fn sending_a_large_payload_from_memory_gone_ends_the_connection_not_the_program() {
+    scenario_holds("send_large");
+}
+
+#[test]
 fn a_send_arriving_into_memory_gone_completes_the_receive_with_a_local_protection_error() {
     scenario_holds("recv_sink");
 }

@@ -611,6 +611,7 @@ pub(super) fn counters_json(c: &QpCounters) -> Value {
     json!({
         "fpdus_sent": c.fpdus_sent,
         "fpdus_sent_by_reference": c.fpdus_sent_by_reference,
+        "fpdus_written_through": c.fpdus_written_through,
         "fpdus_received": c.fpdus_received,
         "bytes_placed": c.bytes_placed,
         "segments_placed_out_of_order": c.segments_placed_out_of_order,
@@ -643,11 +644,12 @@ fn counters_text(side: &str, c: &QpCounters) -> String {
 /// line for people.
 fn engine_text(c: &QpCounters) -> String {
     format!(
-        "FPDUs sent {} ({} by reference) received {}, placed {} B ({} B out of order in {} \
+        "FPDUs sent {} ({} by reference, {} written through) received {}, placed {} B ({} B out of order in {} \
          segments), reassembled {} B, FPDUs split {}, CRC errors {}, Terminates sent {} \
          received {}, rounds on the application's threads {}\n",
         c.fpdus_sent,
         c.fpdus_sent_by_reference,
+        c.fpdus_written_through,
         c.fpdus_received,
         c.bytes_placed,
         c.bytes_placed_out_of_order,

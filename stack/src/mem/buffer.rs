@@ -263,6 +263,15 @@ impl MemoryBuffer {
         self.ptr.as_ptr().addr() as u64
     }
 
+    /// The address of the octet at `offset`, which the caller checked is
+    /// at most the buffer's length: for a lent range's system calls
+    /// ([`Lent::as_ptr`](super::Lent::as_ptr)). Computed with
+    /// `wrapping_add`, so no reference or in-bounds claim is made.
+    pub(crate) fn ptr_at(&self, offset: usize) -> *const u8 {
+        debug_assert!(offset <= self.len);
+        self.ptr.as_ptr().cast_const().wrapping_add(offset)
+    }
+
     /// Checks that `len` octets at `offset` are inside the buffer.
     fn check(&self, offset: usize, len: usize) -> Result<(), MemError> {
         match offset.checked_add(len) {

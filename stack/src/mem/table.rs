@@ -21,6 +21,7 @@ use super::access::Access;
 use super::buffer::MemoryBuffer;
 use super::error::{InvalidateError, MemError, TaggedError};
 use super::grace::{Deregistered, GracePeriod};
+use super::lent::Lent;
 use super::pd::PdId;
 use super::region::{Region, RegionSpec};
 use super::slice::BufferSlice;
@@ -374,6 +375,28 @@ impl StagTable {
         len: usize,
     ) -> Result<Option<BufferSlice>, TaggedError> {
         self.slice(stag, pd, Access::REMOTE_READ, to, len)
+    }
+
+    /// Lends the `len` octets at Tagged Offset `to` of the region `stag`
+    /// names to `lend` for the length of the call, after the checks of
+    /// [`place`](Self::place) with the access right `needed`
+    /// ([`Access::NONE`] for a Send's or RDMA Write's gather list,
+    /// [`Access::REMOTE_READ`] for a Read Response): a payload handed to
+    /// a system call where it lies. The table's guard is held throughout,
+    /// so a deregistration completes only after `lend` returned (see
+    /// [`Lent`]); foreign memory is lent too. A zero length is checked,
+    /// as [`local_slice`](Self::local_slice) checks it.
+    pub fn lend<R>(
+        &self,
+        stag: Stag,
+        pd: PdId,
+        needed: Access,
+        (to, len): (u64, usize),
+        lend: impl FnOnce(Lent<'_>) -> R,
+    ) -> Result<R, TaggedError> {
+        let guard = &epoch::pin();
+        let (region, at) = self.locate(stag, pd, needed, to, len, guard)?;
+        Ok(lend(Lent::new(&region.buffer, at, len)))
     }
 
     fn slice(

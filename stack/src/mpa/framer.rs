@@ -123,16 +123,69 @@ impl FpduWriter {
         head: &mut [u8],
         tail: &mut [u8],
     ) -> WireResult<usize> {
+        let written = self.frame_parts(header, payload.len(), head, tail, |crc| {
+            payload.crc32c_update(crc);
+        })?;
+        self.offset = self.offset.wrapping_add(written as u64);
+        Ok(written)
+    }
+
+    /// The lengths of the parts around a payload of `payload_len` octets
+    /// that a sink writes through ([`FpduSink::write_through`]), as
+    /// [`referencing_parts`](Self::referencing_parts) gives them; `None`
+    /// also with CRCs on, since the writer does not read such a payload.
+    pub fn through_parts(&self, header_len: usize, payload_len: usize) -> Option<(usize, usize)> {
+        if self.crc {
+            return None;
+        }
+        self.referencing_parts(header_len, payload_len)
+    }
+
+    /// Frames the parts around a payload of `payload_len` octets that a
+    /// sink writes through, sized as [`through_parts`](Self::through_parts)
+    /// says, without counting the FPDU as written: the sink may refuse
+    /// it. Returns the FPDU's length, for [`wrote`](Self::wrote) once the
+    /// sink took it.
+    pub fn frame_through(
+        &self,
+        header: &[u8],
+        payload_len: usize,
+        head: &mut [u8],
+        tail: &mut [u8],
+    ) -> WireResult<usize> {
+        if self.through_parts(header.len(), payload_len).is_none() {
+            return Err(WireError::UlpduTooLong(header.len() + payload_len));
+        }
+        self.frame_parts(header, payload_len, head, tail, |_| {})
+    }
+
+    /// Counts `len` octets of a [`frame_through`](Self::frame_through)
+    /// FPDU as written.
+    pub fn wrote(&mut self, len: usize) {
+        self.offset = self.offset.wrapping_add(len as u64);
+    }
+
+    /// The length field and `header` into `head`, the pad and the CRC
+    /// into `tail`, around a payload of `payload_len` octets that
+    /// `payload_crc` adds to the CRC; the FPDU's length.
+    fn frame_parts(
+        &self,
+        header: &[u8],
+        payload_len: usize,
+        head: &mut [u8],
+        tail: &mut [u8],
+        payload_crc: impl FnOnce(&mut crc::Crc32c),
+    ) -> WireResult<usize> {
         let (head_len, tail_len) = self
-            .referencing_parts(header.len(), payload.len())
-            .ok_or(WireError::UlpduTooLong(header.len() + payload.len()))?;
+            .referencing_parts(header.len(), payload_len)
+            .ok_or(WireError::UlpduTooLong(header.len() + payload_len))?;
         if head.len() != head_len || tail.len() != tail_len {
             return Err(WireError::Truncated {
                 needed: head_len + tail_len,
                 available: head.len() + tail.len(),
             });
         }
-        let ulpdu_len = (header.len() + payload.len()) as u16;
+        let ulpdu_len = (header.len() + payload_len) as u16;
         head[..fpdu::LENGTH_FIELD_LEN].copy_from_slice(&ulpdu_len.to_be_bytes());
         head[fpdu::LENGTH_FIELD_LEN..].copy_from_slice(header);
         let (pad, field) = tail.split_at_mut(tail_len - crc::CRC_LEN);
@@ -140,16 +193,14 @@ impl FpduWriter {
         let value = if self.crc {
             let mut crc = crc::Crc32c::new();
             crc.update(head);
-            payload.crc32c_update(&mut crc);
+            payload_crc(&mut crc);
             crc.update(pad);
             crc.value()
         } else {
             0
         };
         field.copy_from_slice(&crc::to_wire(value));
-        let written = head_len + payload.len() + tail_len;
-        self.offset = self.offset.wrapping_add(written as u64);
-        Ok(written)
+        Ok(head_len + payload_len + tail_len)
     }
 
     /// Appends one FPDU carrying the concatenation of `parts` to `out`.

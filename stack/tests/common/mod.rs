@@ -13,6 +13,7 @@ use uwarp_stack::mem::{
 };
 use uwarp_stack::mpa::{FpduReader, FpduWriter, Negotiated, Rtr};
 use uwarp_stack::rdmap::{CqKind, EngineConfig, QpEngine, QpEvent, Role, SharedReceiveQueue};
+use uwarp_stack::record::VecSink;
 use uwarp_stack::verbs::{
     Payload, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
 };
@@ -580,4 +581,38 @@ pub fn deliver(from: &mut Side, to: &mut Side) -> Vec<u8> {
     from.transmit(&mut out, 1 << 20);
     to.engine.on_bytes(&out);
     out
+}
+
+/// `len` octets at offset 1 (unaligned) of `owner`, as foreign memory
+/// with a guard at each end, for [`Side::region_over`].
+///
+/// # Safety
+///
+/// `owner` must outlive every clone of the returned buffer, and not be
+/// touched meanwhile.
+pub unsafe fn foreign(owner: &mut Vec<u8>, len: usize) -> Arc<MemoryBuffer> {
+    owner.resize(1 + len + 2 * GUARD, 0);
+    // SAFETY: the `len + 2 * GUARD` octets after the first of `owner` are
+    // inside its allocation, which the caller keeps alive and untouched
+    // for as long as the buffer.
+    Arc::new(unsafe { MemoryBuffer::from_raw_parts(owner.as_mut_ptr().add(1), len + 2 * GUARD) })
+}
+
+/// `a`'s Read of all of `b`'s `region` into a new region of its own,
+/// posted as work request `wr_id`, with the Read Request delivered to
+/// `b`: the region the Read Responses will land in.
+pub fn read_back(a: &mut Side, b: &mut Side, wr_id: u64, region: &Region) -> Region {
+    let back = a.region(region.len, Access::LOCAL_WRITE);
+    a.post(
+        wr_id,
+        SendOp::Read {
+            remote_addr: region.to,
+            rkey: region.stag.raw(),
+        },
+        vec![back.whole()],
+    );
+    let mut request = Vec::new();
+    while a.engine.poll_fpdu(&mut VecSink::new(&mut request)) {}
+    b.engine.on_bytes(&request);
+    back
 }

@@ -30,6 +30,10 @@
  *               client reads it: same outcome;
  *   send_source a region of the client's becomes inaccessible and the
  *               client sends from it: IBV_WC_LOC_PROT_ERR;
+ *   send_large  the same with 64 KiB, which the socket transport hands to
+ *               the kernel's writev where it lies (EFAULT): the
+ *               connection ends, the server's receive never completes
+ *               with data, and a later Send is flushed;
  *   recv_sink   the server's receive lies in memory made inaccessible
  *               when a Send arrives: IBV_WC_LOC_PROT_ERR;
  *   read_sink   the client's Read lands in memory it made inaccessible:
@@ -455,6 +459,46 @@ static void send_source(struct pair *p)
 	CHECK(ibv_dereg_mr(mr) == 0);
 }
 
+/* send_large: the client sends 64 KiB from a region it made inaccessible.
+ * On the socket transport the payload is written through from the region
+ * (no copy of uwarp's reads it); whichever way, nothing of it arrives. */
+static void send_large(struct pair *p)
+{
+	size_t len = 64 * 1024;
+	char *region = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct ibv_mr *mr = ibv_reg_mr(p->pd, region, len, IBV_ACCESS_LOCAL_WRITE);
+	CHECK(mr != NULL);
+	char *inbox = malloc(len);
+	struct ibv_mr *inbox_mr = ibv_reg_mr(p->pd, inbox, len, IBV_ACCESS_LOCAL_WRITE);
+	CHECK(inbox_mr != NULL);
+	struct ibv_sge sge = { .addr = (uintptr_t)inbox, .length = len, .lkey = inbox_mr->lkey };
+	struct ibv_recv_wr recv = { .wr_id = 7, .sg_list = &sge, .num_sge = 1 }, *bad_recv;
+	CHECK(ibv_post_recv(p->server->qp, &recv, &bad_recv) == 0);
+	CHECK(mprotect(region, len, PROT_NONE) == 0);
+	CHECK(post(p, 8, IBV_WR_SEND, region, mr->lkey, NULL, 0, len) == 0);
+	struct ibv_wc wc = next_wc(p->client_cq);
+	CHECK(wc.wr_id == 8);
+	if (wc.status == IBV_WC_SUCCESS || wc.status == IBV_WC_LOC_PROT_ERR) {
+		/* The stream ended: what follows is flushed. */
+		post(p, 9, IBV_WR_SEND, p->local, p->local_mr->lkey, NULL, 0, 8);
+		wc = next_wc(p->client_cq);
+		if (wc.wr_id != 9 || wc.status == IBV_WC_SUCCESS)
+			fprintf(stderr, "after the failed send: %lu %s\n", (unsigned long)wc.wr_id,
+				ibv_wc_status_str(wc.status));
+		CHECK(wc.wr_id == 9 && wc.status != IBV_WC_SUCCESS);
+	} else {
+		fprintf(stderr, "send from inaccessible memory: %s\n", ibv_wc_status_str(wc.status));
+		CHECK(0);
+	}
+	wc = next_wc(p->server_cq);
+	if (wc.status == IBV_WC_SUCCESS)
+		fprintf(stderr, "the server received %u octets\n", wc.byte_len);
+	CHECK(wc.wr_id == 7 && wc.status != IBV_WC_SUCCESS);
+	CHECK(ibv_dereg_mr(mr) == 0);
+	CHECK(ibv_dereg_mr(inbox_mr) == 0);
+	free(inbox);
+}
+
 /* The program's own fault handling: a page its handler makes accessible
  * when touched, and the handler it replaced. */
 static char *trap_page;
@@ -538,6 +582,8 @@ int main(int argc, char **argv)
 		read_sink(&p);
 	} else if (strcmp(scenario, "send_source") == 0) {
 		send_source(&p);
+	} else if (strcmp(scenario, "send_large") == 0) {
+		send_large(&p);
 	} else if (strcmp(scenario, "chain") == 0) {
 		touch_trap();
 		install(program_handler); /* after: it hands on what is not its own */

@@ -119,6 +119,9 @@ pub struct EngineCounters {
     /// Of those, the ones whose payload the sink held by reference in
     /// registered memory (zero-copy transmit).
     pub fpdus_sent_by_reference: u64,
+    /// Of those, the ones whose payload a byte-stream sink wrote through
+    /// from registered memory ([`FpduSink::write_through`](crate::record::FpduSink::write_through)).
+    pub fpdus_written_through: u64,
     /// FPDUs received.
     pub fpdus_received: u64,
     /// Payload octets placed into registered memory.

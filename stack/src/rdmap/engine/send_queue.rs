@@ -3,7 +3,7 @@
 //! most the MULPDU, the fence, the ORD limit on RDMA Reads, and completions
 //! released strictly in send queue order.
 
-use crate::mem::{Access, BufferSlice, PdId, Stag, StagTable, TaggedError};
+use crate::mem::{Access, BufferSlice, Lent, PdId, Stag, StagTable, TaggedError};
 use crate::mpa::Rtr;
 use crate::rdmap::OutboundReads;
 use crate::verbs::{Payload, SendOp, SendWr, Sge, WcStatus, WorkCompletion};
@@ -338,17 +338,41 @@ impl SendQueue {
         table: &StagTable,
         pd: PdId,
     ) -> Option<Result<BufferSlice, TaggedError>> {
+        let (lkey, to, len) = self.one_piece(segment)?;
+        table.local_slice(lkey, pd, to, len).transpose()
+    }
+
+    /// Lends the payload of `segment`, the one [`next_segment`] gave
+    /// last, to `lend` where it lies, for the length of the call
+    /// ([`StagTable::lend`]): `None` when it is not one piece of
+    /// registered memory (inline data, a span of two elements of the
+    /// gather list), an error when its region went away since the
+    /// request started. Foreign memory is lent too.
+    ///
+    /// [`next_segment`]: Self::next_segment
+    pub fn lend_payload<R>(
+        &self,
+        segment: &TxSegment,
+        table: &StagTable,
+        pd: PdId,
+        lend: impl FnOnce(Lent<'_>) -> R,
+    ) -> Option<Result<R, TaggedError>> {
+        let (lkey, to, len) = self.one_piece(segment)?;
+        Some(table.lend(lkey, pd, Access::NONE, (to, len), lend))
+    }
+
+    /// Where the payload of `segment`, the one [`next_segment`] gave
+    /// last, lies when it is one piece of registered memory: its STag,
+    /// Tagged Offset and length.
+    ///
+    /// [`next_segment`]: Self::next_segment
+    fn one_piece(&self, segment: &TxSegment) -> Option<(Stag, u64, usize)> {
         let current = self.current.as_ref()?;
         let Source::Gather(sgl) = &current.source else {
             return None;
         };
         let (sge, skip, take) = gather_pieces(sgl, current.sent, segment.payload_len).next()?;
-        if take < segment.payload_len {
-            return None;
-        }
-        table
-            .local_slice(sge.lkey, pd, sge.addr + skip as u64, take)
-            .transpose()
+        (take == segment.payload_len).then_some((sge.lkey, sge.addr + skip as u64, take))
     }
 
     /// Counts `segment`, the one [`next_segment`] gave last, as handed to

@@ -20,11 +20,20 @@
 //! framed by copy even then: the application may free that memory as soon
 //! as it is deregistered, and a reference could outlive that.
 //!
+//! A byte-stream sink that writes payloads through
+//! ([`FpduSink::writes_through_from`], the socket transport's `writev`)
+//! gets large ones of FPDUs without CRC or Markers lent ([`Lent`],
+//! foreign memory too) and pinned until its round ends: it hands them to
+//! the kernel where they lie and copies what the kernel did not take
+//! before the round ends, so a Send or Write sent so completes as a
+//! copied one does.
+//!
 //! [`MemoryBuffer::from_raw_parts`]: crate::mem::MemoryBuffer::from_raw_parts
 
 use super::send_queue::LocalFault;
+use super::send_queue::MAX_HEADER_LEN;
 use super::{LlpClose, QpEngine};
-use crate::mem::{BufferSlice, Stag, TaggedError};
+use crate::mem::{Access, BufferSlice, Burst, Lent, Stag, TaggedError};
 use crate::mpa::FpduWriter;
 use crate::record::{FpduSink, VecSink};
 use crate::verbs::QpState;
@@ -38,6 +47,15 @@ impl QpEngine {
     /// nothing is left to send; returns how many octets it added.
     pub fn poll_transmit(&mut self, out: &mut Vec<u8>, budget: usize) -> usize {
         self.transmit(&mut VecSink::new(out), budget)
+    }
+
+    /// Frames FPDUs into `sink` until about `budget` octets were framed,
+    /// nothing is left to send or the sink has no room; returns how many
+    /// octets it framed. For a byte-stream transport with a sink of its
+    /// own, one that writes payloads through
+    /// ([`FpduSink::write_through`]).
+    pub fn poll_transmit_to<S: FpduSink + ?Sized>(&mut self, sink: &mut S, budget: usize) -> usize {
+        self.transmit(sink, budget)
     }
 
     /// Frames at most one FPDU (the next Terminate, send queue segment or
@@ -54,6 +72,18 @@ impl QpEngine {
     /// Frames what is due into `sink` until about `budget` octets were
     /// framed; returns how many were.
     fn transmit<S: FpduSink + ?Sized>(&mut self, sink: &mut S, budget: usize) -> usize {
+        // Payloads the sink writes through stay readable until its round
+        // ends (`FpduSink::write_through`).
+        let through_round = sink.writes_through_from().map(|_| Burst::begin());
+        let framed = self.transmit_round(sink, budget);
+        if through_round.is_some() {
+            sink.end_round();
+        }
+        framed
+    }
+
+    /// The FPDUs of one [`transmit`](Self::transmit).
+    fn transmit_round<S: FpduSink + ?Sized>(&mut self, sink: &mut S, budget: usize) -> usize {
         let mut framed = self.transmit_terminate(sink);
         if self.peer_started {
             while framed < budget && self.accepts_work() {
@@ -115,15 +145,30 @@ impl QpEngine {
         };
         let (sq, table, pd) = (&self.sq, &self.table, self.pd);
         let header = &segment.header[..segment.header_len];
-        let referencing = references(sink, &self.writer, header.len(), segment.payload_len)
+        let writer = &mut self.writer;
+        let through =
+            writes_through(sink, writer, header.len(), segment.payload_len).and_then(|parts| {
+                sq.lend_payload(&segment, table, pd, |payload| {
+                    frame_through(writer, sink, header, &payload, parts)
+                })
+            });
+        let referencing = through
+            .is_none()
+            .then(|| references(sink, writer, header.len(), segment.payload_len))
+            .flatten()
             .and_then(|parts| Some((parts, sq.payload_slice(&segment, table, pd)?)));
-        let referenced = referencing.is_some();
-        let framed = match referencing {
-            Some((parts, Ok(payload))) => {
-                frame_referencing(&mut self.writer, sink, header, payload, parts)
+        let way = match (&through, &referencing) {
+            (Some(_), _) => Way::Through,
+            (None, Some(_)) => Way::Reference,
+            (None, None) => Way::Copy,
+        };
+        let framed = match (through, referencing) {
+            (Some(through), _) => through.unwrap_or_else(Framed::Failed),
+            (None, Some((parts, Ok(payload)))) => {
+                frame_referencing(writer, sink, header, payload, parts)
             }
-            Some((_, Err(err))) => Framed::Failed(err),
-            None => frame(&mut self.writer, sink, segment.ulpdu_len(), |out| {
+            (None, Some((_, Err(err)))) => Framed::Failed(err),
+            (None, None) => frame(writer, sink, segment.ulpdu_len(), |out| {
                 let (head, payload) = out.split_at_mut(header.len());
                 head.copy_from_slice(header);
                 sq.copy_payload(&segment, table, pd, payload)
@@ -131,10 +176,9 @@ impl QpEngine {
         };
         match framed {
             Framed::Sent(len) => {
-                let until = referenced.then(|| self.writer.offset());
+                let until = (way == Way::Reference).then(|| self.writer.offset());
                 self.sq.segment_sent(&segment, until);
-                self.counters.fpdus_sent += 1;
-                self.counters.fpdus_sent_by_reference += u64::from(referenced);
+                self.count_sent(way);
                 Some(len)
             }
             Framed::NoRoom => None,
@@ -167,17 +211,35 @@ impl QpEngine {
             segment.source_to,
             segment.len as usize,
         );
-        // Held in place when the sink takes it and the memory may be held
-        // (it is not foreign).
-        let referencing = references(sink, &self.writer, header.len(), len)
+        let writer = &mut self.writer;
+        // Written through from where it lies when the sink does that;
+        // else held in place when the sink takes it and the memory may be
+        // held (it is not foreign).
+        let through = writes_through(sink, writer, header.len(), len).map(|parts| {
+            let at = (to, len);
+            table
+                .lend(stag, pd, Access::REMOTE_READ, at, |payload| {
+                    frame_through(writer, sink, &header, &payload, parts)
+                })
+                .unwrap_or_else(Framed::Failed)
+        });
+        let referencing = through
+            .is_none()
+            .then(|| references(sink, writer, header.len(), len))
+            .flatten()
             .and_then(|parts| Some((parts, table.fetch_slice(stag, pd, to, len).transpose()?)));
-        let referenced = referencing.is_some();
-        let framed = match referencing {
-            Some((parts, Ok(payload))) => {
-                frame_referencing(&mut self.writer, sink, &header, payload, parts)
+        let way = match (&through, &referencing) {
+            (Some(_), _) => Way::Through,
+            (None, Some(_)) => Way::Reference,
+            (None, None) => Way::Copy,
+        };
+        let framed = match (through, referencing) {
+            (Some(framed), _) => framed,
+            (None, Some((parts, Ok(payload)))) => {
+                frame_referencing(writer, sink, &header, payload, parts)
             }
-            Some((_, Err(err))) => Framed::Failed(err),
-            None => frame(&mut self.writer, sink, header.len() + len, |out| {
+            (None, Some((_, Err(err)))) => Framed::Failed(err),
+            (None, None) => frame(writer, sink, header.len() + len, |out| {
                 let (head, payload) = out.split_at_mut(header.len());
                 head.copy_from_slice(&header);
                 table.fetch(stag, pd, to, payload)
@@ -186,8 +248,7 @@ impl QpEngine {
         let len = match framed {
             Framed::NoRoom => return None,
             Framed::Sent(len) => {
-                self.counters.fpdus_sent += 1;
-                self.counters.fpdus_sent_by_reference += u64::from(referenced);
+                self.count_sent(way);
                 len
             }
             Framed::Failed(err) => {
@@ -204,6 +265,26 @@ impl QpEngine {
         self.inbound_reads.segment_sent(&segment);
         Some(len)
     }
+}
+
+impl QpEngine {
+    /// Counts one FPDU sent the way `way` says.
+    fn count_sent(&mut self, way: Way) {
+        self.counters.fpdus_sent += 1;
+        self.counters.fpdus_sent_by_reference += u64::from(way == Way::Reference);
+        self.counters.fpdus_written_through += u64::from(way == Way::Through);
+    }
+}
+
+/// How an FPDU's payload reaches the sink.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Way {
+    /// Copied into the sink's room.
+    Copy,
+    /// Held by reference until the LLP acknowledges it.
+    Reference,
+    /// Written through from where it lies, during the call.
+    Through,
 }
 
 /// What became of an FPDU offered to a sink.
@@ -244,6 +325,43 @@ fn references<S: FpduSink + ?Sized>(
 ) -> Option<(usize, usize)> {
     let taken = len > 0 && sink.references_from().is_some_and(|min| len >= min);
     taken.then(|| writer.referencing_parts(header_len, len))?
+}
+
+/// Whether `sink` writes a payload of `len` octets through after a
+/// header of `header_len`, and if so the lengths of the parts around it
+/// ([`FpduWriter::through_parts`]: never with CRCs or Markers on). Not
+/// an empty one, as [`references`] says.
+fn writes_through<S: FpduSink + ?Sized>(
+    sink: &S,
+    writer: &FpduWriter,
+    header_len: usize,
+    len: usize,
+) -> Option<(usize, usize)> {
+    let taken = len > 0 && sink.writes_through_from().is_some_and(|min| len >= min);
+    taken.then(|| writer.through_parts(header_len, len))?
+}
+
+/// Offers the FPDU of `header` and the lent `payload` to `sink` to write
+/// through, with the parts `writes_through` gave.
+fn frame_through<S: FpduSink + ?Sized>(
+    writer: &mut FpduWriter,
+    sink: &mut S,
+    header: &[u8],
+    payload: &Lent<'_>,
+    (head_len, tail_len): (usize, usize),
+) -> Framed {
+    // The length field and the longest header; the pad and the CRC.
+    let mut head = [0; 2 + MAX_HEADER_LEN];
+    let mut tail = [0; 3 + 4];
+    let (head, tail) = (&mut head[..head_len], &mut tail[..tail_len]);
+    let len = writer
+        .frame_through(header, payload.len(), head, tail)
+        .expect("the parts have the lengths through_parts gave");
+    if !sink.write_through(head, payload, tail) {
+        return Framed::NoRoom;
+    }
+    writer.wrote(len);
+    Framed::Sent(len)
 }
 
 /// Frames the ULPDU of `header` and `payload`, held by reference, into

@@ -5,7 +5,7 @@
 //! connection's round; an application thread may run one itself
 //! ([`Conn::run_on_application`], through `conn_cell.rs`).
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::time::{Duration, Instant};
@@ -14,6 +14,7 @@ use uwarp_stack::rdmap::{EngineConfig, LlpClose, QpEngine};
 use uwarp_stack::verbs::QpState;
 
 use super::descriptors::Registered;
+use super::outbound::Outbound;
 use super::readiness::Readiness;
 use super::tcp;
 use crate::counters::TransportCounters;
@@ -35,6 +36,9 @@ pub(crate) struct Adopt {
 
 /// Octets the engine may produce per connection per loop.
 const TX_BUDGET: usize = 256 * 1024;
+/// Room for framed octets waiting for the socket: a round's budget and
+/// the largest FPDU, which may end past it, twice over.
+const OUTBOUND_CAPACITY: usize = TX_BUDGET + 2 * 65_536;
 /// At most how many times [`TX_BUDGET`] an application thread's round
 /// writes, and [`RX_CHUNK`] it reads (4 MiB): a large message goes out
 /// whole from the posting thread while the socket takes it, and is
@@ -55,8 +59,7 @@ const TCP_INFO_IDLE_INTERVAL: Duration = Duration::from_millis(100);
 pub(super) struct Conn {
     stream: Registered<TcpStream>,
     link: QpLink,
-    out: Vec<u8>,
-    out_at: usize,
+    out: Outbound,
     read_closed: bool,
     write_closed: bool,
     /// When this side closed its direction, or its engine entered
@@ -94,8 +97,7 @@ impl Conn {
         Self {
             stream: adopt.stream,
             link,
-            out: Vec::with_capacity(TX_BUDGET + 65_536),
-            out_at: 0,
+            out: Outbound::new(OUTBOUND_CAPACITY),
             read_closed: false,
             write_closed: false,
             closed_at: None,
@@ -154,7 +156,7 @@ impl Conn {
         }
         let finished = self.link.engine.state() == QpState::Error
             && self.write_closed
-            && self.out_at == self.out.len()
+            && !self.out.has_unwritten()
             && (give_up || !self.link.has_backlog());
         (busy, finished)
     }
@@ -231,7 +233,7 @@ impl Conn {
         for _ in 0..APPLICATION_ROUNDS {
             let wrote = self.transmit();
             busy |= wrote;
-            if !wrote || self.out_at < self.out.len() {
+            if !wrote || self.out.has_unwritten() {
                 break;
             }
         }
@@ -271,35 +273,47 @@ impl Conn {
         }
     }
 
+    /// Writes what waits for the socket and, once nothing does, what the
+    /// engine has to send: small FPDUs framed into the outbound buffer,
+    /// large payloads written through from registered memory
+    /// (`outbound.rs`). Returns whether anything was written.
     fn transmit(&mut self) -> bool {
         if self.write_closed {
             return false;
         }
-        if self.out_at == self.out.len() {
-            self.out.clear();
-            self.out_at = 0;
-            self.link.engine.poll_transmit(&mut self.out, TX_BUDGET);
-        }
-        let mut busy = false;
-        while self.out_at < self.out.len() {
-            match self.stream.write(&self.out[self.out_at..]) {
-                Ok(n) => {
-                    self.out_at += n;
-                    self.sent_since_info = true;
-                    busy = true;
-                }
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => break,
-                Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
-                Err(_) => {
-                    // The peer is gone: nothing more can be sent.
-                    self.out_at = self.out.len();
-                    self.write_closed = true;
-                    self.link.engine.on_llp_closed();
+        let Ok(mut wrote) = self.out.flush(&self.stream) else {
+            self.peer_gone();
+            return true;
+        };
+        if !self.out.has_unwritten() {
+            let mut sink = self.out.sink(&self.stream);
+            self.link.engine.poll_transmit_to(&mut sink, TX_BUDGET);
+            let outcome = sink.outcome();
+            wrote |= outcome.wrote;
+            if outcome.broken {
+                // An FPDU went out in part: the peer cannot read on.
+                self.reset();
+                self.link.engine.on_llp_closed();
+                return true;
+            }
+            match self.out.flush(&self.stream) {
+                Ok(flushed) if !outcome.failed => wrote |= flushed,
+                _ => {
+                    self.peer_gone();
                     return true;
                 }
             }
         }
-        busy
+        self.sent_since_info |= wrote;
+        wrote
+    }
+
+    /// The socket cannot be written any more (the peer is gone): nothing
+    /// more is sent.
+    fn peer_gone(&mut self) {
+        self.out.clear();
+        self.write_closed = true;
+        self.link.engine.on_llp_closed();
     }
 
     /// What a parked dataplane waits for on this socket, besides the
@@ -319,7 +333,7 @@ impl Conn {
     /// under way, or the socket is read every round (not in the
     /// readiness set).
     pub(super) fn quiet_until(&self) -> Option<Instant> {
-        let quiet = self.out_at == self.out.len()
+        let quiet = !self.out.has_unwritten()
             && !self.link.has_backlog()
             && self.closed_at.is_none()
             && !self.read_closed
@@ -331,7 +345,7 @@ impl Conn {
 
     /// Whether octets framed for the socket wait for room in it.
     pub(super) fn has_unwritten(&self) -> bool {
-        !self.write_closed && self.out_at < self.out.len()
+        !self.write_closed && self.out.has_unwritten()
     }
 
     /// The socket's descriptor.
@@ -354,7 +368,7 @@ impl Conn {
             self.closed_at.get_or_insert_with(Instant::now);
         }
         match self.link.engine.llp_close() {
-            Some(LlpClose::Graceful) if self.out_at == self.out.len() => {
+            Some(LlpClose::Graceful) if !self.out.has_unwritten() => {
                 let _ = self.stream.shutdown(Shutdown::Write);
                 self.write_closed = true;
                 self.closed_at.get_or_insert_with(Instant::now);
@@ -402,6 +416,5 @@ impl Conn {
         self.write_closed = true;
         self.read_closed = true;
         self.out.clear();
-        self.out_at = 0;
     }
 }

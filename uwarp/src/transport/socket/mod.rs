@@ -35,6 +35,7 @@ mod cq_feed;
 mod dataplane;
 pub(crate) mod descriptors;
 mod idle;
+mod outbound;
 mod readiness;
 mod setup;
 mod tcp;
