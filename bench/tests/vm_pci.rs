@@ -59,11 +59,11 @@ fn count(line: &str, words: &str) -> Option<u64> {
 }
 
 /// The FPDUs a "this side: " line says zero-copy transmit sent: the M of
-/// "FPDUs sent N (M by reference)".
+/// "FPDUs sent N (M by reference, K written through)".
 fn fpdus_by_reference(line: &str) -> Option<u64> {
     let (_, after) = line.split_once("FPDUs sent ")?;
     let (_, after) = after.split_once('(')?;
-    after.split_once(" by reference)")?.0.parse().ok()
+    after.split_once(" by reference")?.0.parse().ok()
 }
 
 /// The line of `lines` starting with `prefix`.

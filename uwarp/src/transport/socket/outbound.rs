@@ -30,12 +30,17 @@ pub(super) const WRITE_THROUGH_FROM: usize = 16 * 1024;
 /// Framed octets on their way to the socket.
 #[derive(Debug)]
 pub(super) struct Outbound {
-    /// Zeroed once; framed into in place, so that no octet is cleared
-    /// before it is written.
-    buf: Box<[u8]>,
+    /// Framed into in place. It grows to what the connection needs,
+    /// each octet zeroed once, when it first grows over it: a connection
+    /// of small messages keeps a small one, and none costs its set-up a
+    /// large clear (heap memory that `calloc` must clear cut the DPDK
+    /// transport's set-up rate five times once, docs/perf.md).
+    buf: Vec<u8>,
     /// Where a round's unwritten octets are gathered, then swapped with
-    /// `buf`.
-    spare: Box<[u8]>,
+    /// `buf`; made when first needed.
+    spare: Vec<u8>,
+    /// The most octets framed at once.
+    capacity: usize,
     /// Octets before this were written.
     at: usize,
     /// Octets before this are framed.
@@ -43,11 +48,12 @@ pub(super) struct Outbound {
 }
 
 impl Outbound {
-    /// Room for `capacity` framed octets.
+    /// Room for up to `capacity` framed octets.
     pub(super) fn new(capacity: usize) -> Self {
         Self {
-            buf: vec![0; capacity].into_boxed_slice(),
-            spare: vec![0; capacity].into_boxed_slice(),
+            buf: Vec::new(),
+            spare: Vec::new(),
+            capacity,
             at: 0,
             len: 0,
         }
@@ -82,6 +88,12 @@ impl Outbound {
             self.clear();
         }
         Ok(wrote)
+    }
+
+    /// `buf`'s octets `from .. to`, grown to hold them.
+    fn room(&mut self, from: usize, to: usize) -> &mut [u8] {
+        grow(&mut self.buf, to, self.capacity);
+        &mut self.buf[from..to]
     }
 
     /// The sink the engine frames into for one round, with nothing
@@ -146,7 +158,7 @@ impl OutboundSink<'_> {
     /// Whether `len` more octets fit, counting the payloads written
     /// through: all of the round may have to be gathered into the buffer.
     fn fits(&self, len: usize) -> bool {
-        self.out.len + self.through_len + len <= self.out.buf.len()
+        self.out.len + self.through_len + len <= self.out.capacity
     }
 
     /// The round's octets in stream order: the buffer's, with the
@@ -223,6 +235,8 @@ impl OutboundSink<'_> {
     /// `written` octets went) into the spare buffer and makes it the
     /// buffer: the payloads' octets are copied out of their memory.
     fn gather_unwritten(&mut self, pieces: &[Piece], written: usize) {
+        let total: usize = pieces.iter().map(Piece::len).sum();
+        grow(&mut self.out.spare, total - written, self.out.capacity);
         let mut skip = written;
         let mut len = 0;
         for piece in pieces {
@@ -262,6 +276,16 @@ enum Piece {
     Lent(LentRange),
 }
 
+/// Grows `buf` to at least `len` octets, zeroing the new ones: to the
+/// next power of two, at least a page, at most `capacity` (never below
+/// `len`).
+fn grow(buf: &mut Vec<u8>, len: usize, capacity: usize) {
+    if buf.len() < len {
+        let size = len.next_power_of_two().clamp(4096, capacity.max(4096));
+        buf.resize(size.max(len), 0);
+    }
+}
+
 impl Piece {
     fn len(&self) -> usize {
         match self {
@@ -292,7 +316,7 @@ impl FpduSink for OutboundSink<'_> {
         }
         self.reserved = len;
         let start = self.out.len;
-        Some(&mut self.out.buf[start..start + len])
+        Some(self.out.room(start, start + len))
     }
 
     fn commit(&mut self) {
@@ -307,11 +331,12 @@ impl FpduSink for OutboundSink<'_> {
         if !self.fits(head.len() + payload.len() + tail.len()) {
             return false;
         }
-        let at = self.out.len;
-        self.out.buf[at..at + head.len()].copy_from_slice(head);
-        let at = at + head.len();
-        self.out.buf[at..at + tail.len()].copy_from_slice(tail);
-        self.out.len = at + tail.len();
+        let at = self.out.len + head.len();
+        let end = at + tail.len();
+        let room = self.out.room(self.out.len, end);
+        room[..head.len()].copy_from_slice(head);
+        room[head.len()..].copy_from_slice(tail);
+        self.out.len = end;
         self.through.push(Hole {
             at,
             payload: payload.range(),
@@ -464,6 +489,21 @@ mod tests {
         libc::iovec {
             iov_base: base as *mut libc::c_void,
             iov_len: len,
+        }
+    }
+
+    #[test]
+    fn the_buffer_grows_by_powers_of_two_within_the_capacity() {
+        let mut buf = Vec::new();
+        for (len, capacity, grown) in [
+            (10, 1 << 20, 4096),
+            (5000, 1 << 20, 8192),
+            (100, 1 << 20, 8192),
+            (600_000, 700_000, 700_000),
+            (800_000, 700_000, 800_000),
+        ] {
+            grow(&mut buf, len, capacity);
+            assert_eq!(buf.len(), grown, "{len} within {capacity}");
         }
     }
 
