@@ -157,11 +157,7 @@ impl QpEngine {
             .then(|| references(sink, writer, header.len(), segment.payload_len))
             .flatten()
             .and_then(|parts| Some((parts, sq.payload_slice(&segment, table, pd)?)));
-        let way = match (&through, &referencing) {
-            (Some(_), _) => Way::Through,
-            (None, Some(_)) => Way::Reference,
-            (None, None) => Way::Copy,
-        };
+        let way = Way::of(through.is_some(), referencing.is_some());
         let framed = match (through, referencing) {
             (Some(through), _) => through.unwrap_or_else(Framed::Failed),
             (None, Some((parts, Ok(payload)))) => {
@@ -228,11 +224,7 @@ impl QpEngine {
             .then(|| references(sink, writer, header.len(), len))
             .flatten()
             .and_then(|parts| Some((parts, table.fetch_slice(stag, pd, to, len).transpose()?)));
-        let way = match (&through, &referencing) {
-            (Some(_), _) => Way::Through,
-            (None, Some(_)) => Way::Reference,
-            (None, None) => Way::Copy,
-        };
+        let way = Way::of(through.is_some(), referencing.is_some());
         let framed = match (through, referencing) {
             (Some(framed), _) => framed,
             (None, Some((parts, Ok(payload)))) => {
@@ -285,6 +277,18 @@ enum Way {
     Reference,
     /// Written through from where it lies, during the call.
     Through,
+}
+
+impl Way {
+    /// The way of a payload the sink writes through (`through`), else
+    /// holds by reference (`referencing`), else takes copied.
+    fn of(through: bool, referencing: bool) -> Self {
+        match (through, referencing) {
+            (true, _) => Way::Through,
+            (false, true) => Way::Reference,
+            (false, false) => Way::Copy,
+        }
+    }
 }
 
 /// What became of an FPDU offered to a sink.
