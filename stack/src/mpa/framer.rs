@@ -9,6 +9,8 @@
 //! a close; after an error the reader yields nothing more, since the
 //! stream's framing can no longer be trusted.
 
+use std::borrow::Cow;
+
 use crate::mem::BufferSlice;
 use crate::record::{FpduSink, VecSink};
 use crate::wire::crc;
@@ -362,6 +364,29 @@ impl FpduReader {
         Some(Ok(ulpdu))
     }
 
+    /// The next whole ULPDU, as [`next_ulpdu`](Self::next_ulpdu) gives
+    /// it, but read where it lies in the buffer when the direction has no
+    /// Markers (such an FPDU's ULPDU is one run of its octets): an FPDU
+    /// that [`top_up`](Self::top_up) completed is not copied out again.
+    /// What it returned is dropped from the buffer at the next call.
+    pub fn next_ulpdu_in_buffer(&mut self) -> Option<Result<Cow<'_, [u8]>, FramingError>> {
+        if self.markers {
+            return self.next_ulpdu().map(|next| next.map(Cow::Owned));
+        }
+        if let Some(err) = self.failed {
+            return Some(Err(err));
+        }
+        self.compact();
+        let start = self.start;
+        let (ulpdu_len, len) = match front_fpdu(&self.buf[start..], self.crc)? {
+            Ok((ulpdu, len)) => (ulpdu.len(), len),
+            Err(err) => return Some(Err(self.fail(err))),
+        };
+        self.start += len;
+        let ulpdu = start + fpdu::LENGTH_FIELD_LEN;
+        Some(Ok(Cow::Borrowed(&self.buf[ulpdu..ulpdu + ulpdu_len])))
+    }
+
     /// The next whole ULPDU read in place from the front of `data`, which
     /// then moves past its FPDU: the path of FPDUs aligned with the LLP's
     /// segments (RFC 5044 appendix A.3), with no copy. It applies only
@@ -488,8 +513,14 @@ mod tests {
                         got.push(ulpdu.unwrap().to_vec());
                     }
                     reader.push(rest);
-                    while let Some(ulpdu) = reader.next_ulpdu() {
-                        got.push(ulpdu.unwrap());
+                    if in_place {
+                        while let Some(ulpdu) = reader.next_ulpdu_in_buffer() {
+                            got.push(ulpdu.unwrap().into_owned());
+                        }
+                    } else {
+                        while let Some(ulpdu) = reader.next_ulpdu() {
+                            got.push(ulpdu.unwrap());
+                        }
                     }
                 }
                 let label =

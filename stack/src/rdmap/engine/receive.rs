@@ -10,7 +10,7 @@ use super::terminate;
 use super::{CqKind, QpEngine, QpEvent, SRQ_LOOKAHEAD};
 use crate::ddp::UntaggedError;
 use crate::mem::{Access, Stag, TaggedError};
-use crate::mpa::{FramingError, Rtr};
+use crate::mpa::{FpduReader, FramingError, Rtr};
 use crate::rdmap::RecvSlot;
 use crate::verbs::{QpState, WcOpcode, WcStatus, WorkCompletion};
 use crate::wire::ddp::BufferModel;
@@ -46,13 +46,17 @@ impl QpEngine {
             let before = rest.len();
             self.reader.top_up(&mut rest);
             self.counters.bytes_buffered += (before - rest.len()) as u64;
+            // Read where they lie in the reader's buffer, which is set
+            // aside meanwhile (handling an FPDU never reads it).
+            let mut reader = std::mem::replace(&mut self.reader, FpduReader::new(false, false));
             while self.hears_peer() {
-                match self.reader.next_ulpdu() {
+                match reader.next_ulpdu_in_buffer() {
                     None => break,
                     Some(Ok(ulpdu)) => self.on_fpdu(&ulpdu),
                     Some(Err(err)) => self.on_framing_error(err),
                 }
             }
+            self.reader = reader;
             if self.reader.buffered() > 0 {
                 break;
             }
