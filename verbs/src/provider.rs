@@ -40,6 +40,13 @@
 //!   FPDU back after the peer's MPA Reply (0 by default; 200 against
 //!   Linux siw's servers, whose passive side can lose an FPDU that comes
 //!   too soon: [`uwarp::ConnectParams::first_fpdu_delay`]).
+//! - `UWARP_LOOPBACK_BIND`: on the socket transport, what a bind to a
+//!   loopback address gives: `device` (the default: the device, so that
+//!   programs on one host run over loopback) or `any` (no device, as
+//!   Linux's RDMA CM counts a loopback address as a wildcard: a program
+//!   that binds "localhost" only to learn its device, as libfabric does,
+//!   goes on to the host's own addresses, which its peers on other hosts
+//!   can reach).
 //! - `UWARP_LOG`: what the library prints ([`crate::log`]).
 //!
 //! A device on DPDK is closed when the process exits (by `exit` or a
@@ -91,6 +98,9 @@ struct Opened {
     address: Option<Ipv4Addr>,
     /// How long its active sides hold their first FPDU back.
     first_fpdu_delay: Duration,
+    /// A bind to a loopback address gives the device where it carries
+    /// loopback connections (`UWARP_LOOPBACK_BIND=device`).
+    loopback_bind_gives_device: bool,
 }
 
 /// The process's uwarp device, opened on first use in this process; on
@@ -173,6 +183,13 @@ pub fn first_fpdu_delay() -> Duration {
     opened().map_or(Duration::ZERO, |opened| opened.first_fpdu_delay)
 }
 
+/// Whether a bind to a loopback address gives the device, on a device
+/// that carries loopback connections (`UWARP_LOOPBACK_BIND`; before the
+/// device opened, the default).
+pub fn loopback_bind_gives_device() -> bool {
+    opened().is_none_or(|opened| opened.loopback_bind_gives_device)
+}
+
 /// This process's device, when it is open.
 fn opened() -> Option<&'static Opened> {
     newest_slot()
@@ -251,11 +268,14 @@ fn open() -> Result<Opened, (i32, String)> {
         }
     };
     let first_fpdu_delay = first_fpdu_delay_setting().map_err(|reason| (libc::EINVAL, reason))?;
+    let loopback_bind_gives_device =
+        loopback_bind_setting().map_err(|reason| (libc::EINVAL, reason))?;
     let device = Device::open(config).map_err(|e| (crate::export::errno_of(&e), e.to_string()))?;
     Ok(Opened {
         device,
         address,
         first_fpdu_delay,
+        loopback_bind_gives_device,
     })
 }
 
@@ -272,6 +292,7 @@ fn open_without_transport() -> Result<Opened, (i32, String)> {
         device,
         address: None,
         first_fpdu_delay: Duration::ZERO,
+        loopback_bind_gives_device: true,
     })
 }
 
@@ -296,6 +317,18 @@ fn first_fpdu_delay_setting() -> Result<Duration, String> {
                  0 to {MAX_FIRST_FPDU_DELAY_MS}"
             )
         })
+}
+
+/// `UWARP_LOOPBACK_BIND`: whether a loopback bind gives the device
+/// (`device`, the default when unset or empty) or not (`any`).
+fn loopback_bind_setting() -> Result<bool, String> {
+    match setting("UWARP_LOOPBACK_BIND").as_deref() {
+        None | Some("device") => Ok(true),
+        Some("any") => Ok(false),
+        Some(other) => Err(format!(
+            "UWARP_LOOPBACK_BIND={other}: expected device or any"
+        )),
+    }
 }
 
 /// The longest hold `UWARP_FIRST_FPDU_DELAY_MS` accepts (a minute: more

@@ -9,7 +9,7 @@
 mod support;
 
 use std::io::{BufRead, BufReader, Read};
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 
 use support::hostile::{
     first_untagged, hostile_peer, read_of_unknown_stag, send_fpdu, terminate, terminated_by, ulpdu,
@@ -229,6 +229,48 @@ fn ipv4_and_ipv6_listeners_share_a_port_with_afonly() {
     let output = uwarp_run(&program, &[]);
     assert_success("cm_afonly", &output);
     assert_eq!(String::from_utf8_lossy(&output.stdout), "ok\n");
+}
+
+/// A bind to the loopback address on the socket transport gives the
+/// device by default (programs on one host run over loopback), and none
+/// with `--loopback-bind any`, as on Linux's RDMA CM, so that libfabric
+/// and Open MPI ranks across hosts find the host's address on the link
+/// (af_xdp_fabric.rs runs them so). A value that means nothing stops the
+/// device with its reason.
+#[test]
+fn a_loopback_bind_gives_the_device_unless_told_to_do_as_linux() {
+    let program = compile_c("cm_loopback_bind");
+    for (options, expected) in [
+        (&[][..], "loopback device\nok\n"),
+        (&["--loopback-bind", "device"][..], "loopback device\nok\n"),
+        (&["--loopback-bind", "any"][..], "loopback none\nok\n"),
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_uwarp-run"))
+            .args(options)
+            .arg(&program)
+            .output()
+            .expect("uwarp-run runs");
+        assert_success(&format!("cm_loopback_bind {options:?}"), &output);
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout),
+            expected,
+            "{options:?}"
+        );
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_uwarp-run"))
+        .args(["--loopback-bind", "everything"])
+        .arg(&program)
+        .output()
+        .expect("uwarp-run runs");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        format!("bind errno {}\n", libc::EINVAL)
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("UWARP_LOOPBACK_BIND=everything: expected device or any"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -68,6 +68,14 @@ struct Cli {
     /// siw's servers).
     #[arg(long)]
     first_fpdu_delay_ms: Option<u64>,
+    /// Socket transport: what a bind to a loopback address gives:
+    /// `device` (the default: the device, so that programs on one host
+    /// run over loopback) or `any` (no device, as on Linux's RDMA CM:
+    /// libfabric and Open MPI, which bind "localhost" to find their
+    /// address, then take the host's address on its links; for ranks
+    /// across hosts).
+    #[arg(long)]
+    loopback_bind: Option<String>,
     /// What the library prints on standard error: off, error (the
     /// default) or info.
     #[arg(long)]
@@ -127,6 +135,7 @@ fn run(cli: Cli) -> Result<(), String> {
         ("UWARP_CORES", &cores),
         ("UWARP_CPUS", &cli.cpus),
         ("UWARP_FIRST_FPDU_DELAY_MS", &first_fpdu_delay),
+        ("UWARP_LOOPBACK_BIND", &cli.loopback_bind),
         ("UWARP_LOG", &cli.log),
     ] {
         if let Some(value) = value {

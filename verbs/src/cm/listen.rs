@@ -55,9 +55,11 @@ pub unsafe extern "C" fn rdma_bind_addr(id: *mut RdmaCmId, addr: *mut libc::sock
 /// beside the kernel needs. On the DPDK transport the listener hears
 /// nothing (the host cannot reach the device through its loopback). The
 /// socket transport does carry loopback connections, and there a
-/// loopback bind gives the device, as uwarp always has, so that programs
-/// on one host keep running over loopback (on Linux they would use the
-/// device's own addresses; across hosts, name the address to use).
+/// loopback bind gives the device by default, so that programs on one
+/// host keep running over loopback (on Linux they would use the device's
+/// own addresses), or, with `UWARP_LOOPBACK_BIND=any`, does as Linux
+/// does: what ranks across hosts need, whose peers cannot reach
+/// 127.0.0.1.
 fn bind(id: &mut Id, addr: SocketAddr) -> Result<(), c_int> {
     let device = provider::device()?;
     let mut role = id.shared.role();
@@ -70,7 +72,9 @@ fn bind(id: &mut Id, addr: SocketAddr) -> Result<(), c_int> {
     let bound = listener.local_addr();
     *role = Role::Bound(Arc::new(listener));
     drop(role);
-    if !addr.ip().is_loopback() || device.carries_loopback() {
+    if !addr.ip().is_loopback()
+        || (device.carries_loopback() && provider::loopback_bind_gives_device())
+    {
         id.attach()?;
     }
     id.set_source(bound);

@@ -113,22 +113,6 @@ impl Topology {
         ]);
     }
 
-    /// Makes `localhost` name the peer namespace's veth address for the
-    /// programs `ip netns exec` runs there: it bind-mounts
-    /// `/etc/netns/NS/hosts` over `/etc/hosts`. libfabric's verbs
-    /// provider binds "localhost" to find the source address of an
-    /// endpoint that names none (an MPI rank); on the socket transport,
-    /// which the peer runs, that bind gives uwarp's device and the
-    /// loopback address, unreachable from the other namespace (the host
-    /// side, on AF_XDP, gets no device there and uses its own address,
-    /// as on Linux's RDMA CM); see docs/deploy.md.
-    pub fn name_peer_localhost_after_its_veth_address(&self) {
-        let hosts = hosts_file(self.veth.peer_ns);
-        std::fs::create_dir_all(hosts.parent().unwrap()).expect("/etc/netns/NS");
-        std::fs::write(&hosts, format!("{} localhost\n", self.veth.peer_ip))
-            .expect("the namespace's hosts");
-    }
-
     fn remove(veth: &Veth) {
         for ns in veth.namespaces() {
             kill_everything_in(ns);
@@ -136,10 +120,6 @@ impl Topology {
                 .args(["netns", "del", ns])
                 .stderr(std::process::Stdio::null())
                 .status();
-            let hosts = hosts_file(ns);
-            if std::fs::remove_file(&hosts).is_ok() {
-                let _ = std::fs::remove_dir(hosts.parent().unwrap());
-            }
         }
     }
 }
@@ -148,11 +128,6 @@ impl Drop for Topology {
     fn drop(&mut self) {
         Topology::remove(&self.veth);
     }
-}
-
-/// The hosts file `ip netns exec` gives the programs it runs in `ns`.
-fn hosts_file(ns: &str) -> PathBuf {
-    Path::new("/etc/netns").join(ns).join("hosts")
 }
 
 /// Kills (SIGKILL) every process in namespace `ns`, by its id (`ip netns
