@@ -314,7 +314,14 @@ fn debian_rping_and_perftest_on_uwarp_work_with_siw_in_both_roles() {
             },
         };
         let output = server.finish(Instant::now() + RUN_LIMIT);
-        assert_eq!(ended, Ok(()), "siw's {name} client failed");
+        assert_eq!(
+            ended,
+            Ok(()),
+            "siw's {name} client failed; uwarp's server ({}) said:\n{}{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
         match name {
             "rping" => assert_success("uwarp's rping server", &output),
             tool => assert_perftest_ran(&format!("uwarp's ib_{tool}_bw server"), &output),
