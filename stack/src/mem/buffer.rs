@@ -265,7 +265,7 @@ impl MemoryBuffer {
 
     /// The address of the octet at `offset`, which the caller checked is
     /// at most the buffer's length: for a lent range's system calls
-    /// ([`Lent::as_ptr`](super::Lent::as_ptr)). Computed with
+    /// ([`LentRange::as_ptr`](super::LentRange::as_ptr)). Computed with
     /// `wrapping_add`, so no reference or in-bounds claim is made.
     pub(crate) fn ptr_at(&self, offset: usize) -> *const u8 {
         debug_assert!(offset <= self.len);

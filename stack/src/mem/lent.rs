@@ -18,7 +18,7 @@
 //! guard, held longer.
 //!
 //! No Rust reference into the octets is made. The kernel reads them
-//! through the address ([`Lent::as_ptr`]) with `copy_from_user`, which
+//! through the address ([`LentRange::as_ptr`]) with `copy_from_user`, which
 //! fails with `EFAULT` instead of faulting when a program unmapped them
 //! without deregistering; uwarp reads them with the buffer's own copies
 //! ([`Lent::read`]), guarded for foreign memory.
@@ -56,15 +56,6 @@ impl<'g> Lent<'g> {
     /// Whether none are.
     pub fn is_empty(&self) -> bool {
         self.len == 0
-    }
-
-    /// The address of the first lent octet, for a system call that reads
-    /// them (an `iovec` of `writev`), valid while `self` lives. Reading
-    /// through it from Rust is the caller's affair: the buffer's access
-    /// contract (module documentation of `buffer.rs`) makes no
-    /// reference into the octets.
-    pub fn as_ptr(&self) -> *const u8 {
-        self.buffer.ptr_at(self.offset)
     }
 
     /// The range, to be kept past this call while the thread's epoch pin
@@ -115,7 +106,10 @@ impl LentRange {
     }
 
     /// The address of the first lent octet, for a system call that reads
-    /// them, as [`Lent::as_ptr`] gives it: valid while the range is.
+    /// them (an `iovec` of `writev`), valid while the range is. Reading
+    /// through it from Rust is the caller's affair: the buffer's access
+    /// contract (module documentation of `buffer.rs`) makes no reference
+    /// into the octets.
     ///
     /// # Safety
     ///
@@ -154,7 +148,7 @@ impl fmt::Debug for LentRange {
 impl fmt::Debug for Lent<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Lent")
-            .field("addr", &self.as_ptr())
+            .field("offset", &self.offset)
             .field("len", &self.len)
             .finish()
     }
@@ -170,7 +164,6 @@ mod tests {
         buffer.write_at(0, &(0..64).collect::<Vec<u8>>()).unwrap();
         let lent = Lent::new(&buffer, 16, 8);
         assert_eq!((lent.len(), lent.is_empty()), (8, false));
-        assert_eq!(lent.as_ptr(), buffer.ptr_at(16));
         let mut out = [0; 4];
         lent.read(4, &mut out).unwrap();
         assert_eq!(out, [20, 21, 22, 23]);

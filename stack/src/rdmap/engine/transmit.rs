@@ -157,18 +157,21 @@ impl QpEngine {
             .then(|| references(sink, writer, header.len(), segment.payload_len))
             .flatten()
             .and_then(|parts| Some((parts, sq.payload_slice(&segment, table, pd)?)));
-        let way = Way::of(through.is_some(), referencing.is_some());
-        let framed = match (through, referencing) {
-            (Some(through), _) => through.unwrap_or_else(Framed::Failed),
-            (None, Some((parts, Ok(payload)))) => {
-                frame_referencing(writer, sink, header, payload, parts)
-            }
-            (None, Some((_, Err(err)))) => Framed::Failed(err),
-            (None, None) => frame(writer, sink, segment.ulpdu_len(), |out| {
-                let (head, payload) = out.split_at_mut(header.len());
-                head.copy_from_slice(header);
-                sq.copy_payload(&segment, table, pd, payload)
-            }),
+        let (way, framed) = match (through, referencing) {
+            (Some(through), _) => (Way::Through, through.unwrap_or_else(Framed::Failed)),
+            (None, Some((parts, Ok(payload)))) => (
+                Way::Reference,
+                frame_referencing(writer, sink, header, payload, parts),
+            ),
+            (None, Some((_, Err(err)))) => (Way::Reference, Framed::Failed(err)),
+            (None, None) => (
+                Way::Copy,
+                frame(writer, sink, segment.ulpdu_len(), |out| {
+                    let (head, payload) = out.split_at_mut(header.len());
+                    head.copy_from_slice(header);
+                    sq.copy_payload(&segment, table, pd, payload)
+                }),
+            ),
         };
         match framed {
             Framed::Sent(len) => {
@@ -224,18 +227,21 @@ impl QpEngine {
             .then(|| references(sink, writer, header.len(), len))
             .flatten()
             .and_then(|parts| Some((parts, table.fetch_slice(stag, pd, to, len).transpose()?)));
-        let way = Way::of(through.is_some(), referencing.is_some());
-        let framed = match (through, referencing) {
-            (Some(framed), _) => framed,
-            (None, Some((parts, Ok(payload)))) => {
-                frame_referencing(writer, sink, &header, payload, parts)
-            }
-            (None, Some((_, Err(err)))) => Framed::Failed(err),
-            (None, None) => frame(writer, sink, header.len() + len, |out| {
-                let (head, payload) = out.split_at_mut(header.len());
-                head.copy_from_slice(&header);
-                table.fetch(stag, pd, to, payload)
-            }),
+        let (way, framed) = match (through, referencing) {
+            (Some(framed), _) => (Way::Through, framed),
+            (None, Some((parts, Ok(payload)))) => (
+                Way::Reference,
+                frame_referencing(writer, sink, &header, payload, parts),
+            ),
+            (None, Some((_, Err(err)))) => (Way::Reference, Framed::Failed(err)),
+            (None, None) => (
+                Way::Copy,
+                frame(writer, sink, header.len() + len, |out| {
+                    let (head, payload) = out.split_at_mut(header.len());
+                    head.copy_from_slice(&header);
+                    table.fetch(stag, pd, to, payload)
+                }),
+            ),
         };
         let len = match framed {
             Framed::NoRoom => return None,
@@ -277,18 +283,6 @@ enum Way {
     Reference,
     /// Written through from where it lies, during the call.
     Through,
-}
-
-impl Way {
-    /// The way of a payload the sink writes through (`through`), else
-    /// holds by reference (`referencing`), else takes copied.
-    fn of(through: bool, referencing: bool) -> Self {
-        match (through, referencing) {
-            (true, _) => Way::Through,
-            (false, true) => Way::Reference,
-            (false, false) => Way::Copy,
-        }
-    }
 }
 
 /// What became of an FPDU offered to a sink.
